@@ -1,0 +1,49 @@
+// Errors are values at the boundaries: a reader returns Result<T>, never throws at the user.
+// The command-line front prints Error::what() as one line and exits with code 2.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace zerosim {
+
+struct Error {
+    std::string file;     // the file the user gave (empty for command-line flags)
+    std::string field;    // the JSON path or flag, e.g. zero_optimization.stage or --world
+    std::string message;  // what was expected and what was found
+
+    std::string what() const {
+        std::string s;
+        if (!file.empty()) s += file;
+        if (!field.empty()) s += (s.empty() ? "" : ": ") + std::string("field '") + field + "'";
+        if (!s.empty()) s += ": ";
+        return s + message;
+    }
+};
+
+// A minimal expected<T, Error> (std::expected is C++23; Debian 12's g++ 12 lacks it).
+template <typename T>
+class Result {
+  public:
+    Result(T value) : v_(std::move(value)) {}
+    Result(Error err) : v_(std::move(err)) {}
+    bool ok() const { return std::holds_alternative<T>(v_); }
+    explicit operator bool() const { return ok(); }
+    T& value() & { return std::get<T>(v_); }
+    const T& value() const& { return std::get<T>(v_); }
+    T&& value() && { return std::get<T>(std::move(v_)); }
+    const Error& error() const { return std::get<Error>(v_); }
+    T* operator->() { return &value(); }
+    const T* operator->() const { return &value(); }
+    T& operator*() & { return value(); }
+
+  private:
+    std::variant<T, Error> v_;
+};
+
+// For operations that return nothing but may fail.
+using Status = std::optional<Error>;
+
+}  // namespace zerosim

@@ -1,0 +1,56 @@
+// DeepSpeed's comms_logger format, written in one place and shared by the predicted log (sim),
+// the measured log (runtime) and read back by the validator. Conventions follow
+// deepspeed/utils/comms_logging.py at v0.14.2: convert_size for message sizes, calc_bw_log for
+// bandwidths, log_all for the summary table (10% trimmed means).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace zerosim {
+
+// convert_size(): 1024-based B/KB/MB/GB..., value rounded to 2 decimals and printed as Python
+// prints a float ("1.0 B", "48.38 KB"); 0 bytes prints "0B".
+std::string ds_size_string(int64_t bytes);
+
+// Python's "%.2f" (round half to even on the exact binary value, as glibc does).
+std::string fixed2(double v);
+
+struct Bandwidth {
+    double algbw_gbps = 0.0;
+    double busbw_gbps = 0.0;
+};
+// calc_bw_log(): `record` is DeepSpeed's op name; size in bytes as logged; time in ms; n = world.
+// A zero time gives zero bandwidth (DeepSpeed would divide by zero; a schedule has no times).
+Bandwidth ds_bandwidth(const std::string& record, int64_t bytes, double time_ms, int64_t world);
+
+// One logged op.
+struct LoggedOp {
+    std::string record;     // op name, e.g. "all_reduce"
+    std::string caller;     // "" when the logger ran without debug
+    int64_t bytes = 0;
+    double time_ms = 0.0;
+    double algbw_gbps = 0.0;
+    double busbw_gbps = 0.0;
+    double timestamp_s = 0.0;   // seconds since the log's epoch, for the line prefix
+
+    // The key the logger groups by: "all_reduce | [Caller Func: allreduce_bucket]".
+    std::string record_key() const;
+};
+
+// "[1970-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] " for t seconds.
+std::string ds_line_prefix(double timestamp_s);
+// "comm op: <record> | time (ms): ... | busbw (Gbps): ..." (no prefix, no newline).
+std::string ds_verbose_record(const LoggedOp& op);
+void write_ds_verbose_line(std::ostream& out, const LoggedOp& op);
+
+// log_summary(): the header, then per record (first-seen order) one row per message size,
+// ascending. `ops` must be the ops logged so far, in order.
+void write_ds_summary(std::ostream& out, const std::vector<LoggedOp>& ops);
+
+// DeepSpeed's trim_mean(data, 0.1) (utils/timer.py), exposed for tests.
+double ds_trim_mean(std::vector<double> data, double trim_percent);
+
+}  // namespace zerosim

@@ -1,0 +1,4 @@
+#include "sim/schedule.hpp"
+namespace zerosim::detail {
+void generate_stage3(Build& b) { engine_start_broadcasts(b); }
+}
