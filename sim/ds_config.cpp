@@ -169,6 +169,18 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
             }
         }
 
+        if (root.has("data_types")) {
+            auto dt = root.at("data_types");
+            dt.expect_object();
+            if (dt.has("grad_accum_dtype") && !dt.at("grad_accum_dtype").is_null()) {
+                auto f = dt.at("grad_accum_dtype");
+                auto t = dtype_from_name(f.as_string());
+                if (!t || (*t != DType::FP32 && *t != DType::FP16 && *t != DType::BF16))
+                    f.fail_here("expected \"fp32\", \"fp16\" or \"bf16\", found \"" + f.as_string() + "\"");
+                c.grad_accum_dtype = *t;
+            }
+        }
+
         bool overlap_set = false;
         if (root.has("zero_optimization")) {
             auto z = root.at("zero_optimization");

@@ -44,6 +44,7 @@ struct DsConfig {
     DType model_dtype = DType::FP32;          // fp16.enabled / bf16.enabled
     std::optional<DType> communication_data_type;
     double gradient_clipping = 0.0;
+    std::optional<DType> grad_accum_dtype;    // data_types.grad_accum_dtype
     ZeroConfig zero;
     std::vector<std::string> ignored_keys;    // keys zerosim does not know, reported in one warning
 

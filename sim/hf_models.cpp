@@ -11,12 +11,13 @@ namespace zerosim {
 
 namespace {
 
-// Collects parameters in registration order and module calls in forward order.
+// Collects parameters in registration order and the call tree of one forward pass.
 struct HfBuilder {
     Model m;
-    std::vector<std::string> forward;     // modules that own parameters, in call order
-    int64_t invoked = 0;                  // every module call in one forward
+    std::vector<int> stack;               // open container calls
     std::vector<std::pair<std::string, int64_t>> attention_outputs;  // output projection -> heads' width
+
+    HfBuilder() { m.calls.push_back(CallNode{"", -1, {}, true, true}); stack.push_back(0); }
 
     void param(const std::string& name, std::vector<int64_t> shape) {
         Parameter p;
@@ -33,11 +34,17 @@ struct HfBuilder {
         param(name + ".weight", {dim});
         if (bias) param(name + ".bias", {dim});
     }
-    void call(const std::string& module_with_params) {
-        forward.push_back(module_with_params);
-        ++invoked;
+    int node(const std::string& name, bool grad_out) {
+        int idx = static_cast<int>(m.calls.size());
+        m.calls.push_back(CallNode{name, -1, {}, grad_out, true});
+        m.calls[stack.back()].children.push_back(idx);
+        return idx;
     }
-    void call_parameterless(int64_t n = 1) { invoked += n; }
+    // A module call; `grad_out` false for modules whose output carries no gradient (rotary
+    // embeddings compute cos/sin from buffers), which get no backward hooks.
+    void call(const std::string& name, bool grad_out = true) { node(name, grad_out); }
+    void enter(const std::string& name) { stack.push_back(node(name, true)); }
+    void exit() { stack.pop_back(); }
 };
 
 struct HfConfig {
@@ -73,12 +80,12 @@ void build_gpt2(const HfConfig& c, HfBuilder& b) {
     c.divisible(E, "n_embd", H, "n_head");
     bool tied = c.flag_or("tie_word_embeddings", true);
     b.m.default_seq_len = P;
-    b.call_parameterless(2);  // GPT2LMHeadModel, GPT2Model
+    b.enter("transformer");
     b.param("transformer.wte.weight", {V, E});
     b.param("transformer.wpe.weight", {P, E});
     b.call("transformer.wte");
     b.call("transformer.wpe");
-    b.call_parameterless();  // transformer.drop
+    b.call("transformer.drop");
     for (int64_t l = 0; l < L; ++l) {
         std::string h = "transformer.h." + std::to_string(l);
         b.norm(h + ".ln_1", E, true);
@@ -91,23 +98,27 @@ void build_gpt2(const HfConfig& c, HfBuilder& b) {
         b.param(h + ".mlp.c_fc.bias", {I});
         b.param(h + ".mlp.c_proj.weight", {I, E});
         b.param(h + ".mlp.c_proj.bias", {E});
-        b.call_parameterless();  // the block
+        b.enter(h);
         b.call(h + ".ln_1");
-        b.call_parameterless();  // attn
+        b.enter(h + ".attn");
         b.call(h + ".attn.c_attn");
-        b.call_parameterless();  // attn.attn_dropout
+        b.call(h + ".attn.attn_dropout");
         b.call(h + ".attn.c_proj");
         b.attention_outputs.emplace_back(h + ".attn.c_proj", E);
-        b.call_parameterless();  // attn.resid_dropout
+        b.call(h + ".attn.resid_dropout");
+        b.exit();
         b.call(h + ".ln_2");
-        b.call_parameterless();  // mlp
+        b.enter(h + ".mlp");
         b.call(h + ".mlp.c_fc");
-        b.call_parameterless();  // mlp.act
+        b.call(h + ".mlp.act");
         b.call(h + ".mlp.c_proj");
-        b.call_parameterless();  // mlp.dropout
+        b.call(h + ".mlp.dropout");
+        b.exit();
+        b.exit();
     }
     b.norm("transformer.ln_f", E, true);
     b.call("transformer.ln_f");
+    b.exit();
     if (!tied) b.param("lm_head.weight", {V, E});
     b.call("lm_head");
 }
@@ -124,10 +135,10 @@ void build_gpt_neox(const HfConfig& c, HfBuilder& b) {
     bool bias = c.flag_or("attention_bias", true);
     bool tied = c.flag_or("tie_word_embeddings", false);
     b.m.default_seq_len = c.count_or("max_position_embeddings", 2048);
-    b.call_parameterless(2);  // GPTNeoXForCausalLM, GPTNeoXModel
+    b.enter("gpt_neox");
     b.param("gpt_neox.embed_in.weight", {V, Hd});
     b.call("gpt_neox.embed_in");
-    b.call_parameterless();  // emb_dropout
+    b.call("gpt_neox.emb_dropout");
     for (int64_t l = 0; l < L; ++l) {
         std::string h = "gpt_neox.layers." + std::to_string(l);
         b.norm(h + ".input_layernorm", Hd, true);
@@ -136,23 +147,28 @@ void build_gpt_neox(const HfConfig& c, HfBuilder& b) {
         b.linear(h + ".attention.dense", Hd, Hd, bias);
         b.linear(h + ".mlp.dense_h_to_4h", Hd, I, true);
         b.linear(h + ".mlp.dense_4h_to_h", I, Hd, true);
-        b.call_parameterless();  // the layer
+        b.enter(h);
         b.call(h + ".input_layernorm");
-        b.call_parameterless();  // attention
+        b.enter(h + ".attention");
         b.call(h + ".attention.query_key_value");
-        b.call_parameterless(2);  // attention.rotary_emb, attention.attention_dropout
+        b.call(h + ".attention.rotary_emb", false);
+        b.call(h + ".attention.attention_dropout");
         b.call(h + ".attention.dense");
         b.attention_outputs.emplace_back(h + ".attention.dense", Hd);
-        b.call_parameterless();  // post_attention_dropout
+        b.exit();
+        b.call(h + ".post_attention_dropout");
         b.call(h + ".post_attention_layernorm");
-        b.call_parameterless();  // mlp
+        b.enter(h + ".mlp");
         b.call(h + ".mlp.dense_h_to_4h");
-        b.call_parameterless();  // mlp.act
+        b.call(h + ".mlp.act");
         b.call(h + ".mlp.dense_4h_to_h");
-        b.call_parameterless();  // post_mlp_dropout
+        b.exit();
+        b.call(h + ".post_mlp_dropout");
+        b.exit();
     }
     b.norm("gpt_neox.final_layer_norm", Hd, true);
     b.call("gpt_neox.final_layer_norm");
+    b.exit();
     if (!tied) b.param("embed_out.weight", {V, Hd});
     b.call("embed_out");
 }
@@ -177,7 +193,7 @@ void build_llama(const HfConfig& c, HfBuilder& b, const std::string& type) {
     bool mlp_bias = c.flag_or("mlp_bias", false);
     bool tied = c.flag_or("tie_word_embeddings", false);
     b.m.default_seq_len = std::min<int64_t>(c.count_or("max_position_embeddings", 4096), 4096);
-    b.call_parameterless(2);  // LlamaForCausalLM, LlamaModel
+    b.enter("model");
     b.param("model.embed_tokens.weight", {V, Hd});
     b.call("model.embed_tokens");
     for (int64_t l = 0; l < L; ++l) {
@@ -191,24 +207,28 @@ void build_llama(const HfConfig& c, HfBuilder& b, const std::string& type) {
         b.linear(h + ".mlp.down_proj", I, Hd, mlp_bias);
         b.norm(h + ".input_layernorm", Hd, false);
         b.norm(h + ".post_attention_layernorm", Hd, false);
-        b.call_parameterless();  // the layer
+        b.enter(h);
         b.call(h + ".input_layernorm");
-        b.call_parameterless();  // self_attn
+        b.enter(h + ".self_attn");
         b.call(h + ".self_attn.q_proj");
         b.call(h + ".self_attn.k_proj");
         b.call(h + ".self_attn.v_proj");
-        b.call_parameterless();  // self_attn.rotary_emb
+        b.call(h + ".self_attn.rotary_emb", false);
         b.call(h + ".self_attn.o_proj");
         b.attention_outputs.emplace_back(h + ".self_attn.o_proj", nh * hd);
+        b.exit();
         b.call(h + ".post_attention_layernorm");
-        b.call_parameterless();  // mlp
+        b.enter(h + ".mlp");
         b.call(h + ".mlp.gate_proj");
-        b.call_parameterless();  // mlp.act_fn
+        b.call(h + ".mlp.act_fn");
         b.call(h + ".mlp.up_proj");
         b.call(h + ".mlp.down_proj");
+        b.exit();
+        b.exit();
     }
     b.norm("model.norm", Hd, false);
     b.call("model.norm");
+    b.exit();
     if (!tied) b.param("lm_head.weight", {V, Hd});
     b.call("lm_head");
 }
@@ -249,23 +269,30 @@ Result<Model> model_from_hf_config_json(const std::string& file, const std::stri
                                             "\"; zerosim builds gpt2, gpt_neox, llama, mistral and qwen2 "
                                             "(or give a parameter-list JSON)");
         }
-        b.m.module_visits_per_forward = b.invoked;
-        // With a tied head the head module owns no parameter of its own; it is added after the
-        // registered modules so it can be named in the forward order.
-        std::vector<std::string> order = b.forward;
+        // Resolve each call to the module that uses parameters directly, then derive the forward
+        // order from the tree. A tied head owns no parameter of its own: it uses the embedding's.
+        auto calls = std::move(b.m.calls);
+        b.m.calls.clear();
+        b.m.calls.push_back(CallNode{});  // placeholder so finish_model keeps our tree
+        if (auto err = finish_model(b.m, GroupPolicy::DecayNoDecay, {})) return *err;
+        b.m.calls = std::move(calls);
         if (tied_head) {
-            if (auto err = finish_model(b.m, GroupPolicy::DecayNoDecay, {})) return *err;
             int embed_idx = -1;
             for (size_t i = 0; i < b.m.params.size(); ++i)
                 if (b.m.params[i].name == embed) embed_idx = static_cast<int>(i);
             b.m.modules.push_back(Module{head, {embed_idx}, ModuleKind::Linear, 0});
-            std::map<std::string, int> idx;
-            for (size_t i = 0; i < b.m.modules.size(); ++i) idx[b.m.modules[i].name] = static_cast<int>(i);
-            b.m.forward_order.clear();
-            for (const auto& name : order) b.m.forward_order.push_back(idx.at(name));
-        } else {
-            if (auto err = finish_model(b.m, GroupPolicy::DecayNoDecay, order)) return *err;
         }
+        std::map<std::string, int> idx;
+        for (size_t i = 0; i < b.m.modules.size(); ++i) idx[b.m.modules[i].name] = static_cast<int>(i);
+        b.m.forward_order.clear();
+        for (auto& node : b.m.calls) {
+            auto it = idx.find(node.name);
+            if (it != idx.end() && !node.name.empty()) {
+                node.module = it->second;
+                b.m.forward_order.push_back(it->second);
+            }
+        }
+        mark_gradient_inputs(b.m);
         for (auto& mod : b.m.modules)
             for (const auto& [suffix, width] : b.attention_outputs)
                 if (mod.name == suffix) mod.attention_width = width;

@@ -86,6 +86,11 @@ const std::vector<Rule>& all_rules() {
          "stage 1/2 bucket flush: one reduce per destination rank, sized to its share of the bucket",
          "zero_optimization.reduce_scatter,zero_optimization.use_multi_rank_bucket_allreduce,"
          "zero_optimization.reduce_bucket_size,zero_optimization.round_robin_gradients"},
+        {"stage0.clip_grad_norm", "stage 0, fp32 with gradient_clipping: all_reduce of the gradient norm",
+         "gradient_clipping"},
+        {"bf16.grad_allreduce",
+         "bf16 optimizer: all_reduce of the padded fp32 gradient buffers (in the communication dtype)",
+         "bf16.enabled,communication_data_type"},
         {"step.overflow_check", "fp16: all_reduce(MAX) of the overflow flag before the step", "fp16.enabled"},
         {"stage12.step.grad_norm", "gradient norm: one fp32 all_reduce per parameter group", ""},
         {"stage12.step.allgather_partitions", "updated partitions gathered: one all_gather per parameter group",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -35,33 +36,68 @@ bool all_digits(const std::string& s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Invoked modules in one forward: the root and every named prefix of a parameter's module, except
-// containers whose children are numbered (nn.ModuleList is iterated, never called).
-int64_t count_invoked_modules(const Model& m) {
-    std::set<std::string> prefixes;
+// The call tree of a parameter list: the prefix tree of module names, children in the order
+// the forward order first reaches them. Prefixes whose children are all numbered are
+// nn.ModuleList containers and are skipped (never called).
+void build_calls_from_names(Model& m) {
     std::map<std::string, std::set<std::string>> children;
     for (const auto& mod : m.modules) {
-        if (mod.name.empty()) continue;
-        std::string prefix;
-        std::string parent;
+        std::string parent, prefix, part;
         std::stringstream ss(mod.name);
-        std::string part;
         while (std::getline(ss, part, '.')) {
             prefix = prefix.empty() ? part : prefix + "." + part;
-            prefixes.insert(prefix);
             children[parent].insert(part);
             parent = prefix;
         }
     }
-    int64_t n = 1;  // the root model itself
-    for (const auto& p : prefixes) {
-        auto it = children.find(p);
-        bool numbered_container =
-            it != children.end() && std::all_of(it->second.begin(), it->second.end(), all_digits);
-        if (!numbered_container) ++n;
+    auto is_module_list = [&](const std::string& prefix) {
+        auto it = children.find(prefix);
+        return it != children.end() && std::all_of(it->second.begin(), it->second.end(), all_digits);
+    };
+    m.calls.clear();
+    m.calls.push_back(CallNode{"", -1, {}, true, true});
+    std::map<std::string, int> node_of;
+    node_of[""] = 0;
+    for (size_t i = 0; i < m.modules.size(); ++i)
+        if (m.modules[i].name.empty()) m.calls[0].module = static_cast<int>(i);
+    for (int mi : m.forward_order) {
+        const std::string& name = m.modules[mi].name;
+        if (name.empty()) continue;
+        int cur = 0;
+        std::string prefix, part;
+        std::stringstream ss(name);
+        while (std::getline(ss, part, '.')) {
+            prefix = prefix.empty() ? part : prefix + "." + part;
+            if (prefix != name && is_module_list(prefix)) continue;
+            auto it = node_of.find(prefix);
+            if (it == node_of.end()) {
+                int idx = static_cast<int>(m.calls.size());
+                m.calls.push_back(CallNode{prefix, -1, {}, true, true});
+                m.calls[cur].children.push_back(idx);
+                it = node_of.emplace(prefix, idx).first;
+            }
+            cur = it->second;
+        }
+        m.calls[cur].module = mi;
     }
-    return n;
 }
+
+}  // namespace
+
+// Modules fed token ids (embeddings, and the containers around them, root included) get no
+// post-backward hook: nothing upstream of them needs a gradient.
+void mark_gradient_inputs(Model& m) {
+    std::function<bool(int)> holds_embedding = [&](int n) {
+        auto& node = m.calls[n];
+        bool emb = node.module >= 0 && m.modules[node.module].kind == ModuleKind::Embedding;
+        for (int c : node.children) emb = holds_embedding(c) || emb;
+        if (emb) node.grad_in = false;
+        return emb;
+    };
+    if (!m.calls.empty()) holds_embedding(0);
+}
+
+namespace {
 
 ModuleKind guess_kind(const Model& m, const Module& mod) {
     std::string last = mod.name.substr(mod.name.rfind('.') == std::string::npos ? 0 : mod.name.rfind('.') + 1);
@@ -138,7 +174,10 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
             return Error{m.source, "forward_order", "module '" + m.modules[i].name + "' owns parameters but never runs"};
     for (auto& mod : m.modules)
         if (mod.kind == ModuleKind::Other) mod.kind = guess_kind(m, mod);
-    if (m.module_visits_per_forward <= 0) m.module_visits_per_forward = count_invoked_modules(m);
+    if (m.calls.empty()) {
+        build_calls_from_names(m);
+        mark_gradient_inputs(m);
+    }
     return std::nullopt;
 }
 
@@ -184,11 +223,6 @@ Result<Model> model_from_param_list_json(const std::string& file, const std::str
             auto fo = root.at("forward_order");
             fo.expect_array();
             for (size_t i = 0; i < fo.size(); ++i) order.push_back(fo.at(i).as_string());
-        }
-        if (root.has("module_visits_per_forward")) {
-            auto f = root.at("module_visits_per_forward");
-            m.module_visits_per_forward = f.as_integer();
-            if (m.module_visits_per_forward < 1) f.fail_here("expected a positive count");
         }
         if (root.has("seq_len")) m.default_seq_len = root.at("seq_len").as_integer();
         if (auto err = finish_model(m, policy, order)) return *err;

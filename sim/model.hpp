@@ -31,6 +31,15 @@ struct Module {
     int64_t attention_width = 0;
 };
 
+struct CallNode {
+    std::string name;
+    int module = -1;              // Model::modules index when the call uses parameters directly
+    std::vector<int> children;    // in call order
+    bool grad_out = true;         // its output carries gradient: a pre-backward hook fires
+    bool grad_in = true;          // its input carries gradient: a post-backward hook fires (not
+                                  // for embeddings and the modules around them, fed token ids)
+};
+
 struct Model {
     std::string name;
     std::string source;                 // the file it came from
@@ -38,10 +47,12 @@ struct Model {
     std::vector<Module> modules;        // modules that own or use parameters, first-registration order
     std::vector<int> forward_order;     // module indices in forward execution order (a module may repeat)
     int num_groups = 1;
-    // Module visits in one forward pass, counting every invoked module (containers, the root and
-    // parameterless ones such as dropout) but not ModuleList containers, which are never called.
-    // ZeRO-3 records one trace entry per visit in forward and in backward.
-    int64_t module_visits_per_forward = 0;
+    // Every module call of one forward pass as a tree (calls[0] is the root model): containers,
+    // parameterless modules (dropout, activations, rotary embeddings) and the modules that use
+    // parameters, children in call order. nn.ModuleList is iterated, never called, so it is not a
+    // node. ZeRO-3's hooks fire on these calls: fetch before a call, release after it, in forward
+    // and in backward, and its trace records each pre-forward and pre-backward.
+    std::vector<CallNode> calls;
     int64_t default_seq_len = 0;        // from the model config where it says, else 0
 
     int64_t total_numel() const;
@@ -60,6 +71,10 @@ Result<Model> model_from_param_list_json(const std::string& text_or_path_name, c
 Result<Model> model_from_hf_config_json(const std::string& file_name, const std::string& text);
 
 // Shared finishing step: modules from names, groups compacted, checks (no parameters, zero sizes).
+// A builder that made its own call tree (calls non-empty) keeps it; otherwise the tree is
+// derived from parameter names and the forward order.
 Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names);
+// Sets CallNode::grad_in from the tree: embeddings and the calls around them take token ids.
+void mark_gradient_inputs(Model& m);
 
 }  // namespace zerosim
