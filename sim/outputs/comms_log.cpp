@@ -4,6 +4,7 @@
 #include <cfenv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace zerosim {
@@ -96,6 +97,65 @@ std::string ds_verbose_record(const LoggedOp& op) {
 
 void write_ds_verbose_line(std::ostream& out, const LoggedOp& op) {
     out << ds_line_prefix(op.timestamp_s) << ds_verbose_record(op) << '\n';
+}
+
+std::optional<double> parse_ds_size_string(const std::string& text) {
+    if (text == "0B") return 0.0;
+    static const char* names[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
+    auto space = text.find(' ');
+    if (space == std::string::npos) return std::nullopt;
+    std::string num = text.substr(0, space), unit = text.substr(space + 1);
+    char* end = nullptr;
+    double v = std::strtod(num.c_str(), &end);
+    if (end == num.c_str() || *end != '\0') return std::nullopt;
+    for (int i = 0; i < 9; ++i)
+        if (unit == names[i]) return v * std::pow(1024.0, i);
+    return std::nullopt;
+}
+
+std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
+    auto at = line.find("comm op: ");
+    if (at == std::string::npos) return std::nullopt;
+    std::string rest = line.substr(at + 9);
+    while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r')) rest.pop_back();
+    std::vector<std::string> fields;
+    size_t pos = 0;
+    while (true) {
+        auto bar = rest.find(" | ", pos);
+        fields.push_back(rest.substr(pos, bar == std::string::npos ? std::string::npos : bar - pos));
+        if (bar == std::string::npos) break;
+        pos = bar + 3;
+    }
+    ParsedLogLine out;
+    out.op.record = fields[0];
+    bool have_size = false;
+    auto number_after = [](const std::string& f, const std::string& key, double& v) {
+        if (f.rfind(key, 0) != 0) return false;
+        char* end = nullptr;
+        std::string num = f.substr(key.size());
+        v = std::strtod(num.c_str(), &end);
+        return end != num.c_str();
+    };
+    for (size_t i = 1; i < fields.size(); ++i) {
+        const std::string& f = fields[i];
+        if (f.rfind("[Caller Func: ", 0) == 0 && f.back() == ']') {
+            out.op.caller = f.substr(14, f.size() - 15);
+        } else if (f.rfind("msg size: ", 0) == 0) {
+            out.size_text = f.substr(10);
+            auto b = parse_ds_size_string(out.size_text);
+            if (!b) return std::nullopt;
+            out.op.bytes = static_cast<int64_t>(std::llround(*b));
+            have_size = true;
+        } else {
+            double v = 0.0;
+            if (number_after(f, "time (ms): ", v)) out.op.time_ms = v;
+            else if (number_after(f, "algbw (Gbps): ", v)) out.op.algbw_gbps = v;
+            else if (number_after(f, "busbw (Gbps): ", v)) out.op.busbw_gbps = v;
+            // other " | [Key: value]" fields are tolerated and ignored
+        }
+    }
+    if (out.op.record.empty() || !have_size) return std::nullopt;
+    return out;
 }
 
 double ds_trim_mean(std::vector<double> data, double trim_percent) {

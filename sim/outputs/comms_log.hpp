@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -49,6 +50,18 @@ void write_ds_verbose_line(std::ostream& out, const LoggedOp& op);
 // log_summary(): the header, then per record (first-seen order) one row per message size,
 // ascending. `ops` must be the ops logged so far, in order.
 void write_ds_summary(std::ostream& out, const std::vector<LoggedOp>& ops);
+
+// Reads one verbose comms_logger line back. Accepts the variants seen in the field: any prefix
+// before "comm op:" (logging prefix, "rank=0 | "), no caller (debug off), and extra
+// " | [Key: value]" fields such as "[Line Number: n]". Sizes are parsed from their printed form,
+// so `bytes` is only as precise as the two printed decimals; `size_text` keeps the original.
+struct ParsedLogLine {
+    LoggedOp op;
+    std::string size_text;
+};
+std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line);
+// "134.33 MB" -> bytes (approximate); "0B" -> 0. nullopt if malformed.
+std::optional<double> parse_ds_size_string(const std::string& text);
 
 // DeepSpeed's trim_mean(data, 0.1) (utils/timer.py), exposed for tests.
 double ds_trim_mean(std::vector<double> data, double trim_percent);

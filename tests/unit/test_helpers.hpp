@@ -1,0 +1,52 @@
+// Shared helpers for the tests: locating fixtures and running the zerosim binary.
+#pragma once
+
+#include <array>
+#include <cstdio>
+#include <gtest/gtest.h>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace zerosim::test {
+
+inline std::string reference(const std::string& rel) { return std::string(ZEROSIM_REFERENCE_DIR) + "/" + rel; }
+inline std::string fixture(const std::string& rel) { return std::string(ZEROSIM_FIXTURES_DIR) + "/" + rel; }
+inline std::string config(const std::string& rel) { return std::string(ZEROSIM_CONFIGS_DIR) + "/" + rel; }
+
+inline std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// Writes text to a fresh file under the test's temp dir and returns its path.
+inline std::string temp_file(const std::string& name, const std::string& text) {
+    std::string dir = ::testing::TempDir();
+    std::string path = dir + (dir.empty() || dir.back() == '/' ? "" : "/") + name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+}
+
+struct RunResult {
+    int exit_code = -1;
+    std::string out;   // stdout and stderr together
+};
+
+// Runs the zerosim binary with arguments (shell-quoted by the caller).
+inline RunResult run_zerosim(const std::string& args) {
+    RunResult r;
+    std::string cmd = std::string(ZEROSIM_BINARY) + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return r;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    int status = pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+}  // namespace zerosim::test
