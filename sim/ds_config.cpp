@@ -92,7 +92,7 @@ const std::set<std::string>& known_zero_keys() {
         "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", "ignore_unused_parameters",
         "legacy_stage1", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
         "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
-        "pipeline_loading_checkpoint", "override_module_apply", "sub_group_size"};
+        "pipeline_loading_checkpoint", "override_module_apply"};
     return s;
 }
 
@@ -156,7 +156,8 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
 
         bool fp16 = section_enabled(root, "fp16");
         bool bf16 = section_enabled(root, "bf16") || section_enabled(root, "bfloat16");
-        if (fp16 && bf16) root.at("bf16").fail_here("fp16 and bf16 are both enabled; DeepSpeed accepts only one");
+        if (fp16 && bf16)
+            root.at(root.has("bf16") ? "bf16" : "bfloat16").fail_here("fp16 and bf16 are both enabled; DeepSpeed accepts only one");
         c.model_dtype = fp16 ? DType::FP16 : bf16 ? DType::BF16 : DType::FP32;
         if (root.has("communication_data_type")) {
             auto f = root.at("communication_data_type");

@@ -115,7 +115,8 @@ ModuleKind guess_kind(const Model& m, const Module& mod) {
 
 }  // namespace
 
-Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names) {
+Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names,
+                    const std::vector<TiedUse>& tied) {
     if (m.params.empty()) return Error{m.source, "parameters", "the model has no parameters"};
     std::unordered_map<std::string, int> module_index;
     for (const auto& mod : m.modules) module_index[mod.name] = static_cast<int>(&mod - m.modules.data());
@@ -144,6 +145,22 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
         }
         p.module = it->second;
         m.modules[it->second].params.push_back(static_cast<int>(i));
+    }
+    // Tied parameters: another module also uses a parameter registered elsewhere (an LM head
+    // sharing the token embedding). named_parameters() lists it once; ZeRO-3 fetches it for every
+    // module that uses it.
+    for (size_t i = 0; i < tied.size(); ++i) {
+        std::string field = "tied[" + std::to_string(i) + "]";
+        auto pit = std::find_if(m.params.begin(), m.params.end(),
+                                [&](const Parameter& p) { return p.name == tied[i].parameter; });
+        if (pit == m.params.end())
+            return Error{m.source, field + ".parameter", "no parameter named '" + tied[i].parameter + "'"};
+        auto it = module_index.find(tied[i].module);
+        if (it == module_index.end()) {
+            it = module_index.emplace(tied[i].module, static_cast<int>(m.modules.size())).first;
+            m.modules.push_back(Module{tied[i].module, {}, ModuleKind::Linear, 0});
+        }
+        m.modules[it->second].params.push_back(static_cast<int>(pit - m.params.begin()));
     }
     // Empty optimizer groups are dropped (DeepSpeed removes param groups with no params); the
     // remaining ids keep their order.
@@ -225,28 +242,16 @@ Result<Model> model_from_param_list_json(const std::string& file, const std::str
             for (size_t i = 0; i < fo.size(); ++i) order.push_back(fo.at(i).as_string());
         }
         if (root.has("seq_len")) m.default_seq_len = root.at("seq_len").as_integer();
-        if (auto err = finish_model(m, policy, order)) return *err;
-        // Tied parameters: another module also uses a parameter registered elsewhere (e.g. an LM
-        // head sharing the token embedding). named_parameters() lists it once; ZeRO-3 fetches it
-        // for every module that uses it.
+        std::vector<TiedUse> tied_uses;
         if (root.has("tied")) {
             auto tied = root.at("tied");
             tied.expect_array();
             for (size_t i = 0; i < tied.size(); ++i) {
                 auto t = tied.at(i);
-                std::string mod = t.at("module").as_string();
-                std::string pname = t.at("parameter").as_string();
-                auto pit = std::find_if(m.params.begin(), m.params.end(), [&](const Parameter& p) { return p.name == pname; });
-                if (pit == m.params.end()) t.at("parameter").fail_here("no parameter named '" + pname + "'");
-                auto mit = std::find_if(m.modules.begin(), m.modules.end(), [&](const Module& x) { return x.name == mod; });
-                if (mit == m.modules.end()) {
-                    m.modules.push_back(Module{mod, {}, ModuleKind::Linear, 0});
-                    mit = m.modules.end() - 1;
-                    if (order.empty()) m.forward_order.push_back(static_cast<int>(m.modules.size() - 1));
-                }
-                mit->params.push_back(static_cast<int>(pit - m.params.begin()));
+                tied_uses.push_back({t.at("module").as_string(), t.at("parameter").as_string()});
             }
         }
+        if (auto err = finish_model(m, policy, order, tied_uses)) return *err;
         return m;
     } catch (const InputFailure& f) {
         return f.error;

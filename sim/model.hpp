@@ -73,7 +73,13 @@ Result<Model> model_from_hf_config_json(const std::string& file_name, const std:
 // Shared finishing step: modules from names, groups compacted, checks (no parameters, zero sizes).
 // A builder that made its own call tree (calls non-empty) keeps it; otherwise the tree is
 // derived from parameter names and the forward order.
-Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names);
+// `tied`: (module, parameter) pairs where a module also uses a parameter registered elsewhere.
+struct TiedUse {
+    std::string module;
+    std::string parameter;
+};
+Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names,
+                    const std::vector<TiedUse>& tied = {});
 // Sets CallNode::grad_in from the tree: embeddings and the calls around them take token ids.
 void mark_gradient_inputs(Model& m);
 

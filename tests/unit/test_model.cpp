@@ -272,10 +272,7 @@ TEST(ParamList, TiedUnknownParameter) {
     EXPECT_NE(err.find("tied[0].parameter"), std::string::npos) << err;
 }
 
-// KNOWN FAILURE (bug in sim/model.cpp, model_from_param_list_json): a module added by "tied" is
-// appended to modules and forward_order AFTER finish_model has built the call tree, so it never
-// becomes a CallNode. ZeRO-3 (schedule_stage3.cpp) walks Model::calls, so the tied head is never
-// fetched or released. Hugging Face models do get a "lm_head" call node for their tied head.
+// A module added by "tied" is a call of its own, so stage 3 fetches the tied weight there too.
 TEST(ParamList, TiedModuleIsInTheCallTree) {
     std::string text = kTwoLayer;
     text.insert(text.size() - 1, R"(, "tied": [{"module": "head", "parameter": "emb.weight"}])");
