@@ -38,6 +38,14 @@ struct Rule {
 const Rule& rule_info(const std::string& id);   // aborts on an unknown id (a programming error)
 const std::vector<Rule>& all_rules();
 
+// A contiguous piece of one parameter's gradient or data carried by a collective, in the order
+// the op's buffer holds them.
+struct Segment {
+    int param = 0;
+    int64_t offset = 0;         // first element within the parameter
+    int64_t numel = 0;
+};
+
 struct Op {
     int64_t id = 0;
     OpKind kind = OpKind::Compute;
@@ -67,6 +75,10 @@ struct Op {
     int64_t mem_bytes = 0;      // bytes read and written (optimizer: state traffic)
 
     std::vector<int> params;    // parameters carried or computed (Model::params indices)
+    // Gradient reductions of stages 0-2: exactly which elements the buffer holds, in order
+    // (a bucket cut into per-owner slices, or one chunk of it). Empty where `params` says it all
+    // (whole parameters, or a stage-3 shard of each).
+    std::vector<Segment> segments;
     std::vector<int64_t> deps;  // ops this one waits for beyond its own stream's order
 
     int64_t bytes() const { return kind == OpKind::Barrier ? 0 : elements * dtype_size(dtype); }
@@ -88,10 +100,20 @@ struct ScheduleMeta {
     DType model_dtype = DType::FP32;
     DType comm_dtype = DType::FP32;
     std::vector<int> overflow_steps;
+    bool round_robin_gradients = false;  // the stage-1/2 partition layout (sim/partition.hpp)
+};
+
+// The model's parameters as the schedule refers to them (Model::params order).
+struct ScheduleParam {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    int group = 0;
 };
 
 struct Schedule {
     ScheduleMeta meta;
+    std::vector<ScheduleParam> params;
     std::vector<Op> ops;        // issue order on every rank
 
     Op& add(Op op) {

@@ -167,6 +167,8 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     meta.model_dtype = cfg.model_dtype;
     meta.comm_dtype = cfg.comm_dtype();
     meta.overflow_steps = opt.overflow_steps;
+    meta.round_robin_gradients = cfg.zero.round_robin_gradients;
+    for (const auto& p : model.params) b.out.params.push_back({p.name, p.shape, p.numel, p.group});
     if (cfg.zero.stage == 3)
         detail::generate_stage3(b);
     else

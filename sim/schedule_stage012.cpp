@@ -23,22 +23,33 @@ enum class Optimizer {
 // Splits a sequence of tensor sizes the way allreduce_no_retain / allreduce_and_scatter do: add a
 // tensor, and once the running count passes the limit send everything so far (the crossing
 // tensor included); send the rest at the end.
-std::vector<int64_t> chunk_after_crossing(const std::vector<int64_t>& sizes, int64_t limit) {
-    std::vector<int64_t> out;
+// Returns [begin, end) index ranges into `sizes`.
+std::vector<std::pair<size_t, size_t>> chunk_after_crossing(const std::vector<int64_t>& sizes, int64_t limit) {
+    std::vector<std::pair<size_t, size_t>> out;
     int64_t acc = 0;
-    bool pending = false;
-    for (int64_t n : sizes) {
-        acc += n;
-        pending = true;
+    size_t begin = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        acc += sizes[i];
         if (acc > limit) {
-            out.push_back(acc);
+            out.emplace_back(begin, i + 1);
             acc = 0;
-            pending = false;
+            begin = i + 1;
         }
     }
-    if (pending) out.push_back(acc);
+    if (begin < sizes.size()) out.emplace_back(begin, sizes.size());
     return out;
 }
+
+// A run of segments owned by one rank (DeepSpeed's rank_and_offsets entry).
+struct OwnerSlice {
+    int owner;
+    std::vector<Segment> segments;
+    int64_t numel() const {
+        int64_t n = 0;
+        for (const auto& s : segments) n += s.numel;
+        return n;
+    }
+};
 
 struct Stage012 {
     Build& b;
@@ -58,10 +69,15 @@ struct Stage012 {
 
     Stream reduce_stream() const { return z.overlap_comm ? Stream::Reduce : Stream::Comm; }
 
-    Op& reduction(OpKind kind_, int64_t elements, const char* caller, const char* rule) {
+    Op& reduction(OpKind kind_, int64_t elements, const char* caller, const char* rule,
+                  std::vector<Segment> segments = {}) {
         Op& op = b.collective(kind_, elements, b.cfg.comm_dtype(), caller, rule, reduce_stream());
         op.bucket = flushes;
-        op.params = bucket;
+        if (segments.empty())
+            for (int p : bucket) segments.push_back({p, 0, b.model.params[p].numel});
+        for (const auto& sg : segments)
+            if (op.params.empty() || op.params.back() != sg.param) op.params.push_back(sg.param);
+        op.segments = std::move(segments);
         if (last_backward >= 0) op.deps.push_back(last_backward);
         return op;
     }
@@ -98,46 +114,77 @@ struct Stage012 {
     // average_tensor with reduce_scatter: cut the bucket into (owner, elements) slices, merging
     // neighbours with the same owner, then all_reduce (multi-rank) or reduce per owner.
     void flush_by_owner() {
-        std::vector<std::pair<int, int64_t>> slices;
+        std::vector<OwnerSlice> slices;
         for (int p : bucket) {
-            for (const auto& s : layouts[b.model.params[p].group].slices(b.model, p)) {
-                if (!slices.empty() && slices.back().first == s.partition)
-                    slices.back().second += s.numel;
+            for (const auto& gs : layouts[b.model.params[p].group].slices(b.model, p)) {
+                Segment seg{p, gs.offset, gs.numel};
+                if (!slices.empty() && slices.back().owner == gs.partition)
+                    slices.back().segments.push_back(seg);
                 else
-                    slices.emplace_back(s.partition, s.numel);
+                    slices.push_back({gs.partition, {seg}});
             }
         }
         if (slices.empty()) return;
-        if (z.use_multi_rank_bucket_allreduce) {
+        auto send = [&](const std::vector<const OwnerSlice*>& list, OpKind k, const char* rule, int root) {
             std::vector<int64_t> sizes;
-            for (const auto& s : slices) sizes.push_back(s.second);
-            for (int64_t n : chunk_after_crossing(sizes, z.reduce_bucket_size))
-                reduction(OpKind::AllReduce, n, "allreduce_bucket", "stage12.flush.multi_rank_allreduce");
+            for (const auto* sl : list) sizes.push_back(sl->numel());
+            for (auto [lo, hi] : chunk_after_crossing(sizes, z.reduce_bucket_size)) {
+                std::vector<Segment> segs;
+                int64_t n = 0;
+                for (size_t i = lo; i < hi; ++i) {
+                    segs.insert(segs.end(), list[i]->segments.begin(), list[i]->segments.end());
+                    n += sizes[i];
+                }
+                Op& op = reduction(k, n, "allreduce_bucket", rule, std::move(segs));
+                if (root >= 0) op.root = root;
+            }
+        };
+        if (z.use_multi_rank_bucket_allreduce) {
+            std::vector<const OwnerSlice*> all;
+            for (const auto& sl : slices) all.push_back(&sl);
+            send(all, OpKind::AllReduce, "stage12.flush.multi_rank_allreduce", -1);
         } else {
             std::vector<int> owners;
-            std::map<int, std::vector<int64_t>> by_owner;
-            for (const auto& s : slices) {
-                if (!by_owner.count(s.first)) owners.push_back(s.first);
-                by_owner[s.first].push_back(s.second);
+            std::map<int, std::vector<const OwnerSlice*>> by_owner;
+            for (const auto& sl : slices) {
+                if (!by_owner.count(sl.owner)) owners.push_back(sl.owner);
+                by_owner[sl.owner].push_back(&sl);
             }
-            for (int dst : owners)
-                for (int64_t n : chunk_after_crossing(by_owner[dst], z.reduce_bucket_size))
-                    reduction(OpKind::Reduce, n, "allreduce_bucket", "stage12.flush.reduce_per_rank").root = dst;
+            for (int dst : owners) send(by_owner[dst], OpKind::Reduce, "stage12.flush.reduce_per_rank", dst);
         }
     }
 
     // engine.buffered_allreduce_fallback: gradients (or the BF16 optimizer's padded fp32 group
     // buffers) in order, sent in chunks of the fixed engine bucket.
     void engine_allreduce() {
+        // Plain: every gradient, registration order. BF16 optimizer: each group's padded fp32
+        // gradient buffer, i.e. its parameters in flat order (padding is not a segment).
         std::vector<int64_t> sizes;
+        std::vector<std::vector<Segment>> pieces;
         if (kind == Optimizer::BF16) {
-            for (const auto& L : layouts) sizes.push_back(L.padded_numel);
+            for (const auto& L : layouts) {
+                sizes.push_back(L.padded_numel);
+                std::vector<Segment> segs;
+                for (int p : L.order) segs.push_back({p, 0, b.model.params[p].numel});
+                pieces.push_back(std::move(segs));
+            }
         } else {
-            for (const auto& p : b.model.params) sizes.push_back(p.numel);
+            for (size_t p = 0; p < b.model.params.size(); ++p) {
+                sizes.push_back(b.model.params[p].numel);
+                pieces.push_back({{static_cast<int>(p), 0, b.model.params[p].numel}});
+            }
         }
         const char* rule = kind == Optimizer::BF16 ? "bf16.grad_allreduce" : "stage0.bucket_allreduce";
-        for (int64_t n : chunk_after_crossing(sizes, kEngineAllreduceBucket)) {
+        for (auto [lo, hi] : chunk_after_crossing(sizes, kEngineAllreduceBucket)) {
+            int64_t n = 0;
+            std::vector<Segment> segs;
+            for (size_t i = lo; i < hi; ++i) {
+                n += sizes[i];
+                segs.insert(segs.end(), pieces[i].begin(), pieces[i].end());
+            }
             Op& op = b.collective(OpKind::AllReduce, n, b.cfg.comm_dtype(), "allreduce_bucket", rule);
+            for (const auto& sg : segs) op.params.push_back(sg.param);
+            op.segments = std::move(segs);
             if (last_backward >= 0) op.deps.push_back(last_backward);
         }
     }

@@ -112,6 +112,11 @@ Json op_to_json(const Op& op) {
         if (!k.empty()) ks.push_back(k);
     j["config_keys"] = ks;
     j["params"] = op.params;
+    if (!op.segments.empty()) {
+        Json segs = Json::array();
+        for (const auto& sg : op.segments) segs.push_back(Json::array({sg.param, sg.offset, sg.numel}));
+        j["segments"] = std::move(segs);
+    }
     j["deps"] = op.deps;
     return j;
 }
@@ -139,8 +144,13 @@ void write_schedule_json(std::ostream& out, const Schedule& s) {
     meta["model_dtype"] = dtype_name(m.model_dtype);
     meta["comm_dtype"] = dtype_name(m.comm_dtype);
     meta["overflow_steps"] = m.overflow_steps;
+    meta["round_robin_gradients"] = m.round_robin_gradients;
     meta["ranks"] = "every data-parallel rank runs these ops in this order";
     j["meta"] = meta;
+    Json params = Json::array();
+    for (const auto& p : s.params)
+        params.push_back(Json{{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}, {"group", p.group}});
+    j["parameters"] = std::move(params);
     Json ops = Json::array();
     for (const auto& op : s.ops) ops.push_back(op_to_json(op));
     j["ops"] = std::move(ops);
@@ -174,6 +184,19 @@ Result<Schedule> read_schedule_json(const std::string& path) {
         };
         s.meta.model_dtype = dt(meta.at("model_dtype"));
         s.meta.comm_dtype = dt(meta.at("comm_dtype"));
+        if (meta.has("round_robin_gradients")) s.meta.round_robin_gradients = meta.at("round_robin_gradients").as_bool();
+        auto params = root.at("parameters");
+        params.expect_array();
+        for (size_t i = 0; i < params.size(); ++i) {
+            auto p = params.at(i);
+            ScheduleParam sp;
+            sp.name = p.at("name").as_string();
+            auto shape = p.at("shape");
+            for (size_t k = 0; k < shape.size(); ++k) sp.shape.push_back(shape.at(k).as_integer());
+            sp.numel = p.at("numel").as_integer();
+            sp.group = static_cast<int>(p.at("group").as_integer());
+            s.params.push_back(std::move(sp));
+        }
         auto ops = root.at("ops");
         ops.expect_array();
         static const std::map<std::string, OpKind> kinds = {
@@ -224,6 +247,13 @@ Result<Schedule> read_schedule_json(const std::string& path) {
             if (o.has("param_group")) op.param_group = static_cast<int>(o.at("param_group").as_integer());
             auto ps = o.at("params");
             for (size_t k = 0; k < ps.size(); ++k) op.params.push_back(static_cast<int>(ps.at(k).as_integer()));
+            if (o.has("segments")) {
+                auto segs = o.at("segments");
+                for (size_t k = 0; k < segs.size(); ++k) {
+                    auto sg = segs.at(k);
+                    op.segments.push_back({static_cast<int>(sg.at(0).as_integer()), sg.at(1).as_integer(), sg.at(2).as_integer()});
+                }
+            }
             auto ds = o.at("deps");
             for (size_t k = 0; k < ds.size(); ++k) op.deps.push_back(ds.at(k).as_integer());
             s.add(std::move(op));
