@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages zerosim builds against, only those that are missing.
 set -euo pipefail
-PACKAGES=(cmake ninja-build g++ libsimgrid-dev libeigen3-dev nlohmann-json3-dev libgtest-dev
+PACKAGES=(cmake ninja-build g++ pkg-config libsimgrid-dev libeigen3-dev nlohmann-json3-dev libgtest-dev
           libopenmpi-dev openmpi-bin libcli11-dev libbenchmark-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -5,12 +5,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "sim/ds_config.hpp"
+#include "sim/engine.hpp"
 #include "sim/model.hpp"
+#include "sim/outputs/predict_outputs.hpp"
 #include "sim/outputs/schedule_outputs.hpp"
 #include "sim/schedule.hpp"
+#include "sim/topology.hpp"
 
 using namespace zerosim;
 
@@ -87,9 +91,10 @@ struct ScheduleArgs {
     bool compute = false;
 };
 
-int run_schedule(const ScheduleArgs& a) {
+// Reads the config and the model and builds the schedule; prints warnings on the way.
+Result<Schedule> load_schedule(const ScheduleArgs& a) {
     auto cfg = load_ds_config(a.ds_config);
-    if (!cfg) return input_error(cfg.error());
+    if (!cfg) return cfg.error();
     if (!cfg->ignored_keys.empty()) {
         std::string keys;
         for (const auto& k : cfg->ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
@@ -99,15 +104,19 @@ int run_schedule(const ScheduleArgs& a) {
         std::cerr << "zerosim: warning: " << a.ds_config
                   << ": offload_optimizer/offload_param are not modelled; the schedule is that of the same config without offload\n";
     auto model = load_model(a.model);
-    if (!model) return input_error(model.error());
+    if (!model) return model.error();
     ScheduleOptions opt;
     opt.world = a.world;
     opt.steps = a.steps;
     opt.seq_len = a.seq_len;
     auto steps = parse_step_list(a.overflow_steps);
-    if (!steps) return input_error(steps.error());
+    if (!steps) return steps.error();
     opt.overflow_steps = steps.value();
-    auto sched = build_schedule(model.value(), cfg.value(), opt);
+    return build_schedule(model.value(), cfg.value(), opt);
+}
+
+int run_schedule(const ScheduleArgs& a) {
+    auto sched = load_schedule(a);
     if (!sched) return input_error(sched.error());
     const Schedule& s = sched.value();
     return emit(a.output, {a.ds_config, a.model}, [&](std::ostream& out) {
@@ -123,6 +132,120 @@ int run_schedule(const ScheduleArgs& a) {
             write_schedule_table(out, s, o);
         }
     });
+}
+
+struct PredictArgs {
+    ScheduleArgs sched;
+    std::string topology;
+    int64_t nodes = 0;
+    std::string format = "deepspeed";
+    std::string trace;
+    bool no_summary = false;
+};
+
+int run_predict(PredictArgs& a) {
+    auto topo = load_topology(a.topology, a.nodes);
+    if (!topo) return input_error(topo.error());
+    if (a.sched.world <= 0) a.sched.world = topo->total_gpus();
+    if (a.sched.world > topo->total_gpus())
+        return input_error(Error{a.topology, "--world",
+                                 "world size " + std::to_string(a.sched.world) + " needs more GPUs than " +
+                                     std::to_string(topo->nodes) + " nodes x " + std::to_string(topo->gpus_per_node) +
+                                     "; pass --nodes " +
+                                     std::to_string((a.sched.world + topo->gpus_per_node - 1) / topo->gpus_per_node)});
+    auto sched = load_schedule(a.sched);
+    if (!sched) return input_error(sched.error());
+    if (a.sched.steps > 1 || a.sched.world > 256)
+        std::cerr << "zerosim: simulating " << sched->ops.size() << " ops on " << topo->name << " ...\n";
+    auto logged = simulate(sched.value(), topo.value(), TimingMode::Synchronized);
+    if (!logged) return input_error(logged.error());
+    auto overlapped = simulate(sched.value(), topo.value(), TimingMode::Overlapped);
+    if (!overlapped) return input_error(overlapped.error());
+    PredictReport report{sched.value(), topo.value(), logged.value(), overlapped.value()};
+    std::vector<std::string> inputs = {a.sched.ds_config, a.sched.model, a.topology};
+    if (!a.trace.empty()) {
+        int rc = emit(a.trace, inputs, [&](std::ostream& out) { write_chrome_trace(out, sched.value(), overlapped.value()); });
+        if (rc != 0) return rc;
+    }
+    return emit(a.sched.output, inputs, [&](std::ostream& out) {
+        if (a.format == "json")
+            write_predicted_json(out, report);
+        else if (a.format == "csv")
+            write_predicted_csv(out, report);
+        else if (a.format == "summary")
+            write_step_summary(out, report, "");
+        else
+            write_predicted_deepspeed(out, report, !a.no_summary);
+    });
+}
+
+// "8", "64K", "8M", "8G" (binary multiples, as nccl-tests reads them).
+Result<int64_t> parse_size(const std::string& text, const char* flag) {
+    if (text.empty()) return Error{"", flag, "expected a size such as 8, 64K, 8M or 8G"};
+    char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+    int64_t mult = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : unit == 'G' ? 1024LL * 1024 * 1024 : 1;
+    std::string digits = mult == 1 ? text : text.substr(0, text.size() - 1);
+    try {
+        size_t used = 0;
+        long long v = std::stoll(digits, &used);
+        if (used != digits.size() || v <= 0) throw std::invalid_argument(text);
+        return static_cast<int64_t>(v) * mult;
+    } catch (const std::exception&) {
+        return Error{"", flag, "expected a positive size such as 8, 64K, 8M or 8G, found '" + text + "'"};
+    }
+}
+
+struct BenchArgs {
+    std::string topology;
+    int64_t nodes = 0;
+    int64_t world = 0;
+    std::string op = "all_reduce";
+    std::string min = "8";
+    std::string max = "128M";
+    int64_t factor = 2;
+    std::string output;
+};
+
+int run_bench(const BenchArgs& a) {
+    static const std::map<std::string, OpKind> ops = {{"all_reduce", OpKind::AllReduce},
+                                                      {"all_gather", OpKind::AllGather},
+                                                      {"reduce_scatter", OpKind::ReduceScatter},
+                                                      {"broadcast", OpKind::Broadcast},
+                                                      {"reduce", OpKind::Reduce}};
+    auto it = ops.find(a.op);
+    if (it == ops.end())
+        return input_error(Error{"", "--op", "unknown collective '" + a.op +
+                                                 "'; expected all_reduce, all_gather, reduce_scatter, broadcast or reduce"});
+    auto topo = load_topology(a.topology, a.nodes);
+    if (!topo) return input_error(topo.error());
+    int64_t world = a.world > 0 ? a.world : topo->total_gpus();
+    if (world > topo->total_gpus())
+        return input_error(Error{a.topology, "--world", "world size " + std::to_string(world) + " exceeds the topology's " +
+                                                            std::to_string(topo->total_gpus()) + " GPUs; pass --nodes"});
+    auto lo = parse_size(a.min, "--min");
+    if (!lo) return input_error(lo.error());
+    auto hi = parse_size(a.max, "--max");
+    if (!hi) return input_error(hi.error());
+    if (*hi < *lo) return input_error(Error{"", "--max", "must be at least --min"});
+    if (a.factor < 2) return input_error(Error{"", "--factor", "expected 2 or more"});
+    std::vector<BenchRow> rows;
+    const CollectiveInfo& info = collective_info(it->second);
+    for (int64_t size = *lo; size <= *hi; size *= a.factor) {
+        // nccl-tests' size is the whole buffer; DeepSpeed logs the shard for all_gather.
+        double logged = it->second == OpKind::AllGather ? static_cast<double>(size) / static_cast<double>(world)
+                                                        : static_cast<double>(size);
+        BenchRow r;
+        r.bytes = size;
+        r.count = size / 4;
+        r.time_us = simulate_single_collective(topo.value(), it->second, logged, world) * 1e6;
+        r.algbw_gbs = r.time_us > 0 ? static_cast<double>(size) / (r.time_us * 1e3) : 0.0;
+        r.busbw_gbs = r.algbw_gbs * info.bus_factor(world);
+        rows.push_back(r);
+        if (size > INT64_MAX / a.factor) break;
+    }
+    std::string header = topo->name + ", " + std::to_string(world) + " ranks on " + std::to_string(topo->nodes) + " x " +
+                         std::to_string(topo->gpus_per_node);
+    return emit(a.output, {a.topology}, [&](std::ostream& out) { write_nccl_tests_table(out, a.op, header, rows); });
 }
 
 }  // namespace
@@ -149,6 +272,41 @@ int main(int argc, char** argv) {
     sched->add_flag("--log-summary", sa.log_summary, "deepspeed format: end with deepspeed.comm.log_summary()'s table");
     sched->add_flag("--compute", sa.compute, "table format: include compute segments");
 
+    auto add_schedule_inputs = [](CLI::App* sub, ScheduleArgs& a, bool world_required) {
+        sub->add_option("--ds-config", a.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
+        sub->add_option("--model", a.model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")
+            ->required();
+        auto* w = sub->add_option("--world", a.world, "Data-parallel world size (number of ranks)");
+        if (world_required) w->required();
+        sub->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str();
+        sub->add_option("--seq-len", a.seq_len, "Sequence length for compute (default: the model's, else 1024)");
+        sub->add_option("-o,--output", a.output, "Write to this file instead of standard output");
+        sub->add_option("--overflow-steps", a.overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
+    };
+
+    PredictArgs pa;
+    auto* pred = app.add_subcommand("predict", "Time the schedule on a topology by discrete-event simulation (SimGrid)");
+    add_schedule_inputs(pred, pa.sched, false);
+    pred->add_option("--topology", pa.topology, "Topology JSON (see topologies/README.md)")->required();
+    pred->add_option("--nodes", pa.nodes, "Scale the topology's node design to this many nodes");
+    pred->add_option("--format", pa.format,
+                     "deepspeed (comms_logger lines, summary and step times), json or csv (per op), summary (step times)")
+        ->check(CLI::IsMember({"deepspeed", "json", "csv", "summary"}))
+        ->capture_default_str();
+    pred->add_option("--trace", pa.trace, "Write a Chrome-trace timeline (open in Perfetto or chrome://tracing)");
+    pred->add_flag("--no-log-summary", pa.no_summary, "deepspeed format: leave out the log_summary() table");
+
+    BenchArgs ba;
+    auto* bench = app.add_subcommand("bench", "Predicted nccl-tests table for one collective over a size sweep");
+    bench->add_option("--topology", ba.topology, "Topology JSON")->required();
+    bench->add_option("--nodes", ba.nodes, "Scale the topology to this many nodes");
+    bench->add_option("--world", ba.world, "Ranks (default: every GPU of the topology)");
+    bench->add_option("--op", ba.op, "all_reduce, all_gather, reduce_scatter, broadcast or reduce")->capture_default_str();
+    bench->add_option("-b,--min", ba.min, "Smallest size (bytes; K, M, G suffixes)")->capture_default_str();
+    bench->add_option("-e,--max", ba.max, "Largest size")->capture_default_str();
+    bench->add_option("-f,--factor", ba.factor, "Size multiplier between rows")->capture_default_str();
+    bench->add_option("-o,--output", ba.output, "Write to this file instead of standard output");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -161,6 +319,8 @@ int main(int argc, char** argv) {
     }
     try {
         if (app.got_subcommand(sched)) return run_schedule(sa);
+        if (app.got_subcommand(pred)) return run_predict(pa);
+        if (app.got_subcommand(bench)) return run_bench(ba);
     } catch (const std::bad_alloc&) {
         std::cerr << "zerosim: error: out of memory\n";
         return 1;

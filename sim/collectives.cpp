@@ -1,0 +1,196 @@
+#include "sim/collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace zerosim {
+
+const char* algorithm_name(Algorithm a) {
+    switch (a) {
+        case Algorithm::Ring: return "ring";
+        case Algorithm::Tree: return "tree";
+        case Algorithm::NVLS: return "nvls";
+    }
+    return "?";
+}
+
+const char* protocol_name(Protocol p) {
+    switch (p) {
+        case Protocol::LL: return "LL";
+        case Protocol::LL128: return "LL128";
+        case Protocol::Simple: return "Simple";
+    }
+    return "?";
+}
+
+namespace {
+
+double nm1_over_n(int64_t n) { return n > 1 ? static_cast<double>(n - 1) / static_cast<double>(n) : 0.0; }
+
+const CollectiveInfo kAllReduce{"all_reduce", [](double s, int64_t) { return s; },
+                                [](int64_t n) { return 2 * nm1_over_n(n); }, [](int64_t n) { return 2 * (n - 1); },
+                                [](int64_t nodes) { return 2 * (nodes - 1); }, true};
+const CollectiveInfo kAllGather{"all_gather", [](double s, int64_t n) { return s * static_cast<double>(n); },
+                                [](int64_t n) { return nm1_over_n(n); }, [](int64_t n) { return n - 1; },
+                                [](int64_t nodes) { return nodes - 1; }, false};
+const CollectiveInfo kReduceScatter{"reduce_scatter", [](double s, int64_t) { return s; },
+                                    [](int64_t n) { return nm1_over_n(n); }, [](int64_t n) { return n - 1; },
+                                    [](int64_t nodes) { return nodes - 1; }, true};
+const CollectiveInfo kBroadcast{"broadcast", [](double s, int64_t) { return s; },
+                                [](int64_t n) { return n > 1 ? 1.0 : 0.0; }, [](int64_t n) { return n - 1; },
+                                [](int64_t nodes) { return nodes - 1; }, false};
+const CollectiveInfo kReduce{"reduce", [](double s, int64_t) { return s; }, [](int64_t n) { return n > 1 ? 1.0 : 0.0; },
+                             [](int64_t n) { return n - 1; }, [](int64_t nodes) { return nodes - 1; }, true};
+// torch.distributed's barrier on NCCL is an all_reduce of one element.
+const CollectiveInfo kBarrier{"barrier", [](double, int64_t) { return 1.0; }, [](int64_t n) { return 2 * nm1_over_n(n); },
+                              [](int64_t n) { return 2 * (n - 1); }, [](int64_t nodes) { return 2 * (nodes - 1); }, true};
+
+// NCCL's latency table (src/graph/tuning.cc, via docs/collectives.md), µs, indexed by protocol
+// LL, LL128, Simple.
+struct LatencyRow {
+    double v[3];
+};
+const LatencyRow kBaseRing{{6.6, 14.0, 8.4}};
+const LatencyRow kBaseTree{{6.8, 14.0, 8.4}};
+const LatencyRow kNvlinkRing{{0.6, 1.9, 3.4}};
+const LatencyRow kNvlinkTree{{0.6, 1.25, 4.0}};
+const LatencyRow kPcieRing{{1.0, 2.5, 5.7}};
+const LatencyRow kPcieTree{{1.0, 1.9, 4.0}};
+const LatencyRow kNetRing{{2.7, 4.0, 14.0}};
+const LatencyRow kNetTree{{5.0, 8.5, 14.0}};
+constexpr double kNvlsLatencyNvlinkUs = 25.0;
+
+// Protocol bandwidth caps (LL moves 8 bytes of payload per 16, LL128 120 per 128).
+double protocol_cap(Protocol p) { return p == Protocol::LL ? 0.5 : p == Protocol::LL128 ? 0.92 : 1.0; }
+int proto_index(Protocol p) { return p == Protocol::LL ? 0 : p == Protocol::LL128 ? 1 : 2; }
+
+bool nvlink(const Topology& t) { return t.intra == IntraKind::NVSwitch || t.intra == IntraKind::NVLinkMesh; }
+
+double intra_step_latency(const Topology& t, Algorithm a, Protocol p) {
+    if (t.intra_step_latency_us > 0) return t.intra_step_latency_us;
+    const LatencyRow& row = nvlink(t) ? (a == Algorithm::Tree ? kNvlinkTree : kNvlinkRing)
+                                      : (a == Algorithm::Tree ? kPcieTree : kPcieRing);
+    return row.v[proto_index(p)];
+}
+
+double base_latency(const Topology& t, Algorithm a, Protocol p) {
+    if (t.base_latency_us > 0) return t.base_latency_us;
+    return (a == Algorithm::Tree ? kBaseTree : kBaseRing).v[proto_index(p)];
+}
+
+}  // namespace
+
+const CollectiveInfo& collective_info(OpKind k) {
+    switch (k) {
+        case OpKind::AllReduce: return kAllReduce;
+        case OpKind::AllGather: return kAllGather;
+        case OpKind::ReduceScatter: return kReduceScatter;
+        case OpKind::Broadcast: return kBroadcast;
+        case OpKind::Reduce: return kReduce;
+        default: return kBarrier;
+    }
+}
+
+double CollectivePlan::time_alone_s() const {
+    double t = 0;
+    if (intra_bytes > 0) t = std::max(t, intra_bytes / intra_rate);
+    if (inter_bytes > 0) t = std::max(t, inter_bytes / inter_rate);
+    return latency_s + t;
+}
+
+LinkCapacities link_capacities(const Topology& t, int64_t world) {
+    LinkCapacities c;
+    // NCCL drives the intra-node link through its channels; their sum, not the raw link, is what
+    // a collective reaches (e.g. 12 channels x 20 GB/s on A100's 12 NVLinks).
+    double ring = std::min(t.intra_channels * t.channel_bandwidth_gbs, t.intra_bandwidth_gbs);
+    c.intra = ring * 1e9 * t.bandwidth_scale;
+    c.nic = t.nic_bandwidth_per_gpu_gbs() * 1e9 * t.bandwidth_scale;
+    int64_t nodes = (world + t.gpus_per_node - 1) / t.gpus_per_node;
+    c.fabric = c.nic;
+    // Traffic between leaves of an oversubscribed fat tree shares the uplinks; a rail-optimised
+    // fabric keeps ring traffic on its rail.
+    if (t.fabric == FabricKind::FatTree && t.oversubscription > 1.0 && (t.nodes_per_leaf == 0 || nodes > t.nodes_per_leaf))
+        c.fabric = c.nic / t.oversubscription;
+    return c;
+}
+
+CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
+    const CollectiveInfo& info = collective_info(kind);
+    CollectivePlan plan;
+    plan.algorithm = a;
+    plan.protocol = p;
+    int64_t n = std::max<int64_t>(world, 1);
+    int64_t g = std::min<int64_t>(t.gpus_per_node, n);
+    int64_t nodes = (n + g - 1) / g;
+    plan.buffer_bytes = info.buffer_bytes(logged, n);
+    plan.bus_factor = info.bus_factor(n);
+    LinkCapacities cap = link_capacities(t, n);
+    double pc = protocol_cap(p);
+    double lat_us = 0;
+    double bus_bytes = plan.buffer_bytes * plan.bus_factor;  // what each rank sends in a ring
+    plan.intra_rate = cap.intra * pc;
+    plan.inter_rate = std::min(cap.nic, cap.fabric) * pc;
+    if (n == 1) {
+        plan.latency_s = base_latency(t, a, p) * 1e-6 * t.latency_scale;
+        return plan;
+    }
+    if (a == Algorithm::NVLS) {
+        // In-switch reduction: each rank sends its buffer to the switch once and reads the result;
+        // NCCL drives it with its NVLS channels at the NVLS efficiency.
+        plan.intra_bytes = plan.buffer_bytes;
+        plan.intra_rate = std::min(cap.intra, t.nvls_channels * t.channel_bandwidth_gbs * 1e9 * t.bandwidth_scale) *
+                          t.nvls_efficiency;
+        lat_us = kNvlsLatencyNvlinkUs;
+    } else if (a == Algorithm::Tree) {
+        // Double binary tree across nodes, chains inside them: every rank moves the buffer up and
+        // down once (2S), its node's share crossing the NICs; algorithm bandwidth half the bus's.
+        plan.intra_bytes = 2 * plan.buffer_bytes * static_cast<double>(g - 1) / static_cast<double>(g);
+        plan.inter_bytes = nodes > 1 ? 2 * plan.buffer_bytes / static_cast<double>(g) : 0;
+        double log2n = nodes > 1 ? std::ceil(std::log2(static_cast<double>(nodes))) : 0;
+        lat_us = base_latency(t, a, p) +
+                 2 * ((g - 1) * intra_step_latency(t, a, p) + log2n * (kNetTree.v[proto_index(p)] + t.nic_latency_us));
+    } else {
+        // Ring: of each ring's n edges, `nodes` cross a node boundary; NCCL spreads the rings so
+        // every GPU's NIC carries one crossing.
+        int64_t steps = info.ring_steps(n);
+        int64_t inter_steps = nodes > 1 ? info.ring_inter_steps(nodes) : 0;
+        plan.intra_bytes = bus_bytes * static_cast<double>(n - nodes) / static_cast<double>(n);
+        plan.inter_bytes = nodes > 1 ? bus_bytes * static_cast<double>(nodes) / static_cast<double>(n) : 0;
+        if (nodes == 1) plan.intra_bytes = bus_bytes;
+        lat_us = base_latency(t, a, p) + static_cast<double>(steps - inter_steps) * intra_step_latency(t, a, p) +
+                 static_cast<double>(inter_steps) * (kNetRing.v[proto_index(p)] + t.nic_latency_us);
+        // NCCL's empirical correction for multi-node Ring/Simple all_reduce.
+        if (nodes > 1 && p == Protocol::Simple && kind == OpKind::AllReduce) lat_us *= 1.4;
+    }
+    plan.latency_s = lat_us * 1e-6 * t.latency_scale;
+    return plan;
+}
+
+CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, int64_t world) {
+    const CollectiveInfo& info = collective_info(kind);
+    int64_t g = std::min<int64_t>(t.gpus_per_node, std::max<int64_t>(world, 1));
+    int64_t nodes = (std::max<int64_t>(world, 1) + g - 1) / g;
+    CollectivePlan best;
+    double best_t = std::numeric_limits<double>::infinity();
+    auto consider = [&](Algorithm a, Protocol p) {
+        CollectivePlan c = plan_collective_with(t, kind, logged, world, a, p);
+        double tt = c.time_alone_s();
+        if (tt < best_t) {
+            best_t = tt;
+            best = c;
+        }
+    };
+    // Shared memory (MPI on one host) has one protocol; LL128 needs NVLink (or the network).
+    std::vector<Protocol> protocols = t.intra == IntraKind::SharedMemory ? std::vector<Protocol>{Protocol::Simple}
+                                      : t.intra == IntraKind::PCIe && nodes == 1
+                                          ? std::vector<Protocol>{Protocol::LL, Protocol::Simple}
+                                          : std::vector<Protocol>{Protocol::LL, Protocol::LL128, Protocol::Simple};
+    for (Protocol p : protocols) consider(Algorithm::Ring, p);
+    if (kind == OpKind::AllReduce && nodes > 1 && t.intra != IntraKind::SharedMemory)
+        for (Protocol p : protocols) consider(Algorithm::Tree, p);
+    if (info.reduces && kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1) consider(Algorithm::NVLS, Protocol::Simple);
+    return best;
+}
+
+}  // namespace zerosim

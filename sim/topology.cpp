@@ -1,0 +1,173 @@
+#include "sim/topology.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "sim/json_input.hpp"
+
+namespace zerosim {
+
+double Topology::peak_flops(DType t) const {
+    // Training GEMMs in fp32 run as TF32 on tensor cores where the GPU has them (PyTorch's
+    // default for cuDNN; matmul needs allow_tf32) - use fp32 unless the file gives tf32.
+    const char* key = t == DType::FP16 ? "fp16" : t == DType::BF16 ? "bf16" : "fp32";
+    auto it = peak_tflops.find(key);
+    if (it == peak_tflops.end()) it = peak_tflops.find("fp32");
+    return it == peak_tflops.end() ? 0.0 : it->second * 1e12;
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j)
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+// Unknown keys are errors in a topology (a typo would silently leave a default in place); the
+// message suggests the closest known key.
+void check_keys(const JsonField& obj, const std::set<std::string>& known) {
+    obj.expect_object();
+    for (auto it = obj.raw().begin(); it != obj.raw().end(); ++it) {
+        if (known.count(it.key())) continue;
+        std::string best;
+        size_t best_d = 1000;
+        for (const auto& k : known) {
+            size_t d = edit_distance(it.key(), k);
+            if (d < best_d) {
+                best_d = d;
+                best = k;
+            }
+        }
+        std::string hint = best_d <= std::max<size_t>(3, it.key().size() / 3) ? "; did you mean '" + best + "'?" : "";
+        fail(obj.file(), obj.child_path(it.key()), "unknown key" + hint);
+    }
+}
+
+double positive(const JsonField& f) {
+    double v = f.as_number();
+    if (!(v > 0)) f.fail_here("expected a positive number, found " + f.raw().dump());
+    return v;
+}
+
+double non_negative(const JsonField& f) {
+    double v = f.as_number();
+    if (!(v >= 0)) f.fail_here("expected a number >= 0, found " + f.raw().dump());
+    return v;
+}
+
+int64_t positive_int(const JsonField& f) {
+    int64_t v = f.as_integer();
+    if (v <= 0) f.fail_here("expected a positive whole number, found " + f.raw().dump());
+    return v;
+}
+
+}  // namespace
+
+Result<Topology> parse_topology(const std::string& file, const std::string& text, int64_t nodes_override) {
+    auto doc = parse_json_text(text, file);
+    if (!doc) return doc.error();
+    try {
+        JsonField root(doc.value(), file, "");
+        check_keys(root, {"name", "description", "sources", "nodes", "gpus_per_node", "gpu", "intra_node", "nics",
+                          "network", "calibration"});
+        Topology t;
+        t.source = file;
+        t.name = root.has("name") ? root.at("name").as_string() : file;
+        t.nodes = positive_int(root.at("nodes"));
+        t.gpus_per_node = positive_int(root.at("gpus_per_node"));
+        if (nodes_override > 0) t.nodes = nodes_override;
+
+        auto gpu = root.at("gpu");
+        check_keys(gpu, {"name", "peak_tflops", "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency"});
+        if (gpu.has("name")) t.gpu_name = gpu.at("name").as_string();
+        auto peak = gpu.at("peak_tflops");
+        check_keys(peak, {"fp32", "tf32", "fp16", "bf16", "fp64"});
+        for (auto it = peak.raw().begin(); it != peak.raw().end(); ++it)
+            t.peak_tflops[it.key()] = positive(peak.at(it.key()));
+        t.mem_bandwidth_gbs = positive(gpu.at("memory_bandwidth_gbs"));
+        if (gpu.has("compute_efficiency")) t.compute_efficiency = positive(gpu.at("compute_efficiency"));
+        if (gpu.has("memory_efficiency")) t.mem_efficiency = positive(gpu.at("memory_efficiency"));
+
+        auto intra = root.at("intra_node");
+        check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_channels",
+                           "nvls_efficiency", "step_latency_us", "base_latency_us"});
+        std::string kind = intra.at("kind").as_string();
+        if (kind == "nvswitch")
+            t.intra = IntraKind::NVSwitch;
+        else if (kind == "nvlink_mesh")
+            t.intra = IntraKind::NVLinkMesh;
+        else if (kind == "pcie")
+            t.intra = IntraKind::PCIe;
+        else if (kind == "shared_memory")
+            t.intra = IntraKind::SharedMemory;
+        else
+            intra.at("kind").fail_here("expected nvswitch, nvlink_mesh, pcie or shared_memory, found \"" + kind + "\"");
+        t.intra_bandwidth_gbs = positive(intra.at("bandwidth_gbs"));
+        t.intra_channels = static_cast<int>(intra.has("nccl_channels") ? positive_int(intra.at("nccl_channels")) : 1);
+        t.channel_bandwidth_gbs = intra.has("nccl_channel_bandwidth_gbs") ? positive(intra.at("nccl_channel_bandwidth_gbs"))
+                                                                          : t.intra_bandwidth_gbs / t.intra_channels;
+        if (intra.has("nvls")) t.nvls = intra.at("nvls").as_bool();
+        if (t.nvls && t.intra != IntraKind::NVSwitch) intra.at("nvls").fail_here("NVLS needs an NVSwitch fabric (kind nvswitch)");
+        if (intra.has("nvls_channels")) t.nvls_channels = static_cast<int>(positive_int(intra.at("nvls_channels")));
+        if (intra.has("nvls_efficiency")) t.nvls_efficiency = positive(intra.at("nvls_efficiency"));
+        if (intra.has("step_latency_us")) t.intra_step_latency_us = non_negative(intra.at("step_latency_us"));
+        if (intra.has("base_latency_us")) t.base_latency_us = non_negative(intra.at("base_latency_us"));
+
+        if (root.has("nics")) {
+            auto nics = root.at("nics");
+            check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "gpu_affinity"});
+            t.nics_per_node = static_cast<int>(positive_int(nics.at("per_node")));
+            t.nic_bandwidth_gbs = positive(nics.at("bandwidth_gbs"));
+            if (nics.has("latency_us")) t.nic_latency_us = non_negative(nics.at("latency_us"));
+        }
+        if (root.has("network")) {
+            auto net = root.at("network");
+            check_keys(net, {"kind", "levels", "oversubscription", "nodes_per_leaf"});
+            std::string k = net.at("kind").as_string();
+            if (k == "fat_tree")
+                t.fabric = FabricKind::FatTree;
+            else if (k == "rail_optimized")
+                t.fabric = FabricKind::RailOptimized;
+            else
+                net.at("kind").fail_here("expected fat_tree or rail_optimized, found \"" + k + "\"");
+            if (net.has("levels")) t.fabric_levels = static_cast<int>(positive_int(net.at("levels")));
+            if (net.has("oversubscription")) {
+                t.oversubscription = positive(net.at("oversubscription"));
+                if (t.oversubscription < 1.0) net.at("oversubscription").fail_here("expected 1 (non-blocking) or more");
+            }
+            if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
+        }
+        if (t.nodes > 1 && (t.nics_per_node == 0 || t.fabric == FabricKind::None))
+            fail(file, t.nics_per_node == 0 ? "nics" : "network",
+                 std::to_string(t.nodes) + " nodes but no " + (t.nics_per_node == 0 ? "NICs" : "inter-node network") +
+                     ": the nodes would be disconnected");
+        if (root.has("calibration")) {
+            auto cal = root.at("calibration");
+            check_keys(cal, {"bandwidth_scale", "latency_scale", "fitted_from"});
+            if (cal.has("bandwidth_scale")) t.bandwidth_scale = positive(cal.at("bandwidth_scale"));
+            if (cal.has("latency_scale")) t.latency_scale = positive(cal.at("latency_scale"));
+        }
+        return t;
+    } catch (const InputFailure& f) {
+        return f.error;
+    }
+}
+
+Result<Topology> load_topology(const std::string& path, int64_t nodes_override) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Error{path, "", "cannot open topology file for reading"};
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse_topology(path, ss.str(), nodes_override);
+}
+
+}  // namespace zerosim
