@@ -163,7 +163,7 @@ CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logge
         // NCCL's empirical correction for multi-node Ring/Simple all_reduce.
         if (nodes > 1 && p == Protocol::Simple && kind == OpKind::AllReduce) lat_us *= 1.4;
     }
-    plan.latency_s = lat_us * 1e-6 * t.latency_scale;
+    plan.latency_s = (lat_us + t.launch_overhead_us) * 1e-6 * t.latency_scale;
     return plan;
 }
 

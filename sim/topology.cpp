@@ -87,7 +87,8 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         if (nodes_override > 0) t.nodes = nodes_override;
 
         auto gpu = root.at("gpu");
-        check_keys(gpu, {"name", "peak_tflops", "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency"});
+        check_keys(gpu, {"name", "peak_tflops", "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency",
+                         "launch_overhead_us"});
         if (gpu.has("name")) t.gpu_name = gpu.at("name").as_string();
         auto peak = gpu.at("peak_tflops");
         check_keys(peak, {"fp32", "tf32", "fp16", "bf16", "fp64"});
@@ -96,6 +97,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         t.mem_bandwidth_gbs = positive(gpu.at("memory_bandwidth_gbs"));
         if (gpu.has("compute_efficiency")) t.compute_efficiency = positive(gpu.at("compute_efficiency"));
         if (gpu.has("memory_efficiency")) t.mem_efficiency = positive(gpu.at("memory_efficiency"));
+        if (gpu.has("launch_overhead_us")) t.launch_overhead_us = non_negative(gpu.at("launch_overhead_us"));
 
         auto intra = root.at("intra_node");
         check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_channels",

@@ -27,6 +27,7 @@ struct Topology {
     double mem_bandwidth_gbs = 0;                // HBM, GB/s
     double compute_efficiency = 0.5;             // achieved / peak for GEMMs
     double mem_efficiency = 0.8;
+    double launch_overhead_us = 0;               // host-side cost of launching a collective kernel
 
     // Intra-node fabric, per GPU.
     IntraKind intra = IntraKind::NVSwitch;

@@ -1,0 +1,235 @@
+// The collective cost model and the SimGrid engine: hand-computed alpha-beta times on small
+// topologies, flow sharing between concurrent collectives, and predicted nccl-tests tables set
+// against real ones measured on 8 x A100 and 8 x H200 nodes (../shared/reference/nccl-tests).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+
+#include "sim/collectives.hpp"
+#include "sim/engine.hpp"
+#include "sim/topology.hpp"
+#include "test_helpers.hpp"
+#include "validate/nccl_tests.hpp"
+
+using namespace zerosim;
+
+namespace {
+
+// One node of `gpus` GPUs on an NVSwitch whose NCCL ring reaches 100 GB/s (1 channel x 100), and,
+// for several nodes, 2 NICs of 10 GB/s per node.
+Topology small_topology(int64_t nodes, int64_t gpus) {
+    std::string json = R"({"name": "test", "nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": )" +
+                       std::to_string(gpus) + R"(,
+      "gpu": {"peak_tflops": {"fp32": 100}, "memory_bandwidth_gbs": 1000},
+      "intra_node": {"kind": "nvswitch", "bandwidth_gbs": 100, "nccl_channels": 1, "nccl_channel_bandwidth_gbs": 100},
+      "nics": {"per_node": 2, "bandwidth_gbs": 10},
+      "network": {"kind": "fat_tree"}})";
+    auto t = parse_topology("test-topology.json", json);
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().what());
+    return t.value();
+}
+
+TEST(AlphaBeta, RingAllReduceOnTwoRanks) {
+    // 2 ranks, Simple: each rank sends 2(n-1)/n S = S = 1e8 B at 100 GB/s = 1 ms; latency
+    // 8.4 us base + 2 steps x 3.4 us (NVLink, Simple) = 15.2 us.
+    Topology t = small_topology(1, 2);
+    auto plan = plan_collective_with(t, OpKind::AllReduce, 1e8, 2, Algorithm::Ring, Protocol::Simple);
+    EXPECT_NEAR(plan.latency_s, 15.2e-6, 1e-12);
+    EXPECT_NEAR(plan.time_alone_s(), 1.0152e-3, 1e-12);
+    // LL halves the bandwidth (2 ms) and has 6.6 + 2 x 0.6 = 7.8 us of latency.
+    auto ll = plan_collective_with(t, OpKind::AllReduce, 1e8, 2, Algorithm::Ring, Protocol::LL);
+    EXPECT_NEAR(ll.time_alone_s(), 2.0078e-3, 1e-12);
+    // The tuner takes the faster: Simple here, LL for 8 bytes (7.8 us against 15.2 us).
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 1e8, 2).protocol, Protocol::Simple);
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8, 2).protocol, Protocol::LL);
+}
+
+TEST(AlphaBeta, TheEngineReproducesTheFormula) {
+    // The same collective through SimGrid: one flow of 1e8 B on a 100 GB/s link after the latency.
+    Topology t = small_topology(1, 2);
+    EXPECT_NEAR(simulate_single_collective(t, OpKind::AllReduce, 1e8, 2), 1.0152e-3, 1e-9);
+}
+
+TEST(AlphaBeta, RingAcrossTwoNodes) {
+    // 4 ranks on 2 nodes of 2: ring all_reduce of S = 8e7 B moves 2 x 3/4 x S = 1.2e8 B per rank;
+    // 2 of the ring's 4 edges cross nodes, so 6e7 B go over NVLink (0.6 ms at 100 GB/s) and 6e7 B
+    // over the rank's NIC (one 10 GB/s NIC per GPU: 6 ms). Latency: 4 intra steps x 3.4 + 2 inter
+    // steps x 14 + 8.4 = 50 us, x 1.4 for multi-node Ring/Simple all_reduce = 70 us.
+    Topology t = small_topology(2, 2);
+    auto plan = plan_collective_with(t, OpKind::AllReduce, 8e7, 4, Algorithm::Ring, Protocol::Simple);
+    EXPECT_NEAR(plan.intra_bytes, 6e7, 1e-3);
+    EXPECT_NEAR(plan.inter_bytes, 6e7, 1e-3);
+    EXPECT_NEAR(plan.latency_s, 70e-6, 1e-12);
+    EXPECT_NEAR(plan.time_alone_s(), 6.07e-3, 1e-12);
+    EXPECT_NEAR(simulate_single_collective(t, OpKind::AllReduce, 8e7, 4), plan.time_alone_s(), 1e-9);
+}
+
+TEST(AlphaBeta, AllGatherCountsTheWholeBuffer) {
+    // DeepSpeed logs an all_gather's shard (2.5e7 B on 4 ranks = 1e8 B buffer); a ring moves
+    // (n-1)/n of the buffer per rank: 7.5e7 B at 100 GB/s = 0.75 ms, plus 8.4 + 3 x 3.4 us.
+    Topology t = small_topology(1, 4);
+    auto plan = plan_collective_with(t, OpKind::AllGather, 2.5e7, 4, Algorithm::Ring, Protocol::Simple);
+    EXPECT_NEAR(plan.time_alone_s(), 0.75e-3 + 18.6e-6, 1e-12);
+}
+
+// A two-op schedule for the engine: all_reduces of `a` and `b` bytes on two different streams.
+Schedule two_collectives(double a, double b) {
+    Schedule s;
+    s.meta.world = 2;
+    Op x;
+    x.kind = OpKind::AllReduce;
+    x.step = 0;
+    x.micro = 0;
+    x.phase = Phase::Backward;
+    x.stream = Stream::Reduce;
+    x.elements = static_cast<int64_t>(a / 4);
+    x.rule = "stage12.flush.multi_rank_allreduce";
+    s.add(x);
+    Op y = x;
+    y.stream = Stream::Fetch;
+    y.elements = static_cast<int64_t>(b / 4);
+    s.add(y);
+    return s;
+}
+
+TEST(Contention, TwoCollectivesShareTheLink) {
+    // Each alone: 15.2 us + 1 ms. Together on one 100 GB/s link each gets half until done:
+    // both end at 15.2 us + 2 ms.
+    Topology t = small_topology(1, 2);
+    auto p = simulate(two_collectives(1e8, 1e8), t, TimingMode::Overlapped);
+    ASSERT_TRUE(p.ok());
+    EXPECT_NEAR(p->ops[0].end_s, 2.0152e-3, 1e-8);
+    EXPECT_NEAR(p->ops[1].end_s, 2.0152e-3, 1e-8);
+    // Unequal: 1e8 and 3e8 bytes. Both at 50 GB/s until the first is done (2 ms), then the second
+    // alone at 100 GB/s for its last 2e8 bytes (2 ms): it ends at 4 ms instead of 3 ms alone.
+    auto q = simulate(two_collectives(1e8, 3e8), t, TimingMode::Overlapped);
+    ASSERT_TRUE(q.ok());
+    EXPECT_NEAR(q->ops[0].end_s, 2.0152e-3, 1e-8);
+    EXPECT_NEAR(q->ops[1].end_s, 4.0152e-3, 1e-8);
+}
+
+TEST(Contention, TheLoggerModeRunsOpsOneAfterAnother) {
+    // Synchronised after every op, as the comms logger measures: no sharing, 1.0152 ms each.
+    Topology t = small_topology(1, 2);
+    auto p = simulate(two_collectives(1e8, 1e8), t, TimingMode::Synchronized);
+    ASSERT_TRUE(p.ok());
+    EXPECT_NEAR(p->ops[0].duration(), 1.0152e-3, 1e-8);
+    EXPECT_NEAR(p->ops[1].duration(), 1.0152e-3, 1e-8);
+    EXPECT_NEAR(p->ops[1].end_s, 2.0304e-3, 1e-8);
+}
+
+TEST(Engine, RefusesMoreRanksThanGpus) {
+    Topology t = small_topology(1, 2);
+    Schedule s = two_collectives(8, 8);
+    s.meta.world = 4;
+    auto p = simulate(s, t, TimingMode::Overlapped);
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.error().what().find("more GPUs"), std::string::npos);
+}
+
+// --- Against real nccl-tests tables -----------------------------------------------------------
+
+struct Errors {
+    std::vector<double> small, large;  // |predicted - measured| / measured, below and from 1 MiB
+};
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+Errors compare(const std::string& title, const Topology& t, OpKind kind, const std::vector<std::pair<int64_t, double>>& measured) {
+    Errors e;
+    std::printf("%s (%s)\n%14s %12s %12s %8s\n", title.c_str(), t.name.c_str(), "bytes", "measured us", "predicted us", "error");
+    for (auto [bytes, us] : measured) {
+        double logged = kind == OpKind::AllGather ? static_cast<double>(bytes) / 8 : static_cast<double>(bytes);
+        double pred = simulate_single_collective(t, kind, logged, 8) * 1e6;
+        double err = std::fabs(pred - us) / us;
+        std::printf("%14lld %12.2f %12.2f %7.1f%%\n", static_cast<long long>(bytes), us, pred, err * 100);
+        (bytes >= (1 << 20) ? e.large : e.small).push_back(err);
+    }
+    std::printf("median error: below 1 MiB %.1f%%, from 1 MiB %.1f%%\n\n", median(e.small) * 100, median(e.large) * 100);
+    return e;
+}
+
+Topology shipped(const std::string& name) {
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/" + name + ".json");
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().what());
+    return t.value();
+}
+
+TEST(NcclTests, A100AllReduceTables) {
+    auto tables = read_nccl_tests(test::reference("nccl-tests/a100-8gpu-allreduce.txt"));
+    ASSERT_TRUE(tables.ok()) << tables.error().what();
+    ASSERT_EQ(tables->size(), 2u);  // one process driving 8 GPUs; 8 MPI ranks
+    Topology t = shipped("dgx-a100");
+    for (const auto& table : tables.value()) {
+        std::vector<std::pair<int64_t, double>> m;
+        for (const auto& r : table.rows) m.emplace_back(r.bytes, r.time_us);
+        ASSERT_EQ(m.size(), 30u);
+        Errors e = compare("nccl-tests all_reduce_perf, " + table.title, t, OpKind::AllReduce, m);
+        // One MPI rank per GPU is how DeepSpeed runs: the issue's targets hold there (median time
+        // error <= 10% from 1 MiB, <= 25% below). One process driving all 8 GPUs (-g 8) adds
+        // per-call host overhead the model leaves out; only its bandwidth-bound end is checked.
+        if (table.title.find("nGpus 1 ") != std::string::npos) {
+            EXPECT_LE(median(e.large), 0.10);
+            EXPECT_LE(median(e.small), 0.25);
+        }
+        // Bandwidth-bound sizes (>= 256 MiB) are where hardware figures alone must be right.
+        std::vector<double> big;
+        for (size_t i = 0; i < m.size(); ++i)
+            if (m[i].first >= (256 << 20)) big.push_back(std::fabs(simulate_single_collective(t, OpKind::AllReduce, static_cast<double>(m[i].first), 8) * 1e6 - m[i].second) / m[i].second);
+        EXPECT_LE(median(big), 0.10);
+    }
+}
+
+TEST(NcclTests, H200BandwidthBoundPoints) {
+    // 16 GiB on 8 x H200 (reference Table F): all_reduce with NVLS 480.0 GB/s busbw, ring-only
+    // 367.2; all_gather 361.4 and reduce_scatter 362.9 (ring). Time = 16 GiB / busbw x factor.
+    Topology t = shipped("dgx-h100");
+    const double S = 16.0 * 1024 * 1024 * 1024;
+    auto time_us = [&](double busbw, double factor) { return S * factor / (busbw * 1e3); };
+    auto err = [&](OpKind k, double measured_us) {
+        double logged = k == OpKind::AllGather ? S / 8 : S;
+        double pred = simulate_single_collective(t, k, logged, 8) * 1e6;
+        return std::fabs(pred - measured_us) / measured_us;
+    };
+    EXPECT_LE(err(OpKind::AllReduce, time_us(480.0, 1.75)), 0.10);
+    EXPECT_LE(err(OpKind::AllGather, time_us(361.4, 0.875)), 0.10);
+    EXPECT_LE(err(OpKind::ReduceScatter, time_us(362.9, 0.875)), 0.10);
+    Topology ring = t;
+    ring.nvls = false;
+    double pred_ring = simulate_single_collective(ring, OpKind::AllReduce, S, 8) * 1e6;
+    EXPECT_LE(std::fabs(pred_ring - time_us(367.2, 1.75)) / time_us(367.2, 1.75), 0.10);
+}
+
+TEST(NcclTests, H200PyTorchSweepIsPrinted) {
+    // Table B (all_reduce_bench.py, 8 x H200): payload and algbw; printed for the record, the
+    // error at bandwidth-bound sizes (>= 1 GiB) checked.
+    std::string text = test::read_file(test::reference("nccl-tests/a100-h200-b200-sweeps.txt"));
+    auto start = text.find("## TABLE B");
+    auto end = text.find("## Same node", start);
+    ASSERT_NE(start, std::string::npos);
+    std::regex row(R"(\|\s*(\d+)(KiB|MiB|GiB)\s*\|\s*([\d.]+)GBps\s*\|\s*([\d.]+)GBps\s*\|)");
+    std::vector<std::pair<int64_t, double>> m;
+    std::string section = text.substr(start, end - start);
+    for (std::sregex_iterator it(section.begin(), section.end(), row), e; it != e; ++it) {
+        int64_t mult = (*it)[2] == "KiB" ? 1024 : (*it)[2] == "MiB" ? 1024 * 1024 : 1024LL * 1024 * 1024;
+        int64_t bytes = std::stoll((*it)[1]) * mult;
+        double algbw = std::stod((*it)[4]);
+        m.emplace_back(bytes, static_cast<double>(bytes) / (algbw * 1e3));
+    }
+    ASSERT_EQ(m.size(), 20u);
+    compare("all_reduce_bench.py on 8 x H200 (NVLS)", shipped("dgx-h100"), OpKind::AllReduce, m);
+    std::vector<double> big;
+    Topology t = shipped("dgx-h100");
+    for (auto [bytes, us] : m)
+        if (bytes >= (1LL << 30)) big.push_back(std::fabs(simulate_single_collective(t, OpKind::AllReduce, static_cast<double>(bytes), 8) * 1e6 - us) / us);
+    EXPECT_LE(median(big), 0.10);
+}
+
+}  // namespace
