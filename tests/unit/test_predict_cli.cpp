@@ -1,0 +1,164 @@
+// `zerosim predict` and `zerosim bench` as a user runs them: outputs that parse back with the
+// readers the validator uses, determinism, and the one-line errors for bad topologies and flags.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sim/ds_config.hpp"
+#include "sim/model.hpp"
+#include "sim/outputs/comms_log.hpp"
+#include "sim/schedule.hpp"
+#include "test_helpers.hpp"
+#include "validate/nccl_tests.hpp"
+
+using namespace zerosim;
+using zerosim::test::run_zerosim;
+
+namespace {
+
+std::string topo(const std::string& name) { return std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/" + name + ".json"; }
+std::string q(const std::string& s) { return "'" + s + "'"; }
+const std::string kRef = test::reference("deepspeed-v0.14.2-cpu");
+
+std::string predict_args(const std::string& extra) {
+    return "predict --ds-config " + q(kRef + "/z3_default_w4/ds_config.json") + " --model " + q(kRef + "/model.json") +
+           " --topology " + q(topo("dgx-a100")) + " --world 4 --steps 3 " + extra;
+}
+
+TEST(PredictCli, DeepSpeedFormatParsesBackAsTheSchedule) {
+    // Every predicted line reads back with the validator's parser, in the schedule's order, with
+    // a positive time and DeepSpeed's bandwidth formulas applied to it.
+    auto out = test::temp_file("pred.log", "");
+    auto r = run_zerosim(predict_args("-o " + q(out)));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto cfg = load_ds_config(kRef + "/z3_default_w4/ds_config.json");
+    auto model = load_model(kRef + "/model.json");
+    ScheduleOptions o;
+    o.world = 4;
+    o.steps = 3;
+    auto s = build_schedule(model.value(), cfg.value(), o);
+    ASSERT_TRUE(s.ok());
+    std::vector<const Op*> ops;
+    for (const auto& op : s->ops)
+        if (is_collective(op.kind)) ops.push_back(&op);
+    std::istringstream in(test::read_file(out));
+    std::string line;
+    size_t i = 0;
+    while (std::getline(in, line)) {
+        auto p = parse_ds_verbose_line(line);
+        if (!p || p->op.record == "log_summary_barrier") continue;
+        ASSERT_LT(i, ops.size());
+        EXPECT_EQ(p->op.record, op_record_name(ops[i]->kind));
+        EXPECT_EQ(p->op.caller, ops[i]->caller);
+        EXPECT_EQ(p->size_text, ds_size_string(ops[i]->bytes()));
+        if (ops[i]->kind != OpKind::Barrier) {
+            EXPECT_GT(p->op.time_ms, 0.0) << line;
+            // The bandwidth comes from the unrounded time; compare where 2 decimals are precise.
+            if (p->op.time_ms >= 1.0) {
+                auto bw = ds_bandwidth(p->op.record, ops[i]->bytes(), p->op.time_ms, 4);
+                EXPECT_NEAR(p->op.algbw_gbps, bw.algbw_gbps, 0.006 + bw.algbw_gbps * 0.01) << line;
+            }
+        }
+        ++i;
+    }
+    EXPECT_EQ(i, ops.size());
+    std::string text = test::read_file(out);
+    EXPECT_NE(text.find("Comm. Op"), std::string::npos);
+    EXPECT_NE(text.find("exposed comm"), std::string::npos);
+}
+
+TEST(PredictCli, SameInputsSameBytes) {
+    auto a = run_zerosim(predict_args("--format json"));
+    auto b = run_zerosim(predict_args("--format json"));
+    ASSERT_EQ(a.exit_code, 0);
+    EXPECT_EQ(a.out, b.out);
+}
+
+TEST(PredictCli, JsonCsvAndTrace) {
+    auto trace = test::temp_file("trace.json", "");
+    auto j = run_zerosim(predict_args("--format json --trace " + q(trace)));
+    ASSERT_EQ(j.exit_code, 0) << j.out;
+    auto doc = nlohmann::json::parse(j.out.substr(j.out.find('{')));
+    EXPECT_EQ(doc["format"], "zerosim-prediction");
+    EXPECT_EQ(doc["steps"].size(), 3u);
+    for (const auto& st : doc["steps"]) {
+        EXPECT_GT(st["step_ms"].get<double>(), 0.0);
+        // Exposed communication is the part of the step compute does not cover.
+        EXPECT_NEAR(st["exposed_comm_ms"].get<double>(), st["step_ms"].get<double>() - st["compute_ms"].get<double>(), 1e-9);
+    }
+    auto t = nlohmann::json::parse(test::read_file(trace));
+    ASSERT_TRUE(t.contains("traceEvents"));
+    size_t complete = 0;
+    for (const auto& e : t["traceEvents"])
+        if (e["ph"] == "X") {
+            ++complete;
+            EXPECT_GE(e["dur"].get<double>(), 0.0);
+        }
+    EXPECT_GT(complete, 100u);
+    auto c = run_zerosim(predict_args("--format csv"));
+    ASSERT_EQ(c.exit_code, 0);
+    // (the progress line goes to stderr, which run_zerosim merges in)
+    EXPECT_NE(c.out.find("id,step,micro,phase,stream,kind,caller,bytes,algorithm,protocol,logged_ms,start_ms,end_ms\n"),
+              std::string::npos);
+}
+
+TEST(BenchCli, TableReadsBackAsNcclTests) {
+    // The predicted table is an nccl-tests table: the same reader takes it, sizes 8 B .. 8 GiB by 2.
+    auto r = run_zerosim("bench --topology " + q(topo("dgx-a100")) + " --op all_reduce --min 8 --max 8G");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto tables = parse_nccl_tests(r.out);
+    ASSERT_EQ(tables.size(), 1u);
+    ASSERT_EQ(tables[0].rows.size(), 31u);
+    EXPECT_EQ(tables[0].rows.back().bytes, 8LL << 30);
+    for (const auto& row : tables[0].rows) {
+        EXPECT_GT(row.time_us, 0.0);
+        // busbw = algbw x 2(n-1)/n for all_reduce on 8 ranks (each printed to 2 decimals)
+        EXPECT_NEAR(row.busbw_gbs, row.algbw_gbs * 1.75, 0.015);
+    }
+    EXPECT_NE(r.out.find("N/A"), std::string::npos);
+}
+
+void expect_input_error(const test::RunResult& r, const std::vector<std::string>& needles) {
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_EQ(r.out.rfind("zerosim: error: ", 0), 0u) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    for (const auto& n : needles) EXPECT_NE(r.out.find(n), std::string::npos) << "missing '" << n << "' in " << r.out;
+}
+
+std::string topo_with(const std::string& name, const std::string& from, const std::string& to) {
+    std::string text = test::read_file(topo("dgx-a100"));
+    auto pos = text.find(from);
+    EXPECT_NE(pos, std::string::npos) << from;
+    text.replace(pos, from.size(), to);
+    return test::temp_file(name, text);
+}
+
+TEST(BenchCli, BadInputs) {
+    auto typo = topo_with("typo.json", "\"gpus_per_node\"", "\"gpu_per_node\"");
+    expect_input_error(run_zerosim("bench --topology " + q(typo)), {"typo.json", "gpu_per_node", "did you mean 'gpus_per_node'"});
+    auto zero = topo_with("zero.json", "\"bandwidth_gbs\": 300", "\"bandwidth_gbs\": 0");
+    expect_input_error(run_zerosim("bench --topology " + q(zero)), {"zero.json", "intra_node.bandwidth_gbs", "positive"});
+    auto neg = topo_with("neg.json", "\"bandwidth_gbs\": 25", "\"bandwidth_gbs\": -25");
+    expect_input_error(run_zerosim("bench --topology " + q(neg)), {"neg.json", "nics.bandwidth_gbs"});
+    // Two nodes with no NICs: disconnected.
+    std::string text = test::read_file(topo("localhost"));
+    text.replace(text.find("\"nodes\": 1"), 10, "\"nodes\": 2");
+    auto split = test::temp_file("split.json", text);
+    expect_input_error(run_zerosim("bench --topology " + q(split)), {"split.json", "disconnected"});
+    expect_input_error(run_zerosim("bench --topology " + q(topo("dgx-a100")) + " --op all_to_all"), {"--op", "all_to_all"});
+    expect_input_error(run_zerosim("bench --topology " + q(topo("dgx-a100")) + " --world 16"), {"--world", "--nodes"});
+    expect_input_error(run_zerosim("bench --topology " + q(topo("dgx-a100")) + " --min 1X"), {"--min"});
+}
+
+TEST(PredictCli, WorldLargerThanTheTopology) {
+    auto r = run_zerosim("predict --ds-config " + q(kRef + "/z1_seed_w4/ds_config.json") + " --model " + q(kRef + "/model.json") +
+                         " --topology " + q(topo("dgx-a100")) + " --world 16");
+    expect_input_error(r, {"--world", "--nodes 2"});
+    // --nodes scales the node design.
+    auto ok = run_zerosim("predict --ds-config " + q(kRef + "/z1_seed_w4/ds_config.json") + " --model " + q(kRef + "/model.json") +
+                          " --topology " + q(topo("dgx-a100")) + " --world 16 --nodes 2 --format summary");
+    EXPECT_EQ(ok.exit_code, 0) << ok.out;
+}
+
+}  // namespace
