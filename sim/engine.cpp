@@ -144,14 +144,15 @@ struct Run {
     //  - compute on a module waits for the gathers that brought its parameters (stage 3);
     //  - the optimizer step waits for every gradient reduction before it (the reduction stream is
     //    synchronised at the end of backward);
-    //  - a gather for the next step waits for the previous optimizer step (updated weights).
+    //  - a gather for the next step waits for the previous optimizer step (updated weights);
+    //  - training starts after deepspeed.initialize has returned.
     void add_implicit_dependencies() {
         std::map<int, int64_t> last_gather_of_param;
-        int64_t last_reduce = -1, last_step_op = -1;
-        int current_step = -2;
+        int64_t last_reduce = -1, last_step_op = -1, last_init = -1;
         for (size_t i = 0; i < s.ops.size(); ++i) {
             const Op& op = s.ops[i];
-            if (op.step != current_step) current_step = op.step;
+            if (op.step < 0) last_init = static_cast<int64_t>(i);
+            else if (last_init >= 0 && lane_of(op) != 0) waits[i].push_back(last_init);
             if (op.stream == Stream::Fetch) {
                 if (last_step_op >= 0) waits[i].push_back(last_step_op);
                 for (int p : op.params) last_gather_of_param[p] = static_cast<int64_t>(i);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <regex>
 
 #include "sim/collectives.hpp"
@@ -230,6 +231,51 @@ TEST(NcclTests, H200PyTorchSweepIsPrinted) {
     for (auto [bytes, us] : m)
         if (bytes >= (1LL << 30)) big.push_back(std::fabs(simulate_single_collective(t, OpKind::AllReduce, static_cast<double>(bytes), 8) * 1e6 - us) / us);
     EXPECT_LE(median(big), 0.10);
+}
+
+}  // namespace
+
+#include "sim/ds_config.hpp"
+#include "sim/model.hpp"
+#include "sim/schedule.hpp"
+
+namespace {
+
+TEST(Engine, OverlappedTimelineRespectsDeepSpeedsOrdering) {
+    // Stage 3 on the reference model, 4 ranks on dgx-a100: training starts after initialize;
+    // a module's compute starts after the gather that brought its parameters; the step's ops start
+    // after every gradient reduction before them.
+    auto m = load_model(test::reference("deepspeed-v0.14.2-cpu/model.json"));
+    auto c = load_ds_config(test::reference("deepspeed-v0.14.2-cpu/z3_default_w4/ds_config.json"));
+    ScheduleOptions o;
+    o.world = 4;
+    o.steps = 2;
+    auto s = build_schedule(m.value(), c.value(), o);
+    ASSERT_TRUE(s.ok());
+    auto p = simulate(s.value(), shipped("dgx-a100"), TimingMode::Overlapped);
+    ASSERT_TRUE(p.ok());
+    double init_end = 0;
+    for (size_t i = 0; i < s->ops.size(); ++i)
+        if (s->ops[i].step < 0) init_end = std::max(init_end, p->ops[i].end_s);
+    std::map<int, double> gathered_at;
+    double last_reduce_end = 0;
+    for (size_t i = 0; i < s->ops.size(); ++i) {
+        const Op& op = s->ops[i];
+        const OpTiming& t = p->ops[i];
+        if (op.step < 0) continue;
+        EXPECT_GE(t.start_s, init_end - 1e-12) << "op " << i;
+        if (op.stream == Stream::Fetch)
+            for (int q : op.params) gathered_at[q] = t.end_s;
+        if (op.kind == OpKind::Compute && op.module >= 0)
+            for (int q : op.params)
+                if (gathered_at.count(q)) EXPECT_GE(t.start_s, gathered_at[q] - 1e-12) << "op " << i;
+        if (op.stream == Stream::Reduce) last_reduce_end = std::max(last_reduce_end, t.end_s);
+        if (op.phase == Phase::Step) EXPECT_GE(t.start_s, last_reduce_end - 1e-12) << "op " << i;
+    }
+    // Overlap can only help: each step is no longer than the same ops one after another.
+    auto serial = simulate(s.value(), shipped("dgx-a100"), TimingMode::Synchronized);
+    ASSERT_TRUE(serial.ok());
+    for (size_t k = 0; k < p->steps.size(); ++k) EXPECT_LE(p->steps[k].step_s(), serial->steps[k].step_s() + 1e-12);
 }
 
 }  // namespace
