@@ -101,6 +101,10 @@ struct ScheduleMeta {
     DType comm_dtype = DType::FP32;
     std::vector<int> overflow_steps;
     bool round_robin_gradients = false;  // the stage-1/2 partition layout (sim/partition.hpp)
+    // Stage 3: the most parameter elements gathered (whole) at any moment of training, persistent
+    // ones included; the memory model's "gathered parameters".
+    int64_t stage3_peak_gathered_elements = 0;
+    int64_t stage3_persistent_elements = 0;
 };
 
 // The model's parameters as the schedule refers to them (Model::params order).

@@ -1,6 +1,7 @@
 // zerosim: the command-line front of sim/ (and, as they arrive, validate/).
 // Exit codes: 0 success, 2 bad input (one line on stderr naming file and field), 1 other failure.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,8 @@
 
 #include "sim/ds_config.hpp"
 #include "sim/engine.hpp"
+#include "sim/explain.hpp"
+#include "sim/memory.hpp"
 #include "sim/model.hpp"
 #include "sim/outputs/predict_outputs.hpp"
 #include "sim/outputs/schedule_outputs.hpp"
@@ -182,6 +185,83 @@ int run_predict(PredictArgs& a) {
     });
 }
 
+std::string gib(int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
+struct MemoryArgs {
+    ScheduleArgs sched;
+    std::string stages = "0,1,2,3";
+    std::string format = "text";
+};
+
+int run_memory(MemoryArgs& a) {
+    auto cfg = load_ds_config(a.sched.ds_config);
+    if (!cfg) return input_error(cfg.error());
+    auto model = load_model(a.sched.model);
+    if (!model) return input_error(model.error());
+    auto stages = parse_step_list(a.stages);
+    if (!stages || stages->empty()) return input_error(Error{"", "--stages", "expected stages such as 0,1,2,3"});
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    std::ostringstream text;
+    text << "Model states per rank: " << model->name << ", " << model->total_numel() << " parameters, "
+         << a.sched.world << " ranks, " << dtype_name(cfg->model_dtype) << " (GiB; the rank holding the most)\n";
+    for (int st : stages.value()) {
+        if (st < 0 || st > 3) return input_error(Error{"", "--stages", "stage " + std::to_string(st) + " is not 0..3"});
+        DsConfig c = cfg.value();
+        if (c.zero.stage != st) {
+            c.zero.stage = st;
+            c.zero.overlap_comm = st == 3 ? true : c.zero.overlap_comm && st != 0;
+        }
+        ScheduleOptions o;
+        o.world = a.sched.world;
+        o.steps = 2;  // stage 3's steady state (prefetch, reuse) starts at the second step
+        auto s = build_schedule(model.value(), c, o);
+        if (!s) return input_error(s.error());
+        MemoryEstimate e = estimate_memory(model.value(), c, s.value());
+        nlohmann::ordered_json row;
+        row["stage"] = st;
+        nlohmann::ordered_json items = nlohmann::ordered_json::array();
+        text << "\nstage " << st << ": " << gib(e.total()) << " GiB per rank\n";
+        for (const auto& it : e.items) {
+            items.push_back({{"name", it.name}, {"category", it.category}, {"bytes", it.bytes}, {"why", it.why}});
+            char line[256];
+            std::snprintf(line, sizeof line, "  %-48s %10s GiB  %s\n", it.name.c_str(), gib(it.bytes).c_str(), it.why.c_str());
+            text << line;
+        }
+        text << "  ZeRO paper " << e.paper_formula << ": " << gib(e.paper_bytes) << " GiB\n";
+        if (e.deepspeed_estimator_bytes >= 0)
+            text << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << gib(e.deepspeed_estimator_bytes) << " GiB\n";
+        for (const auto& d : e.differences) text << "  differs: " << d << "\n";
+        row["items"] = items;
+        row["total_bytes"] = e.total();
+        row["paper_bytes"] = e.paper_bytes;
+        row["paper_formula"] = e.paper_formula;
+        row["deepspeed_estimator_bytes"] = e.deepspeed_estimator_bytes;
+        row["differences"] = e.differences;
+        j.push_back(row);
+    }
+    return emit(a.sched.output, {a.sched.ds_config, a.sched.model}, [&](std::ostream& out) {
+        if (a.format == "json")
+            out << j.dump(1) << '\n';
+        else
+            out << text.str();
+    });
+}
+
+int run_explain(const ScheduleArgs& a) {
+    auto cfg = load_ds_config(a.ds_config);
+    if (!cfg) return input_error(cfg.error());
+    auto model = load_model(a.model);
+    if (!model) return input_error(model.error());
+    auto sched = load_schedule(a);
+    if (!sched) return input_error(sched.error());
+    std::string text = explain_schedule(model.value(), cfg.value(), sched.value());
+    return emit(a.output, {a.ds_config, a.model}, [&](std::ostream& out) { out << text; });
+}
+
 // "8", "64K", "8M", "8G" (binary multiples, as nccl-tests reads them).
 Result<int64_t> parse_size(const std::string& text, const char* flag) {
     if (text.empty()) return Error{"", flag, "expected a size such as 8, 64K, 8M or 8G"};
@@ -315,6 +395,16 @@ int main(int argc, char** argv) {
     bench->add_option("-f,--factor", ba.factor, "Size multiplier between rows")->capture_default_str();
     bench->add_option("-o,--output", ba.output, "Write to this file instead of standard output");
 
+    MemoryArgs ma;
+    auto* mem = app.add_subcommand("memory", "Model-state memory per rank and stage, beside the ZeRO paper and DeepSpeed's estimator");
+    add_schedule_inputs(mem, ma.sched, true);
+    mem->add_option("--stages", ma.stages, "Stages to show")->capture_default_str();
+    mem->add_option("--format", ma.format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+
+    ScheduleArgs ea;
+    auto* expl = app.add_subcommand("explain", "Why each collective is there, what the config keys do, paper volume vs DeepSpeed");
+    add_schedule_inputs(expl, ea, true);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -329,6 +419,8 @@ int main(int argc, char** argv) {
         if (app.got_subcommand(sched)) return run_schedule(sa);
         if (app.got_subcommand(pred)) return run_predict(pa);
         if (app.got_subcommand(bench)) return run_bench(ba);
+        if (app.got_subcommand(mem)) return run_memory(ma);
+        if (app.got_subcommand(expl)) return run_explain(ea);
     } catch (const std::bad_alloc&) {
         std::cerr << "zerosim: error: out of memory\n";
         return 1;

@@ -69,6 +69,13 @@ struct Stage3 {
     std::map<int, int64_t> most_recent;      // parameter -> latest trace step it was fetched for
     int step_id = 0;
     int64_t n_available = 0;
+    int64_t live = 0;                         // elements of all parameters gathered right now
+    void set_available(int p, bool on) {
+        if (available[p] == on) return;
+        available[p] = on;
+        live += on ? m.params[p].numel : -m.params[p].numel;
+        b.out.meta.stage3_peak_gathered_elements = std::max(b.out.meta.stage3_peak_gathered_elements, live);
+    }
     std::map<std::pair<int, int>, std::set<int>> release_cache;  // (module, step) -> params (lru_cache)
 
     // Gradient bucket.
@@ -90,6 +97,7 @@ struct Stage3 {
                 total += n;
             }
         }
+        b.out.meta.stage3_persistent_elements = total;
         // _create_fp16_sub_groups: each parameter group cut after sub_group_size partition elements.
         for (int g = 0; g < m.num_groups; ++g) {
             std::vector<int> group;
@@ -140,7 +148,7 @@ struct Stage3 {
         for (int p : todo) {
             elements += part(p);
             n_available += m.params[p].numel;
-            available[p] = true;
+            set_available(p, true);
         }
         if (world == 1) return;
         Op& op = b.collective(OpKind::AllGather, elements, b.cfg.model_dtype, "allgather_fn", rule, Stream::Fetch);
@@ -221,7 +229,7 @@ struct Stage3 {
         for (int p : ps) {
             active[p].erase(mod);
             if (to_release.count(p) && available[p] && active[p].empty()) {
-                available[p] = false;
+                set_available(p, false);
                 n_available -= m.params[p].numel;
             }
         }
@@ -317,7 +325,7 @@ struct Stage3 {
         b.micro = -1;
         // _partition_all_parameters: everything back to its partition before the step.
         for (size_t p = 0; p < m.params.size(); ++p) {
-            available[p] = false;
+            set_available(static_cast<int>(p), false);
             active[p].clear();
         }
         n_available = 0;
@@ -345,7 +353,7 @@ struct Stage3 {
                 b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params_coalesced",
                              "stage3.step.persistent_regather").params = {p};
             }
-            available[p] = true;
+            set_available(p, true);
         }
     }
 };
