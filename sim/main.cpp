@@ -17,7 +17,12 @@
 #include "sim/outputs/predict_outputs.hpp"
 #include "sim/outputs/schedule_outputs.hpp"
 #include "sim/schedule.hpp"
+#include "sim/sweep.hpp"
 #include "sim/topology.hpp"
+
+#include <unistd.h>
+#include <chrono>
+#include <thread>
 
 using namespace zerosim;
 
@@ -262,6 +267,111 @@ int run_explain(const ScheduleArgs& a) {
     return emit(a.output, {a.ds_config, a.model}, [&](std::ostream& out) { out << text; });
 }
 
+struct SweepArgs {
+    SweepSpec spec;
+    std::vector<std::string> topologies;
+    std::string stages = "0,1,2,3";
+    std::string nodes = "1";
+    std::vector<std::string> sets;
+    std::string output;
+    std::string plot;
+    std::string shard;
+    int jobs = 0;
+};
+
+// An output path must be writable before minutes of work go into it.
+Status check_writable(const std::string& path, const char* flag) {
+    if (path.empty() || path == "-") return std::nullopt;
+    namespace fs = std::filesystem;
+    fs::path dir = fs::path(path).parent_path();
+    if (dir.empty()) dir = ".";
+    if (!fs::is_directory(dir) || access(dir.c_str(), W_OK) != 0)
+        return Error{path, flag, "cannot write here: " + dir.string() + " is not a writable folder"};
+    return std::nullopt;
+}
+
+int run_sweep_cmd(SweepArgs& a) {
+    SweepSpec& spec = a.spec;
+    for (const auto& t : a.topologies) {
+        std::stringstream ss(t);
+        std::string one;
+        while (std::getline(ss, one, ','))
+            if (!one.empty()) spec.topologies.push_back(one);
+    }
+    auto stages = parse_step_list(a.stages);
+    if (!stages) return input_error(Error{"", "--stages", "expected stages such as 0,1,2,3"});
+    for (int st : stages.value())
+        if (st < 0 || st > 3) return input_error(Error{"", "--stages", "stage " + std::to_string(st) + " is not 0..3"});
+    spec.stages = stages.value();
+    auto nodes = parse_step_list(a.nodes);
+    if (!nodes) return input_error(Error{"", "--nodes", "expected node counts such as 1,2,4"});
+    for (int n : nodes.value()) {
+        if (n < 1) return input_error(Error{"", "--nodes", "node counts must be at least 1"});
+        spec.nodes.push_back(n);
+    }
+    for (const auto& s : a.sets) {
+        auto set = parse_sweep_setting(s);
+        if (!set) return input_error(set.error());
+        spec.settings.push_back(set.value());
+    }
+    // Inputs are read once here so that a bad file is one clear error, not one per point.
+    auto model = load_model(spec.model);
+    if (!model) return input_error(model.error());
+    if (!spec.ds_config.empty()) {
+        auto cfg = load_ds_config(spec.ds_config);
+        if (!cfg) return input_error(cfg.error());
+    }
+    for (const auto& t : spec.topologies) {
+        auto topo = load_topology(t);
+        if (!topo) return input_error(topo.error());
+    }
+    if (!a.shard.empty()) {
+        auto slash = a.shard.find('/');
+        try {
+            spec.shard = std::stoi(a.shard.substr(0, slash));
+            spec.shards = std::stoi(a.shard.substr(slash + 1));
+        } catch (const std::exception&) {
+            spec.shards = 0;
+        }
+        if (slash == std::string::npos || spec.shards < 1 || spec.shard < 0 || spec.shard >= spec.shards)
+            return input_error(Error{"", "--shard", "expected i/k with 0 <= i < k, found '" + a.shard + "'"});
+    }
+    if (auto e = check_writable(a.output, "-o")) return input_error(*e);
+    if (auto e = check_writable(a.plot, "--plot")) return input_error(*e);
+    auto all = sweep_points(spec);
+    if (all.empty()) return input_error(Error{"", "--topology/--stages/--nodes", "the grid is empty: nothing to predict"});
+    auto points = shard_points(all, spec.shard, spec.shards);
+    spec.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    bool tty = isatty(2);
+    auto t0 = std::chrono::steady_clock::now();
+    size_t last_pct = 0;
+    auto progress = [&](size_t done, size_t total) {
+        double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        double left = done > 0 ? el / static_cast<double>(done) * static_cast<double>(total - done) : 0;
+        size_t pct = done * 100 / total;
+        if (!tty && pct < last_pct + 10 && done != total) return;
+        last_pct = pct;
+        int bar = static_cast<int>(done * 30 / total);
+        std::fprintf(stderr, "%s[%s%s] %zu/%zu points, %.1f s elapsed, about %.1f s left%s", tty ? "\r" : "",
+                     std::string(static_cast<size_t>(bar), '#').c_str(), std::string(static_cast<size_t>(30 - bar), ' ').c_str(),
+                     done, total, el, left, tty && done != total ? "" : "\n");
+    };
+    auto rows = run_sweep(spec, points, progress);
+    if (!rows) return input_error(rows.error());
+    size_t failed = 0;
+    for (const auto& r : rows.value())
+        if (!r.error.empty()) ++failed;
+    if (failed) std::cerr << "zerosim: warning: " << failed << " point(s) could not be predicted (see the error column)\n";
+    std::vector<std::string> inputs = spec.topologies;
+    inputs.push_back(spec.model);
+    if (!spec.ds_config.empty()) inputs.push_back(spec.ds_config);
+    if (!a.plot.empty()) {
+        int rc = emit(a.plot, inputs, [&](std::ostream& out) { write_sweep_svg(out, spec, rows.value()); });
+        if (rc) return rc;
+    }
+    return emit(a.output, inputs, [&](std::ostream& out) { write_sweep_csv(out, spec, rows.value(), spec.shard == 0); });
+}
+
 // "8", "64K", "8M", "8G" (binary multiples, as nccl-tests reads them).
 Result<int64_t> parse_size(const std::string& text, const char* flag) {
     if (text.empty()) return Error{"", flag, "expected a size such as 8, 64K, 8M or 8G"};
@@ -405,6 +515,21 @@ int main(int argc, char** argv) {
     auto* expl = app.add_subcommand("explain", "Why each collective is there, what the config keys do, paper volume vs DeepSpeed");
     add_schedule_inputs(expl, ea, true);
 
+    SweepArgs swa;
+    auto* sweep = app.add_subcommand("sweep", "Predict a grid of stages, node counts, topologies and DeepSpeed settings");
+    sweep->add_option("--model", swa.spec.model, "Hugging Face config.json or parameter-list JSON")->required();
+    sweep->add_option("--ds-config", swa.spec.ds_config, "DeepSpeed config (default: DeepSpeed's defaults, micro batch 1)");
+    sweep->add_option("--topology", swa.topologies, "Topology files (repeat or comma-separate)")->required();
+    sweep->add_option("--stages", swa.stages, "ZeRO stages")->capture_default_str();
+    sweep->add_option("--nodes", swa.nodes, "Node counts (world = nodes x GPUs per node)")->capture_default_str();
+    sweep->add_option("--set", swa.sets, "A DeepSpeed key and its values, e.g. zero_optimization.reduce_bucket_size=5e7,5e8");
+    sweep->add_option("--steps", swa.spec.steps, "Steps per prediction (the last one is reported)")->capture_default_str();
+    sweep->add_option("--seq-len", swa.spec.seq_len, "Sequence length for compute");
+    sweep->add_option("-o,--output", swa.output, "CSV file (default: standard output)");
+    sweep->add_option("--plot", swa.plot, "SVG plot of step time and memory against ranks");
+    sweep->add_option("--jobs", swa.jobs, "Worker processes (default: every core)");
+    sweep->add_option("--shard", swa.shard, "i/k: predict the i-th of k contiguous parts (0-based); concatenating the CSVs gives the whole grid");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -421,6 +546,7 @@ int main(int argc, char** argv) {
         if (app.got_subcommand(bench)) return run_bench(ba);
         if (app.got_subcommand(mem)) return run_memory(ma);
         if (app.got_subcommand(expl)) return run_explain(ea);
+        if (app.got_subcommand(sweep)) return run_sweep_cmd(swa);
     } catch (const std::bad_alloc&) {
         std::cerr << "zerosim: error: out of memory\n";
         return 1;
