@@ -15,6 +15,7 @@
 #include "sim/memory.hpp"
 #include "sim/model.hpp"
 #include "sim/outputs/predict_outputs.hpp"
+#include "sim/outputs/report.hpp"
 #include "sim/outputs/schedule_outputs.hpp"
 #include "sim/schedule.hpp"
 #include "sim/sweep.hpp"
@@ -372,6 +373,45 @@ int run_sweep_cmd(SweepArgs& a) {
     return emit(a.output, inputs, [&](std::ostream& out) { write_sweep_csv(out, spec, rows.value(), spec.shard == 0); });
 }
 
+struct ReportArgs {
+    PredictArgs predict;
+    std::string measured;
+};
+
+int run_report(ReportArgs& a) {
+    PredictArgs& p = a.predict;
+    auto topo = load_topology(p.topology, p.nodes);
+    if (!topo) return input_error(topo.error());
+    if (p.sched.world <= 0) p.sched.world = topo->total_gpus();
+    auto cfg = load_ds_config(p.sched.ds_config);
+    if (!cfg) return input_error(cfg.error());
+    auto model = load_model(p.sched.model);
+    if (!model) return input_error(model.error());
+    auto sched = load_schedule(p.sched);
+    if (!sched) return input_error(sched.error());
+    auto logged = simulate(sched.value(), topo.value(), TimingMode::Synchronized);
+    if (!logged) return input_error(logged.error());
+    auto overlapped = simulate(sched.value(), topo.value(), TimingMode::Overlapped);
+    if (!overlapped) return input_error(overlapped.error());
+    MemoryEstimate mem = estimate_memory(model.value(), cfg.value(), sched.value());
+    std::string explanation = explain_schedule(model.value(), cfg.value(), sched.value());
+    std::vector<LoggedOp> measured;
+    if (!a.measured.empty()) {
+        std::ifstream in(a.measured);
+        if (!in) return input_error(Error{a.measured, "--measured", "cannot open the measured log"});
+        std::string line;
+        while (std::getline(in, line))
+            if (auto parsed = parse_ds_verbose_line(line)) measured.push_back(parsed->op);
+        if (measured.empty())
+            return input_error(Error{a.measured, "--measured", "no DeepSpeed comms_logger lines ('comm op: ...') found"});
+    }
+    ReportInput ri{sched.value(), topo.value(), logged.value(), overlapped.value(), mem, explanation,
+                   a.measured.empty() ? nullptr : &measured, a.measured};
+    std::vector<std::string> inputs = {p.sched.ds_config, p.sched.model, p.topology};
+    if (!a.measured.empty()) inputs.push_back(a.measured);
+    return emit(p.sched.output, inputs, [&](std::ostream& out) { write_html_report(out, ri); });
+}
+
 // "8", "64K", "8M", "8G" (binary multiples, as nccl-tests reads them).
 Result<int64_t> parse_size(const std::string& text, const char* flag) {
     if (text.empty()) return Error{"", flag, "expected a size such as 8, 64K, 8M or 8G"};
@@ -530,6 +570,13 @@ int main(int argc, char** argv) {
     sweep->add_option("--jobs", swa.jobs, "Worker processes (default: every core)");
     sweep->add_option("--shard", swa.shard, "i/k: predict the i-th of k contiguous parts (0-based); concatenating the CSVs gives the whole grid");
 
+    ReportArgs ra;
+    auto* report = app.add_subcommand("report", "One self-contained HTML report: timeline, ops, memory, explanation, measured diff");
+    add_schedule_inputs(report, ra.predict.sched, false);
+    report->add_option("--topology", ra.predict.topology, "Topology JSON")->required();
+    report->add_option("--nodes", ra.predict.nodes, "Scale the topology to this many nodes");
+    report->add_option("--measured", ra.measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -547,6 +594,7 @@ int main(int argc, char** argv) {
         if (app.got_subcommand(mem)) return run_memory(ma);
         if (app.got_subcommand(expl)) return run_explain(ea);
         if (app.got_subcommand(sweep)) return run_sweep_cmd(swa);
+        if (app.got_subcommand(report)) return run_report(ra);
     } catch (const std::bad_alloc&) {
         std::cerr << "zerosim: error: out of memory\n";
         return 1;

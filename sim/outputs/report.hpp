@@ -1,0 +1,31 @@
+// `zerosim report`: one self-contained HTML file (inline CSS and SVG, no scripts from the network)
+// with the step summary, a timeline of the last step, the per-op table, memory per rank, the
+// explanation, and, given a measured log, predicted against measured per op.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/ir.hpp"
+#include "sim/memory.hpp"
+#include "sim/outputs/comms_log.hpp"
+#include "sim/topology.hpp"
+
+namespace zerosim {
+
+struct ReportInput {
+    const Schedule& schedule;
+    const Topology& topology;
+    const Prediction& logged;
+    const Prediction& overlapped;
+    const MemoryEstimate& memory;
+    const std::string& explanation;
+    const std::vector<LoggedOp>* measured = nullptr;   // a measured comms_logger log, if given
+    std::string measured_name;
+};
+
+void write_html_report(std::ostream& out, const ReportInput& in);
+
+}  // namespace zerosim
