@@ -20,6 +20,9 @@
 #include "sim/schedule.hpp"
 #include "sim/sweep.hpp"
 #include "sim/topology.hpp"
+#include "validate/calibrate.hpp"
+#include "validate/diff.hpp"
+#include "validate/logs.hpp"
 
 #include <unistd.h>
 #include <chrono>
@@ -412,6 +415,96 @@ int run_report(ReportArgs& a) {
     return emit(p.sched.output, inputs, [&](std::ostream& out) { write_html_report(out, ri); });
 }
 
+struct ValidateArgs {
+    std::string predicted, measured;
+    double tolerance = 0.15;
+    std::string what = "all";
+    std::string format = "text";
+    double min_ms = 0.0;
+    std::string output;
+};
+
+// Exit codes: 0 within tolerance, 1 not, 2 unreadable input.
+int run_validate(const ValidateArgs& a) {
+    auto pred = read_log(a.predicted);
+    if (!pred) return input_error(pred.error());
+    auto meas = read_log(a.measured);
+    if (!meas) return input_error(meas.error());
+    if (!(a.tolerance >= 0)) return input_error(Error{"", "--tolerance", "expected a fraction such as 0.15"});
+    bool tables = pred->format == LogFormat::NcclTests, tables_m = meas->format == LogFormat::NcclTests;
+    if (tables != tables_m)
+        return input_error(Error{a.measured, "", std::string("cannot compare a ") + log_format_name(pred->format) + " log with a " +
+                                                     log_format_name(meas->format) + " one"});
+    DiffScope scope = a.what == "ops" ? DiffScope::Ops : a.what == "time" ? DiffScope::Time : DiffScope::All;
+    DiffReport r = tables ? diff_nccl_tables(pred.value(), meas.value(), a.tolerance)
+                          : diff_logs(pred.value(), meas.value(), a.tolerance, scope, a.min_ms);
+    int rc = emit(a.output, {a.predicted, a.measured}, [&](std::ostream& out) {
+        if (a.format == "json")
+            write_diff_json(out, r);
+        else if (a.format == "md")
+            write_diff_markdown(out, r);
+        else
+            write_diff_text(out, r);
+    });
+    if (rc) return rc;
+    return r.pass() ? 0 : 1;
+}
+
+struct CalibrateArgs {
+    std::string topology;
+    std::vector<std::string> files;
+    std::string op;
+    int64_t world = 0;
+    int64_t nodes = 0;
+    std::string output;
+};
+
+int run_calibrate(const CalibrateArgs& a) {
+    auto topo = load_topology(a.topology, a.nodes);
+    if (!topo) return input_error(topo.error());
+    auto doc = read_json_file(a.topology);
+    if (!doc) return input_error(doc.error());
+    int64_t world = a.world > 0 ? a.world : topo->total_gpus();
+    std::vector<Measurement> rows;
+    for (const auto& f : a.files) {
+        auto log = read_log(f);
+        if (!log) return input_error(log.error());
+        if (log->format != LogFormat::NcclTests)
+            return input_error(Error{f, "", "calibrate reads nccl-tests style tables (nccl-tests, zerorun bench, zerosim bench)"});
+        OpKind op = OpKind::AllReduce;
+        if (!a.op.empty()) {
+            if (!guess_collective(a.op, op)) return input_error(Error{"", "--op", "unknown collective '" + a.op + "'"});
+        } else {
+            std::ifstream in(f);
+            std::string head((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            if (!guess_collective(head.substr(0, 4000), op) && !guess_collective(f, op))
+                return input_error(Error{f, "--op", "cannot tell which collective this table measured; pass --op"});
+        }
+        for (const auto& t : log->tables)
+            for (size_t i = 0; i < t.rows.size(); ++i)
+                rows.push_back({op, t.rows[i].bytes, t.rows[i].time_us, world, f + ": size " + std::to_string(t.rows[i].bytes)});
+    }
+    auto fit = fit_topology(topo.value(), rows);
+    if (!fit) return input_error(Error{a.files.front(), fit.error().field, fit.error().message});
+    std::cerr << "zerosim calibrate: " << fit->used << " rows fitted (" << fit->scope << ")\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "  latency_scale   %.4f  (every latency x this)\n  bandwidth_scale %.4f  (every bandwidth x this)\n"
+                  "  R^2 %.5f on the times; median |residual| %.1f%%\n",
+                  fit->latency_scale, fit->bandwidth_scale, fit->r2, fit->median_abs_error * 100);
+    std::cerr << line;
+    for (const auto& u : fit->unused) std::cerr << "  not used: " << u << "\n";
+    Json out = doc.value();
+    Json cal = Json::object();
+    cal["bandwidth_scale"] = fit->bandwidth_scale;
+    cal["latency_scale"] = fit->latency_scale;
+    cal["fitted_from"] = a.files;
+    out["calibration"] = cal;
+    if (a.output.empty()) return input_error(Error{"", "-o", "give the calibrated topology a file name (the input is never overwritten)"});
+    std::vector<std::string> inputs = a.files;
+    inputs.push_back(a.topology);
+    return emit(a.output, inputs, [&](std::ostream& o) { o << out.dump(2) << '\n'; });
+}
+
 // "8", "64K", "8M", "8G" (binary multiples, as nccl-tests reads them).
 Result<int64_t> parse_size(const std::string& text, const char* flag) {
     if (text.empty()) return Error{"", flag, "expected a size such as 8, 64K, 8M or 8G"};
@@ -577,6 +670,28 @@ int main(int argc, char** argv) {
     report->add_option("--nodes", ra.predict.nodes, "Scale the topology to this many nodes");
     report->add_option("--measured", ra.measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");
 
+    ValidateArgs va;
+    auto* val = app.add_subcommand("validate", "Diff a predicted log against a measured one (DeepSpeed, zerorun, nccl-tests)");
+    val->add_option("predicted", va.predicted, "Predicted log (zerosim predict output, or any supported log)")->required();
+    val->add_option("measured", va.measured, "Measured log: DeepSpeed comms_logger output, zerorun log, or nccl-tests output")
+        ->required();
+    val->add_option("--tolerance", va.tolerance, "Largest median relative time error that passes")->capture_default_str();
+    val->add_option("--what", va.what, "ops (structure only), time, or all")
+        ->check(CLI::IsMember({"ops", "time", "all"}))
+        ->capture_default_str();
+    val->add_option("--format", va.format, "text, json or md")->check(CLI::IsMember({"text", "json", "md"}))->capture_default_str();
+    val->add_option("--min-ms", va.min_ms, "Leave ops shorter than this (on both sides) out of the time error");
+    val->add_option("-o,--output", va.output, "Write the report to this file");
+
+    CalibrateArgs ca;
+    auto* cal = app.add_subcommand("calibrate", "Fit a topology's latency and bandwidth terms to measured collective tables");
+    cal->add_option("--topology", ca.topology, "The topology to calibrate")->required();
+    cal->add_option("tables", ca.files, "nccl-tests style tables (nccl-tests, zerorun bench)")->required();
+    cal->add_option("--op", ca.op, "The collective the tables measured (default: read from the file)");
+    cal->add_option("--world", ca.world, "Ranks in the measurements (default: every GPU of the topology)");
+    cal->add_option("--nodes", ca.nodes, "Scale the topology to this many nodes");
+    cal->add_option("-o,--output", ca.output, "The calibrated topology file to write")->required();
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -595,6 +710,8 @@ int main(int argc, char** argv) {
         if (app.got_subcommand(expl)) return run_explain(ea);
         if (app.got_subcommand(sweep)) return run_sweep_cmd(swa);
         if (app.got_subcommand(report)) return run_report(ra);
+        if (app.got_subcommand(val)) return run_validate(va);
+        if (app.got_subcommand(cal)) return run_calibrate(ca);
     } catch (const std::bad_alloc&) {
         std::cerr << "zerosim: error: out of memory\n";
         return 1;

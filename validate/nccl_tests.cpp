@@ -6,10 +6,7 @@
 
 namespace zerosim {
 
-namespace {
-
-// Strips "0: ", "[1,0]<stdout>:" and similar launcher prefixes.
-std::string strip_prefix(const std::string& line) {
+std::string strip_launcher_prefix(const std::string& line) {
     size_t i = 0;
     if (i < line.size() && line[i] == '[') {
         auto close = line.find("]<stdout>:");
@@ -20,6 +17,8 @@ std::string strip_prefix(const std::string& line) {
     if (j > 0 && j + 1 < line.size() && line[j] == ':' && line[j + 1] == ' ') return line.substr(j + 2);
     return line;
 }
+
+namespace {
 
 bool number(const std::string& tok, double& v) {
     if (tok.empty()) return false;
@@ -37,7 +36,7 @@ std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
     bool has_root = true;
     bool open = false;
     while (std::getline(in, raw)) {
-        std::string line = strip_prefix(raw);
+        std::string line = strip_launcher_prefix(raw);
         std::istringstream ls(line);
         std::vector<std::string> tok;
         std::string t;

@@ -30,6 +30,8 @@ struct NcclTestsTable {
 };
 
 std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text);
+// Strips launcher prefixes such as "0: " and "[1,0]<stdout>:".
+std::string strip_launcher_prefix(const std::string& line);
 Result<std::vector<NcclTestsTable>> read_nccl_tests(const std::string& path);
 
 }  // namespace zerosim

@@ -56,8 +56,24 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
     out << "# zerosim predict (" << m.dialect << "): ZeRO stage " << m.stage << ", world " << m.world << ", topology "
         << r.topology.name << " (" << r.topology.nodes << " x " << r.topology.gpus_per_node
         << "); op times: " << timing_mode_name(r.logged.mode) << "\n";
+    // Phase markers in the style of the reference runs' training script ("##### PHASE
+    // step0.micro0.forward #####"), so the validator can break errors down by step and phase;
+    // parsers of comms_logger lines skip them.
     std::vector<LoggedOp> ops = logged_with_times(r.schedule, r.logged);
-    for (const auto& l : ops) write_ds_verbose_line(out, l);
+    size_t k = 0;
+    std::string phase;
+    for (const auto& op : r.schedule.ops) {
+        if (!is_collective(op.kind)) continue;
+        std::string ph = op.step < 0 ? "initialize"
+                                     : "step" + std::to_string(op.step) + ".micro" +
+                                           std::to_string(op.phase == Phase::Step ? r.schedule.meta.grad_accum - 1 : op.micro) +
+                                           "." + phase_name(op.phase);
+        if (ph != phase) {
+            out << "##### PHASE " << ph << " #####\n";
+            phase = ph;
+        }
+        write_ds_verbose_line(out, ops[k++]);
+    }
     if (log_summary) {
         LoggedOp barrier;
         barrier.record = "log_summary_barrier";

@@ -1,0 +1,127 @@
+#include "validate/calibrate.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+
+#include "sim/collectives.hpp"
+#include "sim/engine.hpp"
+
+namespace zerosim {
+
+bool guess_collective(const std::string& s, OpKind& out) {
+    struct {
+        const char* key;
+        OpKind kind;
+    } keys[] = {{"all_reduce", OpKind::AllReduce},      {"allreduce", OpKind::AllReduce},   {"all_gather", OpKind::AllGather},
+                {"allgather", OpKind::AllGather},       {"reduce_scatter", OpKind::ReduceScatter},
+                {"reducescatter", OpKind::ReduceScatter}, {"broadcast", OpKind::Broadcast}, {"reduce_perf", OpKind::Reduce}};
+    for (const auto& k : keys)
+        if (s.find(k.key) != std::string::npos) {
+            out = k.kind;
+            return true;
+        }
+    return false;
+}
+
+static double logged_bytes(const Measurement& m) {
+    return m.op == OpKind::AllGather ? static_cast<double>(m.bytes) / static_cast<double>(m.world) : static_cast<double>(m.bytes);
+}
+
+double predicted_time_us(const Topology& t, const Measurement& m) {
+    return simulate_single_collective(t, m.op, logged_bytes(m), m.world) * 1e6;
+}
+
+Result<FitResult> fit_topology(const Topology& base, const std::vector<Measurement>& rows) {
+    FitResult fit;
+    std::vector<const Measurement*> usable;
+    for (const auto& r : rows) {
+        if (!(r.time_us > 0)) {
+            fit.unused.push_back(r.source + ": time is not positive");
+            continue;
+        }
+        if (r.world < 2) {
+            fit.unused.push_back(r.source + ": a single rank moves no data");
+            continue;
+        }
+        if (r.world > base.total_gpus()) {
+            fit.unused.push_back(r.source + ": " + std::to_string(r.world) + " ranks exceed the topology's GPUs");
+            continue;
+        }
+        usable.push_back(&r);
+    }
+    std::vector<int64_t> sizes;
+    for (auto* r : usable) sizes.push_back(r->bytes);
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    if (sizes.size() < 2)
+        return Error{"", "measurements",
+                     "under-determined: a latency and a bandwidth need at least two different message sizes (" +
+                         std::to_string(sizes.size()) + " usable)"};
+    bool inter = false;
+    for (auto* r : usable) inter = inter || r->world > base.gpus_per_node;
+    fit.scope = inter ? "inter-node (the data crosses NICs)" : "intra-node";
+    Topology t = base;
+    t.latency_scale = 1;
+    t.bandwidth_scale = 1;
+    double a = 1, b = 1;
+    std::vector<double> weight(usable.size(), 1.0);
+    for (int iter = 0; iter < 40; ++iter) {
+        Eigen::MatrixXd A(static_cast<Eigen::Index>(usable.size()), 2);
+        Eigen::VectorXd y(static_cast<Eigen::Index>(usable.size()));
+        for (size_t i = 0; i < usable.size(); ++i) {
+            // The plan the tuner picks with the current scales, split into its two terms at scale 1.
+            const Measurement& m = *usable[i];
+            CollectivePlan plan = plan_collective(t, m.op, logged_bytes(m), m.world);
+            double lat = plan.latency_s / t.latency_scale;
+            double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale;
+            double w = weight[i] / (m.time_us * 1e-6);
+            A(static_cast<Eigen::Index>(i), 0) = lat * w;
+            A(static_cast<Eigen::Index>(i), 1) = transfer * w;
+            y(static_cast<Eigen::Index>(i)) = weight[i];
+        }
+        Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
+        if (qr.rank() < 2)
+            return Error{"", "measurements", "under-determined: the rows do not separate latency from bandwidth"};
+        Eigen::Vector2d x = qr.solve(y);
+        if (!(x(0) > 0) || !(x(1) > 0))
+            return Error{"", "measurements",
+                         "the fit is not physical (latency scale " + std::to_string(x(0)) + ", inverse bandwidth scale " +
+                             std::to_string(x(1)) + "): the data do not follow latency + size / bandwidth"};
+        bool settled = std::fabs(x(0) - a) < 1e-7 * a && std::fabs(x(1) - b) < 1e-7 * b;
+        a = x(0);
+        b = x(1);
+        t.latency_scale = a;
+        t.bandwidth_scale = 1.0 / b;
+        // Reweight for least absolute deviations: w = 1 / sqrt(max(|relative residual|, 1e-3)) on
+        // the rows (so that the squared weighted residual is |r|).
+        for (size_t i = 0; i < usable.size(); ++i) {
+            const Measurement& m = *usable[i];
+            CollectivePlan plan = plan_collective(t, m.op, logged_bytes(m), m.world);
+            double r = (plan.time_alone_s() * 1e6 - m.time_us) / m.time_us;
+            weight[i] = 1.0 / std::sqrt(std::max(std::fabs(r), 1e-3));
+        }
+        if (settled && iter > 2) break;
+    }
+    fit.latency_scale = a;
+    fit.bandwidth_scale = 1.0 / b;
+    double mean = 0;
+    for (auto* r : usable) mean += r->time_us;
+    mean /= static_cast<double>(usable.size());
+    double ss_res = 0, ss_tot = 0;
+    std::vector<double> abs_err;
+    for (auto* r : usable) {
+        double p = predicted_time_us(t, *r);
+        ss_res += (p - r->time_us) * (p - r->time_us);
+        ss_tot += (r->time_us - mean) * (r->time_us - mean);
+        fit.residuals.push_back((p - r->time_us) / r->time_us);
+        abs_err.push_back(std::fabs(fit.residuals.back()));
+    }
+    std::sort(abs_err.begin(), abs_err.end());
+    fit.median_abs_error = abs_err[abs_err.size() / 2];
+    fit.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
+    fit.used = usable.size();
+    return fit;
+}
+
+}  // namespace zerosim

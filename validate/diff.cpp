@@ -1,0 +1,366 @@
+#include "validate/diff.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace zerosim {
+
+const char* diff_kind_name(DiffKind k) {
+    switch (k) {
+        case DiffKind::Match: return "match";
+        case DiffKind::Resized: return "resized";
+        case DiffKind::Missing: return "missing";
+        case DiffKind::Extra: return "extra";
+        case DiffKind::Swapped: return "swapped";
+    }
+    return "?";
+}
+
+namespace {
+
+bool same_op(const LogOp& a, const LogOp& b) { return a.record == b.record && a.size_text == b.size_text; }
+
+}  // namespace
+
+std::vector<DiffEntry> align_ops(const std::vector<LogOp>& pred, const std::vector<LogOp>& meas) {
+    const size_t n = pred.size(), m = meas.size();
+    // Band around the diagonal keeps very long logs tractable; logs that differ by a few ops
+    // stay well inside it.
+    const int64_t band = std::max<int64_t>(512, std::llabs(static_cast<int64_t>(n) - static_cast<int64_t>(m)) + 256);
+    const int64_t W = static_cast<int64_t>(m) + 1;
+    const int64_t INF = INT32_MAX / 2;
+    // Costs: a missing or an extra op 2, a resized op 3 (so two swapped neighbours read as a swap,
+    // 2 + 2, not as two resized ops, 6), a different op 6 (never better than missing + extra).
+    std::vector<int32_t> prev(static_cast<size_t>(W), static_cast<int32_t>(INF)), cur(static_cast<size_t>(W));
+    std::vector<uint8_t> dir((n + 1) * (m + 1), 0);  // 1 diag, 2 up (missing), 3 left (extra)
+    for (size_t j = 0; j <= m; ++j) {
+        prev[j] = static_cast<int32_t>(2 * j);
+        dir[j] = 3;
+    }
+    for (size_t i = 1; i <= n; ++i) {
+        std::fill(cur.begin(), cur.end(), static_cast<int32_t>(INF));
+        int64_t centre = static_cast<int64_t>(static_cast<double>(i) * static_cast<double>(m) / static_cast<double>(std::max<size_t>(n, 1)));
+        int64_t lo = std::max<int64_t>(0, centre - band), hi = std::min<int64_t>(static_cast<int64_t>(m), centre + band);
+        if (lo == 0) {
+            cur[0] = static_cast<int32_t>(2 * i);
+            dir[i * (m + 1)] = 2;
+        }
+        for (int64_t j = std::max<int64_t>(1, lo); j <= hi; ++j) {
+            const LogOp &a = pred[i - 1], &b = meas[static_cast<size_t>(j - 1)];
+            int32_t sub = same_op(a, b) ? 0 : (a.record == b.record ? 3 : 6);
+            int32_t d = prev[static_cast<size_t>(j - 1)] + sub, u = prev[static_cast<size_t>(j)] + 2, l = cur[static_cast<size_t>(j - 1)] + 2;
+            uint8_t best = 1;
+            int32_t v = d;
+            if (u < v) v = u, best = 2;
+            if (l < v) v = l, best = 3;
+            cur[static_cast<size_t>(j)] = v;
+            dir[i * (m + 1) + static_cast<size_t>(j)] = best;
+        }
+        std::swap(prev, cur);
+    }
+    std::vector<DiffEntry> rev;
+    size_t i = n, j = m;
+    while (i > 0 || j > 0) {
+        uint8_t d = dir[i * (m + 1) + j];
+        if (i > 0 && j > 0 && d == 1) {
+            rev.push_back({same_op(pred[i - 1], meas[j - 1]) ? DiffKind::Match : DiffKind::Resized, static_cast<int>(i - 1),
+                           static_cast<int>(j - 1)});
+            --i, --j;
+        } else if (i > 0 && (d == 2 || j == 0)) {
+            rev.push_back({DiffKind::Missing, static_cast<int>(i - 1), -1});
+            --i;
+        } else {
+            rev.push_back({DiffKind::Extra, -1, static_cast<int>(j - 1)});
+            --j;
+        }
+    }
+    std::vector<DiffEntry> e(rev.rbegin(), rev.rend());
+    // Two neighbours in the other order show up as missing + match + extra of the same op.
+    std::vector<DiffEntry> out;
+    for (size_t k = 0; k < e.size(); ++k) {
+        if (k + 2 < e.size() && e[k + 1].kind == DiffKind::Match) {
+            const DiffEntry &a = e[k], &mid = e[k + 1], &c = e[k + 2];
+            if (a.kind == DiffKind::Missing && c.kind == DiffKind::Extra && same_op(pred[static_cast<size_t>(a.pred)], meas[static_cast<size_t>(c.meas)])) {
+                out.push_back({DiffKind::Swapped, a.pred, mid.meas, mid.pred, c.meas});
+                k += 2;
+                continue;
+            }
+            if (a.kind == DiffKind::Extra && c.kind == DiffKind::Missing && same_op(meas[static_cast<size_t>(a.meas)], pred[static_cast<size_t>(c.pred)])) {
+                out.push_back({DiffKind::Swapped, mid.pred, a.meas, c.pred, mid.meas});
+                k += 2;
+                continue;
+            }
+        }
+        out.push_back(e[k]);
+    }
+    return out;
+}
+
+bool DiffReport::pass() const {
+    bool s = scope == DiffScope::Time || structure_ok;
+    bool t = scope == DiffScope::Ops || time_ok;
+    return s && t;
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t k = v.size() / 2;
+    return v.size() % 2 ? v[k] : (v[k - 1] + v[k]) / 2;
+}
+
+std::string step_of(const std::string& phase) {
+    if (phase.rfind("step", 0) != 0) return phase.empty() ? "?" : phase;
+    return phase.substr(0, phase.find('.'));
+}
+
+std::string phase_of(const std::string& phase) {
+    auto dot = phase.rfind('.');
+    return dot == std::string::npos ? (phase.empty() ? "?" : phase) : phase.substr(dot + 1);
+}
+
+std::string describe(const LogOp& op) {
+    return op.record + (op.caller.empty() ? "" : " | [Caller Func: " + op.caller + "]") + " " + op.size_text + " (line " +
+           std::to_string(op.line) + ")";
+}
+
+}  // namespace
+
+DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, DiffScope scope, double min_time_ms) {
+    DiffReport r;
+    r.pred_name = pred.path;
+    r.meas_name = meas.path;
+    r.pred_format = pred.format;
+    r.meas_format = meas.format;
+    r.pred_ops = pred.ops.size();
+    r.meas_ops = meas.ops.size();
+    r.tolerance = tolerance;
+    r.scope = scope;
+    auto entries = align_ops(pred.ops, meas.ops);
+    std::map<std::string, std::vector<double>> err_op, err_phase, err_step;
+    std::map<std::string, TimeStats> op_stats, phase_stats, step_stats;
+    std::vector<double> all_err;
+    auto account = [&](const LogOp& p, const LogOp& m) {
+        if (std::max(p.time_ms, m.time_ms) < min_time_ms || m.time_ms <= 0) return;
+        double e = (p.time_ms - m.time_ms) / m.time_ms;
+        std::string phase = !p.phase.empty() ? p.phase : m.phase;
+        for (auto* pair : {&op_stats, &phase_stats, &step_stats}) (void)pair;
+        std::string keys[3] = {p.record, phase_of(phase), step_of(phase)};
+        std::map<std::string, TimeStats>* stats[3] = {&op_stats, &phase_stats, &step_stats};
+        std::map<std::string, std::vector<double>>* errs[3] = {&err_op, &err_phase, &err_step};
+        for (int k = 0; k < 3; ++k) {
+            auto& st = (*stats[k])[keys[k]];
+            st.key = keys[k];
+            st.count++;
+            st.pred_ms += p.time_ms;
+            st.meas_ms += m.time_ms;
+            (*errs[k])[keys[k]].push_back(std::fabs(e));
+        }
+        r.overall.count++;
+        r.overall.pred_ms += p.time_ms;
+        r.overall.meas_ms += m.time_ms;
+        all_err.push_back(std::fabs(e));
+    };
+    for (const auto& e : entries) {
+        switch (e.kind) {
+            case DiffKind::Match:
+                ++r.matched;
+                account(pred.ops[static_cast<size_t>(e.pred)], meas.ops[static_cast<size_t>(e.meas)]);
+                break;
+            case DiffKind::Resized:
+                ++r.resized;
+                r.differences.push_back("resized: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]) +
+                                        ", measured " + describe(meas.ops[static_cast<size_t>(e.meas)]));
+                break;
+            case DiffKind::Missing:
+                ++r.missing;
+                r.differences.push_back("missing from the measured log: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]));
+                break;
+            case DiffKind::Extra:
+                ++r.extra;
+                r.differences.push_back("extra in the measured log: " + describe(meas.ops[static_cast<size_t>(e.meas)]));
+                break;
+            case DiffKind::Swapped:
+                ++r.swapped;
+                r.matched += 2;
+                account(pred.ops[static_cast<size_t>(e.pred)], meas.ops[static_cast<size_t>(e.meas2)]);
+                account(pred.ops[static_cast<size_t>(e.pred2)], meas.ops[static_cast<size_t>(e.meas)]);
+                r.differences.push_back("swapped: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]) + " then " +
+                                        describe(pred.ops[static_cast<size_t>(e.pred2)]) + "; measured the other way round");
+                break;
+        }
+    }
+    r.overall.key = "all";
+    r.overall.median_abs_error = median(all_err);
+    auto finish = [&](std::map<std::string, TimeStats>& stats, std::map<std::string, std::vector<double>>& errs,
+                      std::vector<TimeStats>& out) {
+        for (auto& [k, st] : stats) {
+            st.median_abs_error = median(errs[k]);
+            out.push_back(st);
+        }
+    };
+    finish(op_stats, err_op, r.by_op);
+    finish(phase_stats, err_phase, r.by_phase);
+    finish(step_stats, err_step, r.by_step);
+    r.structure_ok = r.missing == 0 && r.extra == 0 && r.resized == 0 && r.swapped == 0;
+    r.time_ok = r.overall.count > 0 && r.overall.median_abs_error <= tolerance;
+    return r;
+}
+
+DiffReport diff_nccl_tables(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance) {
+    DiffReport r;
+    r.pred_name = pred.path;
+    r.meas_name = meas.path;
+    r.pred_format = r.meas_format = LogFormat::NcclTests;
+    r.tolerance = tolerance;
+    r.scope = DiffScope::Time;
+    std::map<int64_t, double> p, m;
+    for (const auto& t : pred.tables)
+        for (const auto& row : t.rows) p[row.bytes] = row.time_us;
+    for (const auto& t : meas.tables)
+        for (const auto& row : t.rows) m[row.bytes] = row.time_us;
+    r.pred_ops = p.size();
+    r.meas_ops = m.size();
+    std::vector<double> errs, small, large;
+    TimeStats s_small{"< 1 MiB"}, s_large{">= 1 MiB"};
+    for (const auto& [bytes, t] : p) {
+        auto it = m.find(bytes);
+        if (it == m.end()) {
+            ++r.missing;
+            r.differences.push_back("size " + std::to_string(bytes) + " only in " + pred.path);
+            continue;
+        }
+        ++r.matched;
+        double e = std::fabs(t - it->second) / it->second;
+        errs.push_back(e);
+        TimeStats& s = bytes >= (1 << 20) ? s_large : s_small;
+        (bytes >= (1 << 20) ? large : small).push_back(e);
+        s.count++;
+        s.pred_ms += t / 1e3;
+        s.meas_ms += it->second / 1e3;
+        r.overall.count++;
+        r.overall.pred_ms += t / 1e3;
+        r.overall.meas_ms += it->second / 1e3;
+    }
+    for (const auto& [bytes, t] : m)
+        if (!p.count(bytes)) {
+            ++r.extra;
+            r.differences.push_back("size " + std::to_string(bytes) + " only in " + meas.path);
+        }
+    r.overall.key = "all";
+    r.overall.median_abs_error = median(errs);
+    s_small.median_abs_error = median(small);
+    s_large.median_abs_error = median(large);
+    if (s_small.count) r.by_op.push_back(s_small);
+    if (s_large.count) r.by_op.push_back(s_large);
+    r.structure_ok = true;
+    r.time_ok = r.overall.count > 0 && r.overall.median_abs_error <= tolerance;
+    return r;
+}
+
+namespace {
+
+std::string pct(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f%%", v * 100);
+    return b;
+}
+
+std::string ms(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", v);
+    return b;
+}
+
+void stats_table(std::ostream& out, const char* title, const std::vector<TimeStats>& rows, bool md) {
+    if (rows.empty()) return;
+    char line[256];
+    if (md) {
+        out << "\n### " << title << "\n\n| " << title << " | ops | predicted ms | measured ms | median abs error |\n|---|---:|---:|---:|---:|\n";
+        for (const auto& s : rows)
+            out << "| " << s.key << " | " << s.count << " | " << ms(s.pred_ms) << " | " << ms(s.meas_ms) << " | "
+                << pct(s.median_abs_error) << " |\n";
+        return;
+    }
+    std::snprintf(line, sizeof line, "\n%-28s %6s %14s %14s %10s\n", title, "ops", "predicted ms", "measured ms", "median err");
+    out << line;
+    for (const auto& s : rows) {
+        std::snprintf(line, sizeof line, "%-28s %6zu %14.3f %14.3f %10s\n", s.key.c_str(), s.count, s.pred_ms, s.meas_ms,
+                      pct(s.median_abs_error).c_str());
+        out << line;
+    }
+}
+
+}  // namespace
+
+void write_diff_text(std::ostream& out, const DiffReport& r) {
+    out << "validate: " << r.pred_name << " (" << log_format_name(r.pred_format) << ", " << r.pred_ops << " ops) against "
+        << r.meas_name << " (" << log_format_name(r.meas_format) << ", " << r.meas_ops << " ops)\n";
+    out << "structure: " << r.matched << " matched, " << r.missing << " missing, " << r.extra << " extra, " << r.resized
+        << " resized, " << r.swapped << " swapped\n";
+    size_t shown = 0;
+    for (const auto& d : r.differences) {
+        if (++shown > 50) {
+            out << "  ... " << r.differences.size() - 50 << " more\n";
+            break;
+        }
+        out << "  " << d << "\n";
+    }
+    if (r.scope != DiffScope::Ops) {
+        out << "time: " << r.overall.count << " matched ops, median |error| " << pct(r.overall.median_abs_error)
+            << ", total predicted " << ms(r.overall.pred_ms) << " ms against measured " << ms(r.overall.meas_ms) << " ms\n";
+        stats_table(out, "by op", r.by_op, false);
+        stats_table(out, "by phase", r.by_phase, false);
+        stats_table(out, "by step", r.by_step, false);
+    }
+    out << "\nverdict: " << (r.pass() ? "PASS" : "FAIL") << " (";
+    if (r.scope != DiffScope::Time) out << "structure " << (r.structure_ok ? "identical" : "differs");
+    if (r.scope == DiffScope::All) out << "; ";
+    if (r.scope != DiffScope::Ops) out << "median time error " << pct(r.overall.median_abs_error) << " against tolerance " << pct(r.tolerance);
+    out << ")\n";
+}
+
+void write_diff_markdown(std::ostream& out, const DiffReport& r) {
+    out << "## zerosim validate\n\n- predicted: `" << r.pred_name << "` (" << log_format_name(r.pred_format) << ", " << r.pred_ops
+        << " ops)\n- measured: `" << r.meas_name << "` (" << log_format_name(r.meas_format) << ", " << r.meas_ops << " ops)\n"
+        << "- structure: " << r.matched << " matched, " << r.missing << " missing, " << r.extra << " extra, " << r.resized
+        << " resized, " << r.swapped << " swapped\n";
+    for (const auto& d : r.differences) out << "  - " << d << "\n";
+    if (r.scope != DiffScope::Ops) {
+        out << "- time: median |error| " << pct(r.overall.median_abs_error) << " over " << r.overall.count << " ops\n";
+        stats_table(out, "by op", r.by_op, true);
+        stats_table(out, "by phase", r.by_phase, true);
+        stats_table(out, "by step", r.by_step, true);
+    }
+    out << "\n**verdict: " << (r.pass() ? "PASS" : "FAIL") << "** (tolerance " << pct(r.tolerance) << ")\n";
+}
+
+void write_diff_json(std::ostream& out, const DiffReport& r) {
+    nlohmann::ordered_json j;
+    j["predicted"] = {{"file", r.pred_name}, {"format", log_format_name(r.pred_format)}, {"ops", r.pred_ops}};
+    j["measured"] = {{"file", r.meas_name}, {"format", log_format_name(r.meas_format)}, {"ops", r.meas_ops}};
+    j["structure"] = {{"matched", r.matched}, {"missing", r.missing}, {"extra", r.extra}, {"resized", r.resized},
+                      {"swapped", r.swapped}, {"identical", r.structure_ok}};
+    j["differences"] = r.differences;
+    auto rows = [](const std::vector<TimeStats>& v) {
+        nlohmann::ordered_json a = nlohmann::ordered_json::array();
+        for (const auto& s : v)
+            a.push_back({{"key", s.key}, {"ops", s.count}, {"predicted_ms", s.pred_ms}, {"measured_ms", s.meas_ms},
+                         {"median_abs_error", s.median_abs_error}});
+        return a;
+    };
+    j["time"] = {{"ops", r.overall.count}, {"median_abs_error", r.overall.median_abs_error}, {"predicted_ms", r.overall.pred_ms},
+                 {"measured_ms", r.overall.meas_ms}, {"by_op", rows(r.by_op)}, {"by_phase", rows(r.by_phase)},
+                 {"by_step", rows(r.by_step)}};
+    j["tolerance"] = r.tolerance;
+    j["verdict"] = r.pass() ? "pass" : "fail";
+    out << j.dump(1) << '\n';
+}
+
+}  // namespace zerosim
