@@ -356,7 +356,9 @@ TEST(Runtime, MemoryReportShowsPartitionedState) {
         return j.at("ranks")[1].at("memory").at(cat).at("peak").get<int64_t>();
     };
     int64_t total = 0;
-    for (const auto& p : zerosim::load_model(fixture("tiny_model.json"))->params) total += p.numel;
+    auto model = zerosim::load_model(fixture("tiny_model.json"));
+    ASSERT_TRUE(model.ok());
+    for (const auto& p : model->params) total += p.numel;
     EXPECT_EQ(peak(0, "optimizer_states"), 12 * total);   // fp32 master, m, v of everything
     for (int stage = 1; stage <= 3; ++stage) {
         int64_t opt = peak(stage, "optimizer_states");
