@@ -227,7 +227,10 @@ struct Stage012 {
             // fp16 checks overflow locally at stage 0; fp32 with clipping all_reduces the norm.
             if (model_dt == DType::FP32 && b.cfg.gradient_clipping > 0.0)
                 b.collective(OpKind::AllReduce, 1, DType::FP32, "clip_grad_norm_", "stage0.clip_grad_norm");
-            if (!b.overflows(s)) b.optimizer_step(-1, b.model.total_numel());
+            if (!b.overflows(s)) {
+                Op& opt = b.optimizer_step(-1, b.model.total_numel());
+                for (size_t p = 0; p < b.model.params.size(); ++p) opt.params.push_back(static_cast<int>(p));
+            }
             return;
         }
         if (kind == Optimizer::Zero12 && model_dt == DType::FP16) {
@@ -238,7 +241,8 @@ struct Stage012 {
             for (int g = 0; g < b.model.num_groups; ++g)
                 b.collective(OpKind::AllReduce, 1, DType::FP32, "get_grad_norm_direct", "stage12.step.grad_norm")
                     .param_group = g;
-        for (int g = 0; g < b.model.num_groups; ++g) b.optimizer_step(g, layouts[g].partition_size);
+        // Each rank updates its partition of every group; `params` lists the group in flat order.
+        for (int g = 0; g < b.model.num_groups; ++g) b.optimizer_step(g, layouts[g].partition_size).params = layouts[g].order;
         if (b.opt.world > 1)
             for (int g = 0; g < b.model.num_groups; ++g) {
                 Op& op = b.collective(OpKind::AllGather, layouts[g].partition_size, model_dt,
@@ -261,6 +265,8 @@ void generate_stage012(Build& b) {
                           (c.zero.stage == 0 || (c.zero.stage == 1 && c.grad_accum_dtype == DType::FP32));
     Optimizer kind = bf16_optimizer ? Optimizer::BF16 : c.zero.stage == 0 ? Optimizer::Plain : Optimizer::Zero12;
     Stage012 s(b, kind);
+    // The layout actually applied: the BF16 optimizer never reorders round robin.
+    b.out.meta.round_robin_gradients = kind == Optimizer::Zero12 && c.zero.round_robin_gradients;
     auto plan = b.backward_plan();
     for (int step = 0; step < b.opt.steps; ++step) {
         b.step = step;

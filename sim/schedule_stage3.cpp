@@ -70,6 +70,7 @@ struct Stage3 {
     int step_id = 0;
     int64_t n_available = 0;
     int64_t live = 0;                         // elements of all parameters gathered right now
+    std::map<int, int64_t> gathered_by;       // parameter -> the gather op that brought it
     void set_available(int p, bool on) {
         if (available[p] == on) return;
         available[p] = on;
@@ -145,10 +146,12 @@ struct Stage3 {
         if (todo.empty()) return;
         std::sort(todo.begin(), todo.end());
         int64_t elements = 0;
+        int64_t next_id = static_cast<int64_t>(b.out.ops.size());  // the gather about to be added
         for (int p : todo) {
             elements += part(p);
             n_available += m.params[p].numel;
             set_available(p, true);
+            if (world > 1) gathered_by[p] = next_id;
         }
         if (world == 1) return;
         Op& op = b.collective(OpKind::AllGather, elements, b.cfg.model_dtype, "allgather_fn", rule, Stream::Fetch);
@@ -235,6 +238,16 @@ struct Stage3 {
         }
     }
 
+    // A module's compute waits for the gathers (on the fetch stream) that brought its parameters.
+    void add_gather_deps(Op& op) {
+        for (int p : op.params) {
+            auto it = gathered_by.find(p);
+            if (it != gathered_by.end() &&
+                std::find(op.deps.begin(), op.deps.end(), it->second) == op.deps.end())
+                op.deps.push_back(it->second);
+        }
+    }
+
     // reduce_independent_p_g_buckets_and_remove_grads: flush first when the gradient would pass
     // the bucket, but never an empty bucket.
     void add_gradient(int p) {
@@ -297,7 +310,7 @@ struct Stage3 {
             int mod = m.calls[e.node].module;
             if (e.kind == HookEvent::PreForward) {
                 fetch(e.node);
-                if (mod >= 0) b.forward(mod);
+                if (mod >= 0) add_gather_deps(b.forward(mod));
             } else {
                 release(e.node);
             }
@@ -309,7 +322,9 @@ struct Stage3 {
             if (e.kind == HookEvent::PreBackward) {
                 fetch(e.node);
                 if (mod >= 0) {
-                    last_backward = b.backward(mod).id;
+                    Op& bw = b.backward(mod);
+                    add_gather_deps(bw);
+                    last_backward = bw.id;
                     for (int p : ready_at_node[e.node]) add_gradient(p);
                 }
             } else {
@@ -338,7 +353,7 @@ struct Stage3 {
         for (size_t g = 0; g < sub_groups.size(); ++g) {
             int64_t elements = 0;
             for (int p : sub_groups[g]) elements += part(p);
-            b.optimizer_step(m.params[sub_groups[g].front()].group, elements);
+            b.optimizer_step(m.params[sub_groups[g].front()].group, elements).params = sub_groups[g];
         }
         // _post_step: persistent parameters gathered again, one all_gather each (or the single
         // one through _allgather_params, which communicates even on one rank).

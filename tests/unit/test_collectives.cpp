@@ -267,10 +267,15 @@ TEST(Engine, OverlappedTimelineRespectsDeepSpeedsOrdering) {
         if (op.stream == Stream::Fetch)
             for (int q : op.params) gathered_at[q] = t.end_s;
         if (op.kind == OpKind::Compute && op.module >= 0)
-            for (int q : op.params)
-                if (gathered_at.count(q)) EXPECT_GE(t.start_s, gathered_at[q] - 1e-12) << "op " << i;
+            for (int q : op.params) {
+                if (gathered_at.count(q)) {
+                    EXPECT_GE(t.start_s, gathered_at[q] - 1e-12) << "op " << i;
+                }
+            }
         if (op.stream == Stream::Reduce) last_reduce_end = std::max(last_reduce_end, t.end_s);
-        if (op.phase == Phase::Step) EXPECT_GE(t.start_s, last_reduce_end - 1e-12) << "op " << i;
+        if (op.phase == Phase::Step) {
+            EXPECT_GE(t.start_s, last_reduce_end - 1e-12) << "op " << i;
+        }
     }
     // Overlap can only help: each step is no longer than the same ops one after another.
     auto serial = simulate(s.value(), shipped("dgx-a100"), TimingMode::Synchronized);
