@@ -559,10 +559,22 @@ class Executor {
         return 2.0 * ulp(t, w) + drift;
     }
 
+    // Times the backend call alone. With --sync-each-op every rank first meets at a fence (not an IR
+    // op, not logged), as DeepSpeed's logger synchronises around each op, so one rank's lateness
+    // is not counted as the collective's time.
+    template <class F>
+    void timed_call(OpRecord& rec, F&& call) {
+        if (a_.sync_each_op) be_.barrier();
+        auto t0 = std::chrono::steady_clock::now();
+        call();
+        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        rec.call_us = (rec.call_us < 0 ? 0.0 : rec.call_us) + us;
+    }
+
     void run_collective(const Op& op, OpRecord& rec) {
         switch (op.kind) {
             case OpKind::Barrier:
-                be_.barrier();
+                timed_call(rec, [&] { be_.barrier(); });
                 rec.check = "none";
                 return;
             case OpKind::AllReduce:
@@ -594,8 +606,8 @@ class Executor {
         if (op.kind == OpKind::AllReduce || op.kind == OpKind::Reduce) {
             Buffer b = comm_buffer(n, t);
             for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, pattern_value(t, rank_, i));
-            if (op.kind == OpKind::AllReduce) be_.all_reduce(b.data(), b.data(), n, t, op.redop);
-            else be_.reduce(b.data(), b.data(), n, t, op.redop, std::max(0, op.root));
+            if (op.kind == OpKind::AllReduce) timed_call(rec, [&] { be_.all_reduce(b.data(), b.data(), n, t, op.redop); });
+            else timed_call(rec, [&] { be_.reduce(b.data(), b.data(), n, t, op.redop, std::max(0, op.root)); });
             has_output = op.kind == OpKind::AllReduce || rank_ == std::max(0, op.root);
             if (has_output)
                 for (int64_t i = 0; i < n; ++i) {
@@ -609,19 +621,19 @@ class Executor {
             Buffer b = comm_buffer(n, t);
             int root = std::max(0, op.root);
             for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, rank_ == root ? pattern_value(t, root, i) : 77.0);
-            be_.broadcast(b.data(), n, t, root);
+            timed_call(rec, [&] { be_.broadcast(b.data(), n, t, root); });
             for (int64_t i = 0; i < n; ++i) c.see(load_element(b.data(), t, i) == pattern_value(t, root, i));
         } else if (op.kind == OpKind::AllGather) {
             Buffer in = comm_buffer(n, t), out = comm_buffer(n * world_, t);
             for (int64_t i = 0; i < n; ++i) store_element(in.data(), t, i, pattern_value(t, rank_, i));
-            be_.all_gather(in.data(), out.data(), n, t);
+            timed_call(rec, [&] { be_.all_gather(in.data(), out.data(), n, t); });
             for (int r = 0; r < world_; ++r)
                 for (int64_t i = 0; i < n; ++i) c.see(load_element(out.data(), t, r * n + i) == pattern_value(t, r, i));
         } else if (op.kind == OpKind::ReduceScatter) {
             int64_t m = n / world_;
             Buffer in = comm_buffer(n, t), out = comm_buffer(m, t);
             for (int64_t i = 0; i < n; ++i) store_element(in.data(), t, i, pattern_value(t, rank_, i));
-            be_.reduce_scatter(in.data(), out.data(), m, t, op.redop);
+            timed_call(rec, [&] { be_.reduce_scatter(in.data(), out.data(), m, t, op.redop); });
             for (int64_t i = 0; i < m; ++i) {
                 double want = 0;
                 for (int r = 0; r < world_; ++r) want += pattern_value(t, r, rank_ * m + i);
@@ -698,8 +710,8 @@ class Executor {
             for (const auto& sg : segs)
                 for (int64_t i = 0; i < sg.numel; ++i) expect.push_back(expected_sum(op, sg.param, sg.offset + i));
         }
-        if (is_reduce) be_.reduce(b.data(), b.data(), op.elements, t, op.redop, op.root);
-        else be_.all_reduce(b.data(), b.data(), op.elements, t, op.redop);
+        if (is_reduce) timed_call(rec, [&] { be_.reduce(b.data(), b.data(), op.elements, t, op.redop, op.root); });
+        else timed_call(rec, [&] { be_.all_reduce(b.data(), b.data(), op.elements, t, op.redop); });
         Check c;
         pos = 0;
         for (const auto& sg : segs) {
@@ -747,7 +759,7 @@ class Executor {
                     int64_t i = rank_ * part_[p] + j;
                     expect.push_back(i < numel(p) ? expected_sum(op, p, i) : std::make_pair(0.0, 0.0));
                 }
-        be_.reduce_scatter(in.data(), out.data(), per_rank, t, op.redop);
+        timed_call(rec, [&] { be_.reduce_scatter(in.data(), out.data(), per_rank, t, op.redop); });
         Check c;
         int64_t pos = 0;
         for (int p : op.params) {
@@ -789,7 +801,7 @@ class Executor {
             std::memcpy(static_cast<char*>(in.data()) + pos * es, shard_[p].data(), static_cast<size_t>(part_[p]) * es);
             pos += part_[p];
         }
-        be_.all_gather(in.data(), out.data(), per_rank, t);
+        timed_call(rec, [&] { be_.all_gather(in.data(), out.data(), per_rank, t); });
         Check c;
         for (int r = 0; r < world_; ++r) {
             int64_t at = r * per_rank;
@@ -819,7 +831,7 @@ class Executor {
         const int es = zerosim::dtype_size(t);
         Buffer in = comm_buffer(u.size, t), out = comm_buffer(u.size * world_, t);
         pack_floats(u.master.as<float>(), in.data(), t, u.size);
-        be_.all_gather(in.data(), out.data(), u.size, t);
+        timed_call(rec, [&] { be_.all_gather(in.data(), out.data(), u.size, t); });
         Check c;
         const char* flat = static_cast<const char*>(out.data());
         for (int p : L.order) {
@@ -847,7 +859,7 @@ class Executor {
             std::memcpy(static_cast<char*>(b.data()) + pos * es, work_[p].data(), static_cast<size_t>(numel(p)) * es);
             pos += numel(p);
         }
-        be_.broadcast(b.data(), op.elements, t, op.root);
+        timed_call(rec, [&] { be_.broadcast(b.data(), op.elements, t, op.root); });
         Check c;
         pos = 0;
         for (int p : op.params) {

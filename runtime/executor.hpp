@@ -41,6 +41,9 @@ struct RunArgs {
 struct OpRecord {
     double start_us = 0.0;     // wall clock (system_clock), microseconds since the Unix epoch
     double end_us = 0.0;
+    // Collectives: microseconds inside the backend call alone (after a fence with --sync-each-op),
+    // which is what a comms logger times; start/end also cover staging and result checks.
+    double call_us = -1.0;
     int64_t checked = 0;       // elements compared with an independently computed expectation
     int64_t wrong = 0;         // of those, how many were outside tolerance
     double flops_run = 0.0;    // compute: FLOPs of the GEMMs actually run

@@ -22,6 +22,7 @@ nlohmann::json rank_json(int rank, const zerosim::Schedule& s, const RankResult&
                   {"bytes", op.bytes()},
                   {"start_us", rec.start_us},
                   {"end_us", rec.end_us},
+                  {"call_us", rec.call_us},
                   {"check", rec.check},
                   {"checked", rec.checked},
                   {"wrong", rec.wrong}};
@@ -103,7 +104,8 @@ void write_measured_deepspeed(std::ostream& out, const zerosim::Schedule& s, con
         l.record = zerosim::op_record_name(op.kind);
         l.caller = op.caller;
         l.bytes = op.bytes();
-        l.time_ms = (rec.at("end_us").get<double>() - rec.at("start_us").get<double>()) / 1000.0;
+        double call = rec.contains("call_us") ? rec.at("call_us").get<double>() : -1.0;
+        l.time_ms = (call >= 0 ? call : rec.at("end_us").get<double>() - rec.at("start_us").get<double>()) / 1000.0;
         auto bw = zerosim::ds_bandwidth(l.record, l.bytes, l.time_ms, s.meta.world);
         l.algbw_gbps = bw.algbw_gbps;
         l.busbw_gbps = bw.busbw_gbps;

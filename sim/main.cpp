@@ -415,12 +415,15 @@ int run_report(ReportArgs& a) {
     return emit(p.sched.output, inputs, [&](std::ostream& out) { write_html_report(out, ri); });
 }
 
+Result<int64_t> parse_size(const std::string& text, const char* flag);
+
 struct ValidateArgs {
     std::string predicted, measured;
     double tolerance = 0.15;
     std::string what = "all";
     std::string format = "text";
     double min_ms = 0.0;
+    std::string min_bytes;
     std::string output;
 };
 
@@ -436,11 +439,19 @@ int run_validate(const ValidateArgs& a) {
         return input_error(Error{a.measured, "", std::string("cannot compare a ") + log_format_name(pred->format) + " log with a " +
                                                      log_format_name(meas->format) + " one"});
     DiffScope scope = a.what == "ops" ? DiffScope::Ops : a.what == "time" ? DiffScope::Time : DiffScope::All;
+    double min_bytes = 0;
+    if (!a.min_bytes.empty()) {
+        auto mb = parse_size(a.min_bytes, "--min-bytes");
+        if (!mb) return input_error(mb.error());
+        min_bytes = static_cast<double>(*mb);
+    }
     DiffReport r = tables ? diff_nccl_tables(pred.value(), meas.value(), a.tolerance)
-                          : diff_logs(pred.value(), meas.value(), a.tolerance, scope, a.min_ms);
+                          : diff_logs(pred.value(), meas.value(), a.tolerance, scope, a.min_ms, min_bytes);
     int rc = emit(a.output, {a.predicted, a.measured}, [&](std::ostream& out) {
         if (a.format == "json")
             write_diff_json(out, r);
+        else if (a.format == "row")
+            write_diff_row(out, r);
         else if (a.format == "md")
             write_diff_markdown(out, r);
         else
@@ -679,8 +690,11 @@ int main(int argc, char** argv) {
     val->add_option("--what", va.what, "ops (structure only), time, or all")
         ->check(CLI::IsMember({"ops", "time", "all"}))
         ->capture_default_str();
-    val->add_option("--format", va.format, "text, json or md")->check(CLI::IsMember({"text", "json", "md"}))->capture_default_str();
+    val->add_option("--format", va.format, "text, json, md, or row (one tab-separated line for scripts)")
+        ->check(CLI::IsMember({"text", "json", "md", "row"}))
+        ->capture_default_str();
     val->add_option("--min-ms", va.min_ms, "Leave ops shorter than this (on both sides) out of the time error");
+    val->add_option("--min-bytes", va.min_bytes, "Leave ops smaller than this (e.g. 256K) out of the time error");
     val->add_option("-o,--output", va.output, "Write the report to this file");
 
     CalibrateArgs ca;

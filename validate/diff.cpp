@@ -132,7 +132,8 @@ std::string describe(const LogOp& op) {
 
 }  // namespace
 
-DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, DiffScope scope, double min_time_ms) {
+DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, DiffScope scope, double min_time_ms,
+                     double min_bytes) {
     DiffReport r;
     r.pred_name = pred.path;
     r.meas_name = meas.path;
@@ -146,8 +147,15 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
     std::map<std::string, std::vector<double>> err_op, err_phase, err_step;
     std::map<std::string, TimeStats> op_stats, phase_stats, step_stats;
     std::vector<double> all_err;
+    std::map<std::string, std::pair<double, double>> step_comm;
     auto account = [&](const LogOp& p, const LogOp& m) {
-        if (std::max(p.time_ms, m.time_ms) < min_time_ms || m.time_ms <= 0) return;
+        std::string ph = !p.phase.empty() ? p.phase : m.phase;
+        if (ph.rfind("step", 0) == 0) {
+            auto& sc = step_comm[step_of(ph)];
+            sc.first += p.time_ms;
+            sc.second += m.time_ms;
+        }
+        if (std::max(p.time_ms, m.time_ms) < min_time_ms || m.time_ms <= 0 || p.bytes < min_bytes) return;
         double e = (p.time_ms - m.time_ms) / m.time_ms;
         std::string phase = !p.phase.empty() ? p.phase : m.phase;
         for (auto* pair : {&op_stats, &phase_stats, &step_stats}) (void)pair;
@@ -198,6 +206,17 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
     }
     r.overall.key = "all";
     r.overall.median_abs_error = median(all_err);
+    {
+        std::vector<double> ps, ms_, es;
+        for (const auto& [k, v] : step_comm) {
+            ps.push_back(v.first);
+            ms_.push_back(v.second);
+            if (v.second > 0) es.push_back(std::fabs(v.first - v.second) / v.second);
+        }
+        r.step_comm_pred_ms = median(ps);
+        r.step_comm_meas_ms = median(ms_);
+        r.step_comm_error = median(es);
+    }
     auto finish = [&](std::map<std::string, TimeStats>& stats, std::map<std::string, std::vector<double>>& errs,
                       std::vector<TimeStats>& out) {
         for (auto& [k, st] : stats) {
@@ -315,6 +334,9 @@ void write_diff_text(std::ostream& out, const DiffReport& r) {
     if (r.scope != DiffScope::Ops) {
         out << "time: " << r.overall.count << " matched ops, median |error| " << pct(r.overall.median_abs_error)
             << ", total predicted " << ms(r.overall.pred_ms) << " ms against measured " << ms(r.overall.meas_ms) << " ms\n";
+        if (r.step_comm_meas_ms > 0)
+            out << "communication per step (median over steps): predicted " << ms(r.step_comm_pred_ms) << " ms, measured "
+                << ms(r.step_comm_meas_ms) << " ms (median error " << pct(r.step_comm_error) << ")\n";
         stats_table(out, "by op", r.by_op, false);
         stats_table(out, "by phase", r.by_phase, false);
         stats_table(out, "by step", r.by_step, false);
@@ -341,6 +363,14 @@ void write_diff_markdown(std::ostream& out, const DiffReport& r) {
     out << "\n**verdict: " << (r.pass() ? "PASS" : "FAIL") << "** (tolerance " << pct(r.tolerance) << ")\n";
 }
 
+void write_diff_row(std::ostream& out, const DiffReport& r) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%zu\t%zu\t%zu\t%zu\t%zu\t%.4f\t%.3f\t%.3f\t%.4f\t%s\n", r.matched, r.missing, r.extra,
+                  r.resized, r.swapped, r.overall.median_abs_error, r.step_comm_pred_ms, r.step_comm_meas_ms, r.step_comm_error,
+                  r.pass() ? "PASS" : "FAIL");
+    out << buf;
+}
+
 void write_diff_json(std::ostream& out, const DiffReport& r) {
     nlohmann::ordered_json j;
     j["predicted"] = {{"file", r.pred_name}, {"format", log_format_name(r.pred_format)}, {"ops", r.pred_ops}};
@@ -358,6 +388,8 @@ void write_diff_json(std::ostream& out, const DiffReport& r) {
     j["time"] = {{"ops", r.overall.count}, {"median_abs_error", r.overall.median_abs_error}, {"predicted_ms", r.overall.pred_ms},
                  {"measured_ms", r.overall.meas_ms}, {"by_op", rows(r.by_op)}, {"by_phase", rows(r.by_phase)},
                  {"by_step", rows(r.by_step)}};
+    j["step_communication"] = {{"predicted_ms", r.step_comm_pred_ms}, {"measured_ms", r.step_comm_meas_ms},
+                               {"median_abs_error", r.step_comm_error}};
     j["tolerance"] = r.tolerance;
     j["verdict"] = r.pass() ? "pass" : "fail";
     out << j.dump(1) << '\n';

@@ -41,19 +41,27 @@ struct DiffReport {
     std::vector<std::string> differences;   // one line each, in order
     TimeStats overall;
     std::vector<TimeStats> by_op, by_phase, by_step;
+    // Communication time per training step (every matched op of the step, no size filter): the
+    // median over steps of the predicted and the measured sums, and the median relative error.
+    double step_comm_pred_ms = 0, step_comm_meas_ms = 0, step_comm_error = 0;
     double tolerance = 0.15;
     DiffScope scope = DiffScope::All;
     bool structure_ok = true, time_ok = true;
     bool pass() const;
 };
 
+// Ops shorter than `min_time_ms` on both sides, or smaller than `min_bytes`, are left out of the
+// time error (their structure is still compared).
 DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, DiffScope scope,
-                     double min_time_ms = 0.0);
+                     double min_time_ms = 0.0, double min_bytes = 0.0);
 // nccl-tests against nccl-tests: row by row by size.
 DiffReport diff_nccl_tables(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance);
 
 void write_diff_text(std::ostream& out, const DiffReport& r);
 void write_diff_markdown(std::ostream& out, const DiffReport& r);
 void write_diff_json(std::ostream& out, const DiffReport& r);
+// One tab-separated line for scripts: matched missing extra resized swapped median_error
+// step_comm_pred_ms step_comm_meas_ms step_comm_error verdict.
+void write_diff_row(std::ostream& out, const DiffReport& r);
 
 }  // namespace zerosim
