@@ -1,17 +1,58 @@
 #!/usr/bin/env bash
-# The main job: install what is missing, build, then list every collective DeepSpeed ZeRO-3 issues
-# for GPT-2 small on 8 ranks (engine start and two training steps), as the comms logger would log
-# it, and the same schedule as a table with its rules.
+# The main job, on this machine: install what is missing, build, then close the loop on the
+# default config (the tiny GPT of configs/models/tiny-gpt.json, 4 ranks):
+#   1. calibrate the localhost topology from a zerorun bench sweep (real MPI collectives);
+#   2. for ZeRO stages 1, 2 and 3: predict the schedule's op times (zerosim predict), run it for real
+#      (mpirun -np 4 zerorun), and validate the prediction against the measurement;
+#   3. print one table: stage, ops matched, median op-time error (ops >= 256 KiB), communication
+#      time per step predicted against measured, verdict.
+# Everything it writes goes to out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+say() { echo "zerosim main: $*" >&2; }
 scripts/install-deps.sh
-scripts/build.sh
-mkdir -p out
-./build/sim/zerosim schedule --ds-config configs/deepspeed/zero3.json --model configs/models/gpt2-small.json \
-  --world 8 --steps 2 --format deepspeed --log-summary -o out/zero3-gpt2-w8.log
-./build/sim/zerosim schedule --ds-config configs/deepspeed/zero3.json --model configs/models/gpt2-small.json \
-  --world 8 --steps 2 --format table -o out/zero3-gpt2-w8.txt
-./build/sim/zerosim schedule --ds-config configs/deepspeed/zero3.json --model configs/models/gpt2-small.json \
-  --world 8 --steps 2 --format json -o out/zero3-gpt2-w8.json
-tail -n 4 out/zero3-gpt2-w8.txt
-echo "zerosim: wrote out/zero3-gpt2-w8.log (DeepSpeed comms_logger lines), out/zero3-gpt2-w8.txt (table), out/zero3-gpt2-w8.json (schedule IR)"
+say "building (build/) ..."
+scripts/build.sh >/dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OUT=out; mkdir -p "$OUT"
+ZEROSIM=build/sim/zerosim
+ZERORUN=build/runtime/zerorun
+RANKS=4
+STEPS=5
+MPIRUN=(mpirun -np "$RANKS" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+
+say "1/3 measuring collectives with zerorun bench on $RANKS ranks ..."
+for op in all_reduce all_gather reduce_scatter; do
+  "${MPIRUN[@]}" "$ZERORUN" bench --op "$op" --min 1K --max 16M > "$OUT/bench-$op.txt"
+done
+say "    calibrating topologies/localhost.json -> $OUT/localhost-calibrated.json"
+"$ZEROSIM" calibrate --topology topologies/localhost.json --world "$RANKS" \
+  "$OUT"/bench-all_reduce.txt "$OUT"/bench-all_gather.txt "$OUT"/bench-reduce_scatter.txt \
+  -o "$OUT/localhost-calibrated.json"
+
+say "2/3 predict, run and validate ZeRO stages 1, 2, 3 ..."
+rows=()
+for stage in 1 2 3; do
+  cfg="configs/deepspeed/tiny-zero$stage.json"
+  say "    stage $stage: predict"
+  "$ZEROSIM" predict --ds-config "$cfg" --model configs/models/tiny-gpt.json --topology "$OUT/localhost-calibrated.json" \
+    --world "$RANKS" --steps "$STEPS" -o "$OUT/predicted-zero$stage.log" 2>/dev/null
+  say "    stage $stage: run (mpirun -np $RANKS zerorun --sync-each-op)"
+  # Op times are what is compared; compute segments would only add scheduling noise on 2 cores.
+  "${MPIRUN[@]}" "$ZERORUN" --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
+    --sync-each-op --compute-scale 0 --quiet -o "$OUT/measured-zero$stage.log" --json "$OUT/measured-zero$stage.json"
+  say "    stage $stage: validate"
+  "$ZEROSIM" validate "$OUT/predicted-zero$stage.log" "$OUT/measured-zero$stage.log" --min-bytes 256K \
+    -o "$OUT/validate-zero$stage.txt" || true
+  row=$("$ZEROSIM" validate "$OUT/predicted-zero$stage.log" "$OUT/measured-zero$stage.log" --min-bytes 256K --format row || true)
+  rows+=("$stage	$row")
+done
+
+say "3/3 results (details in $OUT/validate-zero*.txt)"
+printf '%-6s %-12s %-22s %-30s %-8s\n' "stage" "ops matched" "median op error >=256K" "comm per step pred / meas ms" "verdict"
+for r in "${rows[@]}"; do
+  IFS=$'\t' read -r stage matched missing extra resized swapped err pred meas serr verdict <<<"$r"
+  structure="$matched"; [ "$missing$extra$resized$swapped" = "0000" ] || structure="$matched (!)"
+  printf '%-6s %-12s %-22s %-30s %-8s\n' "$stage" "$structure" "$(awk "BEGIN{printf \"%.1f%%\", $err*100}")" \
+    "$pred / $meas ($(awk "BEGIN{printf \"%.0f%%\", $serr*100}"))" "$verdict"
+done

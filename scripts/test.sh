@@ -28,6 +28,8 @@ run_suite() {  # $1 = build folder, rest = cmake args
 run_suite build
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_suite build-asan -DZEROSIM_SANITIZE=ON -DZEROSIM_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Debug
-echo "zerosim tests (plain and sanitized builds):"
+# The readers' fuzz targets (libFuzzer), a bounded time each; each target counts as one test.
+if FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh; then passed=$((passed + 3)); else failed=$((failed + 1)); status=1; fi
+echo "zerosim tests (plain and sanitized builds, fuzz targets):"
 echo "total: ${passed} passed, ${failed} failed"
 exit $status
