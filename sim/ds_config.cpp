@@ -239,11 +239,9 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
 }
 
 Result<DsConfig> load_ds_config(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Error{path, "", "cannot open DeepSpeed config for reading"};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_ds_config(path, ss.str());
+    auto text = read_text_file(path, "DeepSpeed config");
+    if (!text) return text.error();
+    return parse_ds_config(path, text.value());
 }
 
 Result<BatchPlan> resolve_batch(const DsConfig& c, int64_t world) {

@@ -1,6 +1,8 @@
 #include "sim/json_input.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -54,13 +56,44 @@ Result<Json> parse_json_text(const std::string& text, const std::string& name) {
     }
 }
 
-Result<Json> read_json_file(const std::string& path) {
+Result<std::string> read_text_file(const std::string& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) return Error{path, "", "cannot open file for reading"};
+    if (!in) return Error{path, "", "cannot open " + what + " for reading"};
     std::stringstream ss;
     ss << in.rdbuf();
-    if (in.bad()) return Error{path, "", "cannot read file"};
-    return parse_json_text(ss.str(), path);
+    if (in.bad()) return Error{path, "", "cannot read " + what};
+    return ss.str();
+}
+
+std::string closest_key(const std::string& key, const std::vector<std::string>& candidates) {
+    auto distance = [](const std::string& a, const std::string& b) {
+        std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+        for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+        for (size_t i = 1; i <= a.size(); ++i) {
+            cur[0] = i;
+            for (size_t j = 1; j <= b.size(); ++j)
+                cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            std::swap(prev, cur);
+        }
+        return prev[b.size()];
+    };
+    std::string best;
+    size_t best_d = SIZE_MAX;
+    for (const auto& c : candidates) {
+        size_t d = distance(key, c);
+        if (d < best_d) {
+            best_d = d;
+            best = c;
+        }
+    }
+    // Close means a few edits, or a third of the key for long dotted names.
+    return best_d <= std::max<size_t>(3, key.size() / 3) ? best : std::string();
+}
+
+Result<Json> read_json_file(const std::string& path) {
+    auto text = read_text_file(path, "file");
+    if (!text) return text.error();
+    return parse_json_text(text.value(), path);
 }
 
 JsonField JsonField::at(const std::string& key) const {

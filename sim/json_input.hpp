@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "sim/error.hpp"
 
@@ -22,6 +23,12 @@ struct InputFailure {
 [[noreturn]] inline void fail(std::string file, std::string field, std::string message) {
     throw InputFailure{Error{std::move(file), std::move(field), std::move(message)}};
 }
+
+// A whole file as text; `what` names it in the error ("DeepSpeed config", "topology file").
+Result<std::string> read_text_file(const std::string& path, const std::string& what);
+
+// The candidate closest to `key` by edit distance, for "did you mean" hints; "" if none is close.
+std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);
 
 // Parse a whole file; malformed JSON is reported with its line and column.
 Result<Json> read_json_file(const std::string& path);

@@ -259,11 +259,9 @@ Result<Model> model_from_param_list_json(const std::string& file, const std::str
 }
 
 Result<Model> load_model(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Error{path, "", "cannot open model file for reading"};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
+    auto read = read_text_file(path, "model file");
+    if (!read) return read.error();
+    const std::string& text = read.value();
     auto doc = parse_json_text(text, path);
     if (!doc) return doc.error();
     if (!doc->is_object())

@@ -38,18 +38,6 @@ const std::vector<std::string>& settable_keys() {
     return keys;
 }
 
-size_t distance(const std::string& a, const std::string& b) {
-    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-        cur[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j)
-            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        std::swap(prev, cur);
-    }
-    return prev[b.size()];
-}
-
 // A command-line value as JSON: true/false, a number, else a string.
 Json value_of(const std::string& v) {
     if (v == "true") return true;
@@ -86,14 +74,8 @@ Result<SweepSetting> parse_sweep_setting(const std::string& text) {
     s.key = text.substr(0, eq);
     const auto& keys = settable_keys();
     if (std::find(keys.begin(), keys.end(), s.key) == keys.end()) {
-        std::string best;
-        size_t best_d = 1000;
-        for (const auto& k : keys)
-            if (distance(s.key, k) < best_d) {
-                best_d = distance(s.key, k);
-                best = k;
-            }
-        return Error{"", "--set", "unknown DeepSpeed key '" + s.key + "'; did you mean '" + best + "'?"};
+        std::string best = closest_key(s.key, keys);
+        return Error{"", "--set", "unknown DeepSpeed key '" + s.key + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?")};
     }
     std::stringstream ss(text.substr(eq + 1));
     std::string v;

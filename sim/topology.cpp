@@ -20,34 +20,14 @@ double Topology::peak_flops(DType t) const {
 
 namespace {
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-        cur[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j)
-            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        std::swap(prev, cur);
-    }
-    return prev[b.size()];
-}
-
 // Unknown keys are errors in a topology (a typo would silently leave a default in place); the
 // message suggests the closest known key.
 void check_keys(const JsonField& obj, const std::set<std::string>& known) {
     obj.expect_object();
     for (auto it = obj.raw().begin(); it != obj.raw().end(); ++it) {
         if (known.count(it.key())) continue;
-        std::string best;
-        size_t best_d = 1000;
-        for (const auto& k : known) {
-            size_t d = edit_distance(it.key(), k);
-            if (d < best_d) {
-                best_d = d;
-                best = k;
-            }
-        }
-        std::string hint = best_d <= std::max<size_t>(3, it.key().size() / 3) ? "; did you mean '" + best + "'?" : "";
+        std::string best = closest_key(it.key(), std::vector<std::string>(known.begin(), known.end()));
+        std::string hint = best.empty() ? "" : "; did you mean '" + best + "'?";
         fail(obj.file(), obj.child_path(it.key()), "unknown key" + hint);
     }
 }
@@ -165,11 +145,9 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
 }
 
 Result<Topology> load_topology(const std::string& path, int64_t nodes_override) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Error{path, "", "cannot open topology file for reading"};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_topology(path, ss.str(), nodes_override);
+    auto text = read_text_file(path, "topology file");
+    if (!text) return text.error();
+    return parse_topology(path, text.value(), nodes_override);
 }
 
 }  // namespace zerosim

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "sim/json_input.hpp"
 #include "sim/outputs/comms_log.hpp"
 
 namespace zerosim {
@@ -194,11 +195,9 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
 }
 
 Result<MeasuredLog> read_log(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Error{path, "", "cannot open for reading"};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_log(ss.str(), path);
+    auto text = read_text_file(path, "log");
+    if (!text) return text.error();
+    return parse_log(text.value(), path);
 }
 
 }  // namespace zerosim

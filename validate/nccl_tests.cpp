@@ -1,5 +1,7 @@
 #include "validate/nccl_tests.hpp"
 
+#include "sim/json_input.hpp"
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -77,11 +79,9 @@ std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
 }
 
 Result<std::vector<NcclTestsTable>> read_nccl_tests(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Error{path, "", "cannot open nccl-tests output for reading"};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto tables = parse_nccl_tests(ss.str());
+    auto text = read_text_file(path, "nccl-tests output");
+    if (!text) return text.error();
+    auto tables = parse_nccl_tests(text.value());
     if (tables.empty()) return Error{path, "", "no nccl-tests table found (expected a '#  size  count  type ...' header)"};
     return tables;
 }
