@@ -7,13 +7,16 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "sim/ds_config.hpp"
+#include "sim/json_input.hpp"
 #include "sim/engine.hpp"
 #include "sim/explain.hpp"
 #include "sim/memory.hpp"
 #include "sim/model.hpp"
+#include "sim/outputs/comms_log.hpp"
 #include "sim/outputs/predict_outputs.hpp"
 #include "sim/outputs/report.hpp"
 #include "sim/outputs/schedule_outputs.hpp"
@@ -194,17 +197,46 @@ int run_predict(PredictArgs& a) {
     });
 }
 
-std::string gib(int64_t bytes) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
-    return buf;
-}
+// 1024-based, as DeepSpeed prints sizes ("1.86 GB" = GiB).
+std::string gib(int64_t bytes) { return ds_size_string(bytes); }
 
 struct MemoryArgs {
     ScheduleArgs sched;
     std::string stages = "0,1,2,3";
     std::string format = "text";
+    std::string measured;   // a zerorun --json log
 };
+
+// zerorun's measured peak bytes per category (the largest over ranks) and its stage and world.
+struct MeasuredMemory {
+    int stage = -1;
+    int64_t world = 0;
+    std::map<std::string, int64_t> peak;
+};
+
+Result<MeasuredMemory> read_zerorun_memory(const std::string& path) {
+    auto doc = read_json_file(path);
+    if (!doc) return doc.error();
+    MeasuredMemory m;
+    try {
+        JsonField root(doc.value(), path, "");
+        if (!root.has("format") || root.at("format").as_string().find("zerorun") == std::string::npos)
+            root.fail_here("expected a zerorun --json log (\"format\": \"zerorun-...\")");
+        m.stage = static_cast<int>(root.at("stage").as_integer());
+        m.world = root.at("world").as_integer();
+        auto ranks = root.at("ranks");
+        ranks.expect_array();
+        for (size_t i = 0; i < ranks.size(); ++i) {
+            auto mem = ranks.at(i).at("memory");
+            for (auto it = mem.raw().begin(); it != mem.raw().end(); ++it)
+                if (it.value().is_object() && it.value().contains("peak"))
+                    m.peak[it.key()] = std::max(m.peak[it.key()], it.value()["peak"].get<int64_t>());
+        }
+    } catch (const InputFailure& f) {
+        return f.error;
+    }
+    return m;
+}
 
 int run_memory(MemoryArgs& a) {
     auto cfg = load_ds_config(a.sched.ds_config);
@@ -213,10 +245,19 @@ int run_memory(MemoryArgs& a) {
     if (!model) return input_error(model.error());
     auto stages = parse_step_list(a.stages);
     if (!stages || stages->empty()) return input_error(Error{"", "--stages", "expected stages such as 0,1,2,3"});
+    std::optional<MeasuredMemory> measured;
+    if (!a.measured.empty()) {
+        auto m = read_zerorun_memory(a.measured);
+        if (!m) return input_error(m.error());
+        measured = m.value();
+        if (measured->world != a.sched.world)
+            return input_error(Error{a.measured, "world", "the measured run had " + std::to_string(measured->world) +
+                                                             " ranks, --world says " + std::to_string(a.sched.world)});
+    }
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
     std::ostringstream text;
     text << "Model states per rank: " << model->name << ", " << model->total_numel() << " parameters, "
-         << a.sched.world << " ranks, " << dtype_name(cfg->model_dtype) << " (GiB; the rank holding the most)\n";
+         << a.sched.world << " ranks, " << dtype_name(cfg->model_dtype) << " (the rank holding the most; KB/MB/GB are 1024-based)\n";
     for (int st : stages.value()) {
         if (st < 0 || st > 3) return input_error(Error{"", "--stages", "stage " + std::to_string(st) + " is not 0..3"});
         DsConfig c = cfg.value();
@@ -233,17 +274,34 @@ int run_memory(MemoryArgs& a) {
         nlohmann::ordered_json row;
         row["stage"] = st;
         nlohmann::ordered_json items = nlohmann::ordered_json::array();
-        text << "\nstage " << st << ": " << gib(e.total()) << " GiB per rank\n";
+        text << "\nstage " << st << ": " << gib(e.total()) << " per rank\n";
         for (const auto& it : e.items) {
             items.push_back({{"name", it.name}, {"category", it.category}, {"bytes", it.bytes}, {"why", it.why}});
             char line[256];
-            std::snprintf(line, sizeof line, "  %-48s %10s GiB  %s\n", it.name.c_str(), gib(it.bytes).c_str(), it.why.c_str());
+            std::snprintf(line, sizeof line, "  %-48s %11s  %s\n", it.name.c_str(), gib(it.bytes).c_str(), it.why.c_str());
             text << line;
         }
-        text << "  ZeRO paper " << e.paper_formula << ": " << gib(e.paper_bytes) << " GiB\n";
+        text << "  ZeRO paper " << e.paper_formula << ": " << gib(e.paper_bytes) << "\n";
         if (e.deepspeed_estimator_bytes >= 0)
-            text << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << gib(e.deepspeed_estimator_bytes) << " GiB\n";
+            text << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << gib(e.deepspeed_estimator_bytes) << "\n";
         for (const auto& d : e.differences) text << "  differs: " << d << "\n";
+        if (measured && measured->stage == st) {
+            // zerorun's categories beside the schedule's: it names optimizer states
+            // "optimizer_states" and keeps its checking copies apart ("verification").
+            static const std::pair<const char*, const char*> cats[] = {
+                {"parameters", "parameters"}, {"gradients", "gradients"}, {"optimizer", "optimizer_states"}, {"buckets", "buckets"}};
+            text << "  measured by zerorun (" << a.measured << ", peak bytes, largest rank):\n";
+            nlohmann::ordered_json mj;
+            for (const auto& [ours, theirs] : cats) {
+                int64_t p = e.category(ours), m = measured->peak.count(theirs) ? measured->peak.at(theirs) : -1;
+                char line[200];
+                std::snprintf(line, sizeof line, "    %-12s predicted %12lld  measured %12lld  %s\n", ours, static_cast<long long>(p),
+                              static_cast<long long>(m), m < 0 ? "(not reported)" : p == m ? "(equal)" : "");
+                text << line;
+                mj[ours] = {{"predicted", p}, {"measured", m}};
+            }
+            row["measured"] = mj;
+        }
         row["items"] = items;
         row["total_bytes"] = e.total();
         row["paper_bytes"] = e.paper_bytes;
@@ -409,7 +467,30 @@ int run_report(ReportArgs& a) {
             return input_error(Error{a.measured, "--measured", "no DeepSpeed comms_logger lines ('comm op: ...') found"});
     }
     ReportInput ri{sched.value(), topo.value(), logged.value(), overlapped.value(), mem, explanation,
-                   a.measured.empty() ? nullptr : &measured, a.measured};
+                   a.measured.empty() ? nullptr : &measured, a.measured, ""};
+    if (!a.measured.empty()) {
+        // The validator's view: the prediction as a log against the measured one.
+        MeasuredLog pred_log;
+        pred_log.path = "prediction";
+        for (size_t i = 0; i < sched->ops.size(); ++i) {
+            const Op& op = sched->ops[i];
+            if (!is_collective(op.kind)) continue;
+            LogOp l;
+            l.record = op_record_name(op.kind);
+            l.caller = op.caller;
+            l.bytes = static_cast<double>(op.bytes());
+            l.size_text = ds_size_string(op.bytes());
+            l.time_ms = logged->ops[i].duration() * 1e3;
+            l.line = static_cast<int>(i);
+            l.phase = op.step < 0 ? "initialize" : "step" + std::to_string(op.step) + "." + phase_name(op.phase);
+            pred_log.ops.push_back(std::move(l));
+        }
+        auto meas_log = read_log(a.measured);
+        if (!meas_log) return input_error(meas_log.error());
+        std::ostringstream d;
+        write_diff_text(d, diff_logs(pred_log, meas_log.value(), 0.15, DiffScope::All));
+        ri.diff_text = d.str();
+    }
     std::vector<std::string> inputs = {p.sched.ds_config, p.sched.model, p.topology};
     if (!a.measured.empty()) inputs.push_back(a.measured);
     return emit(p.sched.output, inputs, [&](std::ostream& out) { write_html_report(out, ri); });
@@ -654,6 +735,7 @@ int main(int argc, char** argv) {
     add_schedule_inputs(mem, ma.sched, true);
     mem->add_option("--stages", ma.stages, "Stages to show")->capture_default_str();
     mem->add_option("--format", ma.format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+    mem->add_option("--measured", ma.measured, "A zerorun --json log to set its measured memory beside the prediction");
 
     ScheduleArgs ea;
     auto* expl = app.add_subcommand("explain", "Why each collective is there, what the config keys do, paper volume vs DeepSpeed");

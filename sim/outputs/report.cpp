@@ -172,6 +172,7 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
         }
         out << "</table><p>" << matched << " ops matched, " << missing << " predicted ops not found in the measured log.</p>\n";
         measured_chart(out, pts);
+        if (!in.diff_text.empty()) out << "<h3>Validation (zerosim validate)</h3><pre>" << esc(in.diff_text) << "</pre>\n";
         out << "</section>\n";
     }
     out << "<footer><p>Made by zerosim; self-contained: no network access needed.</p></footer></body></html>\n";

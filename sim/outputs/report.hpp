@@ -24,6 +24,7 @@ struct ReportInput {
     const std::string& explanation;
     const std::vector<LoggedOp>* measured = nullptr;   // a measured comms_logger log, if given
     std::string measured_name;
+    std::string diff_text;   // the validator's report on predicted against measured, if given
 };
 
 void write_html_report(std::ostream& out, const ReportInput& in);

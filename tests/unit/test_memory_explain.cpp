@@ -2,6 +2,8 @@
 // and hand computations, and the explanation's answers changing with the settings behind them.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/ds_config.hpp"
 #include "sim/explain.hpp"
 #include "sim/memory.hpp"
@@ -107,6 +109,33 @@ TEST(Explain, ShowsPaperVolumeBesideDeepSpeeds) {
     ASSERT_NE(row, std::string::npos) << t;
     EXPECT_NE(t.substr(row, 90).find("1.50x"), std::string::npos) << t.substr(row, 90);
     EXPECT_NE(t.find("(DeepSpeed's default)"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Memory, AgainstZerorunsMeasurementOfTheTinyModel) {
+    // tests/fixtures/zerorun-tiny-zero2-memory.json was written by zerorun (MPI backend) running
+    // configs/deepspeed/tiny-zero2.json on 4 ranks. Parameters (667,136 fp32 = 2,668,544 B) and
+    // the fp32 master + Adam moments of a 166,784-element partition (x 12 B = 2,001,408 B) are
+    // allocated as the schedule says, to the byte.
+    auto r = zerosim::test::run_zerosim("memory --ds-config '" + zerosim::test::config("deepspeed/tiny-zero2.json") +
+                                        "' --model '" + zerosim::test::config("models/tiny-gpt.json") +
+                                        "' --world 4 --stages 2 --format json --measured '" +
+                                        zerosim::test::fixture("zerorun-tiny-zero2-memory.json") + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    const auto& m = j[0]["measured"];
+    EXPECT_EQ(m["parameters"]["predicted"], 2668544);
+    EXPECT_EQ(m["parameters"]["measured"], 2668544);
+    EXPECT_EQ(m["optimizer"]["predicted"], 2001408);
+    EXPECT_EQ(m["optimizer"]["measured"], 2001408);
+    // A world that does not match the measured run is refused.
+    auto bad = zerosim::test::run_zerosim("memory --ds-config '" + zerosim::test::config("deepspeed/tiny-zero2.json") +
+                                          "' --model '" + zerosim::test::config("models/tiny-gpt.json") + "' --world 8 --measured '" +
+                                          zerosim::test::fixture("zerorun-tiny-zero2-memory.json") + "'");
+    EXPECT_EQ(bad.exit_code, 2);
 }
 
 }  // namespace

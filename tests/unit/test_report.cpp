@@ -49,6 +49,8 @@ TEST(Report, RendersInHeadlessChromium) {
     EXPECT_NE(dom.find("<rect"), std::string::npos);    // timeline bars
     EXPECT_NE(dom.find("<circle"), std::string::npos);  // predicted against measured points
     EXPECT_NE(dom.find("Why these collectives"), std::string::npos);
+    EXPECT_NE(dom.find("Validation (zerosim validate)"), std::string::npos);  // the diff, with --measured
+    EXPECT_NE(dom.find("0 missing, 0 extra, 0 resized, 0 swapped"), std::string::npos);
 
     std::filesystem::create_directories(ZEROSIM_ARTIFACTS_DIR);
     std::string png = std::string(ZEROSIM_ARTIFACTS_DIR) + "/report.png";
