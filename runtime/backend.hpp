@@ -38,6 +38,8 @@ class Backend {
     virtual void release(void* p, size_t bytes) = 0;
     // Host-readable address of a buffer (identity for host backends; NCCL would stage a copy).
     virtual void* host_view(void* p) { return p; }
+    // Device time of the last collective in microseconds (CUDA events; NCCL), -1 when not measured.
+    virtual double last_op_device_us() const { return -1.0; }
 
     virtual void all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op) = 0;
     virtual void all_gather(const void* send, void* recv, int64_t count, DType t) = 0;
@@ -57,6 +59,7 @@ class Backend {
 // Sets up MPI (MPI_Init_thread), installs an error handler that reports and aborts, and defines
 // the 16-bit float types and their reductions. `argc/argv` as given to main.
 std::unique_ptr<Backend> make_mpi_backend(int* argc, char*** argv);
+// The NCCL backend over an MPI one: runtime/nccl_backend.hpp (make_nccl_backend).
 // MPI_Finalize, for a clean exit.
 void finalize_mpi();
 

@@ -1,6 +1,7 @@
 // zerorun: the real ZeRO runtime, one process per rank under mpirun.
 //   mpirun -np 4 zerorun --ds-config ds.json --model model.json --steps 5 -o measured.log --json measured.json
 //   mpirun -np 4 zerorun bench --op all_reduce --min 8 --max 256M
+//   --backend nccl|mpi (default: nccl when a CUDA device is visible, else mpi; stderr says which).
 // Exit codes: 0 success, 2 bad input (one line naming file and field), 1 a failed result check,
 // 3 a communication failure (MPI error, a peer that died, the watchdog's timeout).
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include "runtime/backend.hpp"
 #include "runtime/bench.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/nccl_backend.hpp"
 
 using namespace zerorun;
 
@@ -67,7 +69,15 @@ int run_bench_cmd(Backend& be, const BenchArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto be = make_mpi_backend(&argc, &argv);
+    // MPI always: it starts the job, and the NCCL backend runs over it (unique id, barrier, logs).
+    std::unique_ptr<Backend> mpi_be = make_mpi_backend(&argc, &argv);
+    std::unique_ptr<Backend> nccl_be;
+    Backend* be = mpi_be.get();
+    auto finish = [&] {
+        nccl_be.reset();
+        finalize_mpi();
+    };
+    std::string backend;   // --backend; empty: the default
 
     CLI::App app{"zerorun: the real ZeRO runtime (run it under mpirun, one process per rank)"};
     app.require_subcommand(0, 1);
@@ -89,6 +99,8 @@ int main(int argc, char** argv) {
     app.add_option("--seed", ra.seed, "Seed of initial weights and loss targets")->capture_default_str();
     app.add_flag("--no-verify", ra.no_verify, "Skip checking collective results (no full-model reference state)");
     app.add_option("--dump-weights", ra.dump_weights, "Each rank writes its fp32 master partition to PREFIX.rank<N>.bin");
+    app.add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
+        ->check(CLI::IsMember({"nccl", "mpi"}));
     app.add_flag("--quiet", ra.quiet, "No memory report on standard output");
     // Hidden (empty group): make one rank fail on purpose, for the fault tests.
     app.add_option("--test-fail-rank", ra.test_fail_rank)->group("");
@@ -107,6 +119,8 @@ int main(int argc, char** argv) {
     bench->add_option("-o,--redop", ba.redop, "sum or max")->capture_default_str();
     bench->add_option("-r,--root", ba.root, "Root of broadcast and reduce")->capture_default_str();
     bench->add_option("-c,--check", ba.check, "Check every result (1) or not (0)")->capture_default_str();
+    bench->add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
+        ->check(CLI::IsMember({"nccl", "mpi"}));
     bench->add_option("--test-corrupt-rank", ba.corrupt_rank)->group("");
 
     int code = 1;
@@ -119,6 +133,29 @@ int main(int argc, char** argv) {
         finalize_mpi();
         return c == 0 ? 0 : 2;
     }
+    // The backend: as asked, else NCCL when a GPU is visible. One line on stderr says which.
+    std::string why_default;
+    if (backend.empty()) {
+        std::string no_gpu = nccl_built() ? gpu_unavailable_reason() : std::string("built without NCCL");
+        backend = no_gpu.empty() ? "nccl" : "mpi";
+        why_default = no_gpu.empty() ? "default: a CUDA device is visible" : "default: " + no_gpu;
+    }
+    if (be->rank() == 0)
+        std::cerr << "# zerorun: backend " << backend << " (" << (why_default.empty() ? "--backend" : why_default) << ")\n";
+    if (backend == "nccl") {
+        try {
+            nccl_be = make_nccl_backend(*mpi_be, ra.timeout_s);
+            be = nccl_be.get();
+        } catch (const NcclInitError& e) {
+            if (*e.what()) std::cerr << "zerorun: error: --backend nccl: " << e.what() << '\n';
+            std::cerr.flush();
+            finish();
+            return 2;
+        } catch (const std::exception& e) {
+            std::cerr << "zerorun: error: rank " << be->rank() << ": --backend nccl: " << e.what() << '\n';
+            be->abort(2);
+        }
+    }
     try {
         if (app.got_subcommand(bench)) code = run_bench_cmd(*be, ba);
         else code = run_zero(*be, ra);
@@ -130,6 +167,6 @@ int main(int argc, char** argv) {
         be->abort(1);
     }
     std::cout.flush();
-    finalize_mpi();
+    finish();
     return code;
 }

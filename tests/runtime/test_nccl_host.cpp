@@ -1,0 +1,177 @@
+// The NCCL backend without a GPU: its host-side logic (device choice, type and op mapping, the
+// unique-id exchange over real MPI) and the no-GPU path of the real binary. Tests that need a GPU
+// run only where one is visible and are skipped with the reason elsewhere (scripts/gpu-check.sh).
+#include <array>
+#include <cstdio>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+#include "runtime/nccl_backend.hpp"
+
+namespace {
+
+struct Out {
+    int code = -1;
+    std::string text;   // stdout and stderr
+};
+
+Out sh(const std::string& cmd) {
+    Out r;
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) return r;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.text.append(buf.data(), n);
+    int st = pclose(p);
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return r;
+}
+
+Out mpirun(int np, const std::string& program, const std::string& args) {
+    return sh(std::string(ZERORUN_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np " +
+              std::to_string(np) + " " + program + " " + args);
+}
+
+int count_lines_starting(const std::string& text, const std::string& prefix) {
+    std::istringstream in(text);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) n += line.rfind(prefix, 0) == 0;
+    return n;
+}
+
+std::string fixture(const std::string& rel) { return std::string(ZERORUN_FIXTURES_DIR) + "/" + rel; }
+
+std::string error_of(int local, int devices) {
+    try {
+        zerorun::select_device(local, devices);
+    } catch (const std::runtime_error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(NcclHost, DeviceIsTheLocalRank) {
+    EXPECT_EQ(zerorun::select_device(5, 8), 5);
+    EXPECT_EQ(zerorun::select_device(0, 1), 0);
+    EXPECT_EQ(zerorun::select_device(7, 8), 7);
+}
+
+TEST(NcclHost, MoreRanksThanDevicesIsAClearError) {
+    std::string e = error_of(8, 8);
+    EXPECT_NE(e.find("local rank 8 has no GPU"), std::string::npos) << e;
+    EXPECT_NE(e.find("8 devices"), std::string::npos) << e;
+    e = error_of(1, 1);
+    EXPECT_NE(e.find("1 device "), std::string::npos) << e;
+    EXPECT_EQ(error_of(0, 0), "no CUDA device visible");
+    EXPECT_NE(error_of(-1, 4).find("invalid local rank"), std::string::npos);
+}
+
+TEST(NcclHost, LocalRankFromTheLauncher) {
+    EXPECT_EQ(zerorun::parse_local_rank("3"), 3);
+    EXPECT_EQ(zerorun::parse_local_rank("0"), 0);
+    EXPECT_FALSE(zerorun::parse_local_rank(nullptr));
+    EXPECT_FALSE(zerorun::parse_local_rank(""));
+    EXPECT_FALSE(zerorun::parse_local_rank("-1"));
+    EXPECT_FALSE(zerorun::parse_local_rank("2x"));
+}
+
+TEST(NcclHost, DtypeAndReduceOpMapping) {
+#ifdef ZERORUN_HAVE_NCCL
+    using zerosim::DType;
+    EXPECT_EQ(zerorun::nccl_dtype(DType::FP32), ncclFloat32);
+    EXPECT_EQ(zerorun::nccl_dtype(DType::BF16), ncclBfloat16);
+    EXPECT_EQ(zerorun::nccl_dtype(DType::FP16), ncclFloat16);
+    EXPECT_EQ(zerorun::nccl_dtype(DType::FP64), ncclFloat64);
+    EXPECT_EQ(zerorun::nccl_dtype(DType::INT64), ncclInt64);
+    EXPECT_EQ(zerorun::nccl_dtype(DType::UINT8), ncclUint8);
+    EXPECT_EQ(zerorun::nccl_redop(zerosim::ReduceOp::Sum), ncclSum);
+    EXPECT_EQ(zerorun::nccl_redop(zerosim::ReduceOp::Max), ncclMax);
+    EXPECT_THROW(zerorun::nccl_redop(zerosim::ReduceOp::None), std::invalid_argument);
+#else
+    GTEST_SKIP() << "built without NCCL: no ncclDataType_t to map to";
+#endif
+}
+
+TEST(NcclHost, UniqueIdIsBroadcastOverMpi) {
+    for (int root : {0, 2}) {
+        SCOPED_TRACE("root " + std::to_string(root));
+        Out r = mpirun(3, ZERORUN_NCCL_ID_HELPER, std::to_string(root));
+        EXPECT_EQ(r.code, 0) << r.text;
+        EXPECT_EQ(count_lines_starting(r.text, "rank "), 3) << r.text;
+        for (int k = 0; k < 3; ++k)
+            EXPECT_NE(r.text.find("rank " + std::to_string(k) + ": id ok"), std::string::npos) << r.text;
+    }
+}
+
+// Without a usable GPU (or without NCCL), --backend nccl is an input error: exit 2, one line.
+void expect_no_gpu_line(const Out& r, const std::string& cause) {
+    EXPECT_EQ(r.code, 2) << r.text;
+    EXPECT_EQ(count_lines_starting(r.text, "zerorun:"), 1) << r.text;
+    EXPECT_NE(r.text.find("zerorun: error: --backend nccl: "), std::string::npos) << r.text;
+    EXPECT_NE(r.text.find(cause), std::string::npos) << r.text;
+    EXPECT_EQ(r.text.find("signal"), std::string::npos) << r.text;
+    EXPECT_EQ(r.text.find("core dumped"), std::string::npos) << r.text;
+}
+
+TEST(NcclHost, NoGpuPathExitsTwoWithOneLine) {
+    std::string cause = zerorun::gpu_unavailable_reason();
+    if (cause.empty()) GTEST_SKIP() << "a CUDA device is visible here: the no-GPU path cannot be exercised";
+    const std::string run = "--ds-config " + fixture("configs/z0.json") + " --model " + fixture("tiny_model.json") +
+                            " --steps 1 --quiet --backend nccl";
+    for (int np : {1, 2}) {
+        SCOPED_TRACE("np " + std::to_string(np));
+        expect_no_gpu_line(mpirun(np, ZERORUN_BINARY, run), cause);
+        expect_no_gpu_line(mpirun(np, ZERORUN_BINARY, "bench --backend nccl --op all_reduce --min 8 --max 64"), cause);
+    }
+}
+
+TEST(NcclHost, DefaultBackendIsNamedOnStderr) {
+    std::string cause = zerorun::gpu_unavailable_reason();
+    Out r = mpirun(2, ZERORUN_BINARY, "bench --op all_reduce --min 8 --max 64 -n 1 -w 0");
+    EXPECT_EQ(r.code, 0) << r.text;
+    if (cause.empty()) EXPECT_NE(r.text.find("# zerorun: backend nccl (default: a CUDA device is visible)"), std::string::npos) << r.text;
+    else EXPECT_NE(r.text.find("# zerorun: backend mpi (default: " + cause + ")"), std::string::npos) << r.text;
+    EXPECT_EQ(count_lines_starting(r.text, "# zerorun: backend"), 1) << r.text;
+
+    r = mpirun(2, ZERORUN_BINARY, "bench --backend mpi --op all_gather --min 64 --max 64 -n 1 -w 0");
+    EXPECT_EQ(r.code, 0) << r.text;
+    EXPECT_NE(r.text.find("# zerorun: backend mpi (--backend)"), std::string::npos) << r.text;
+    EXPECT_NE(r.text.find("backend mpi, 2 ranks"), std::string::npos) << r.text;
+
+    r = mpirun(1, ZERORUN_BINARY, "bench --backend gloo");
+    EXPECT_EQ(r.code, 2) << r.text;
+    EXPECT_NE(r.text.find("gloo"), std::string::npos) << r.text;
+}
+
+// On a GPU: nccl-tests tables with #wrong 0 at world 1 (scripts/gpu-check.sh runs this).
+TEST(NcclGpu, BenchHasNoWrongResults) {
+    std::string cause = zerorun::gpu_unavailable_reason();
+    if (!cause.empty()) GTEST_SKIP() << "needs a GPU: " << cause;
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
+        for (const char* type : {"float", "bfloat16", "half"}) {
+            SCOPED_TRACE(std::string(op) + " " + type);
+            Out r = mpirun(1, ZERORUN_BINARY,
+                           std::string("bench --backend nccl --op ") + op + " --dtype " + type + " --min 64 --max 1M -f 4 -n 3 -w 1");
+            EXPECT_EQ(r.code, 0) << r.text;
+            EXPECT_NE(r.text.find("backend nccl, 1 ranks"), std::string::npos) << r.text;
+            EXPECT_NE(r.text.find("# Out of bounds values : 0 OK"), std::string::npos) << r.text;
+        }
+}
+
+TEST(NcclGpu, StagesRunOnNccl) {
+    std::string cause = zerorun::gpu_unavailable_reason();
+    if (!cause.empty()) GTEST_SKIP() << "needs a GPU: " << cause;
+    for (int stage = 0; stage <= 3; ++stage) {
+        SCOPED_TRACE("stage " + std::to_string(stage));
+        Out r = mpirun(1, ZERORUN_BINARY,
+                       "--backend nccl --ds-config " + fixture("configs/z" + std::to_string(stage) + ".json") + " --model " +
+                           fixture("tiny_model.json") + " --steps 2 --quiet");
+        EXPECT_EQ(r.code, 0) << r.text;
+        EXPECT_EQ(r.text.find("zerorun: error"), std::string::npos) << r.text;
+    }
+}
+
+}  // namespace
