@@ -100,12 +100,21 @@ double CollectivePlan::time_alone_s() const {
 }
 
 LinkCapacities link_capacities(const Topology& t, int64_t world) {
+    LinkCapacities c = raw_link_capacities(t, world);
+    double s = t.max_bandwidth_scale();
+    c.intra *= s;
+    c.nic *= s;
+    c.fabric *= s;
+    return c;
+}
+
+LinkCapacities raw_link_capacities(const Topology& t, int64_t world) {
     LinkCapacities c;
     // NCCL drives the intra-node link through its channels; their sum, not the raw link, is what
     // a collective reaches (e.g. 12 channels x 20 GB/s on A100's 12 NVLinks).
     double ring = std::min(t.intra_channels * t.channel_bandwidth_gbs, t.intra_bandwidth_gbs);
-    c.intra = ring * 1e9 * t.bandwidth_scale;
-    c.nic = t.nic_bandwidth_per_gpu_gbs() * 1e9 * t.bandwidth_scale;
+    c.intra = ring * 1e9;
+    c.nic = t.nic_bandwidth_per_gpu_gbs() * 1e9;
     int64_t nodes = (world + t.gpus_per_node - 1) / t.gpus_per_node;
     c.fabric = c.nic;
     // Traffic between leaves of an oversubscribed fat tree shares the uplinks; a rail-optimised
@@ -125,21 +134,25 @@ CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logge
     int64_t nodes = (n + g - 1) / g;
     plan.buffer_bytes = info.buffer_bytes(logged, n);
     plan.bus_factor = info.bus_factor(n);
-    LinkCapacities cap = link_capacities(t, n);
+    const Topology::Scales sc = t.scales_for(info.name);
+    LinkCapacities cap = raw_link_capacities(t, n);
+    cap.intra *= sc.bandwidth;
+    cap.nic *= sc.bandwidth;
+    cap.fabric *= sc.bandwidth;
     double pc = protocol_cap(p);
     double lat_us = 0;
     double bus_bytes = plan.buffer_bytes * plan.bus_factor;  // what each rank sends in a ring
     plan.intra_rate = cap.intra * pc;
     plan.inter_rate = std::min(cap.nic, cap.fabric) * pc;
     if (n == 1) {
-        plan.latency_s = base_latency(t, a, p) * 1e-6 * t.latency_scale;
+        plan.latency_s = base_latency(t, a, p) * 1e-6 * sc.latency;
         return plan;
     }
     if (a == Algorithm::NVLS) {
         // In-switch reduction: each rank sends its buffer to the switch once and reads the result;
         // NCCL drives it with its NVLS channels at the NVLS efficiency.
         plan.intra_bytes = plan.buffer_bytes;
-        plan.intra_rate = std::min(cap.intra, t.nvls_channels * t.channel_bandwidth_gbs * 1e9 * t.bandwidth_scale) *
+        plan.intra_rate = std::min(cap.intra, t.nvls_channels * t.channel_bandwidth_gbs * 1e9 * sc.bandwidth) *
                           t.nvls_efficiency;
         lat_us = kNvlsLatencyNvlinkUs;
     } else if (a == Algorithm::Tree) {
@@ -163,7 +176,7 @@ CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logge
         // NCCL's empirical correction for multi-node Ring/Simple all_reduce.
         if (nodes > 1 && p == Protocol::Simple && kind == OpKind::AllReduce) lat_us *= 1.4;
     }
-    plan.latency_s = (lat_us + t.launch_overhead_us) * 1e-6 * t.latency_scale;
+    plan.latency_s = (lat_us + t.launch_overhead_us) * 1e-6 * sc.latency;
     return plan;
 }
 

@@ -576,21 +576,30 @@ int run_calibrate(const CalibrateArgs& a) {
             for (size_t i = 0; i < t.rows.size(); ++i)
                 rows.push_back({op, t.rows[i].bytes, t.rows[i].time_us, world, f + ": size " + std::to_string(t.rows[i].bytes)});
     }
-    auto fit = fit_topology(topo.value(), rows);
-    if (!fit) return input_error(Error{a.files.front(), fit.error().field, fit.error().message});
-    std::cerr << "zerosim calibrate: " << fit->used << " rows fitted (" << fit->scope << ")\n";
-    char line[256];
-    std::snprintf(line, sizeof line, "  latency_scale   %.4f  (every latency x this)\n  bandwidth_scale %.4f  (every bandwidth x this)\n"
-                  "  R^2 %.5f on the times; median |residual| %.1f%%\n",
-                  fit->latency_scale, fit->bandwidth_scale, fit->r2, fit->median_abs_error * 100);
-    std::cerr << line;
-    for (const auto& u : fit->unused) std::cerr << "  not used: " << u << "\n";
+    auto cal = calibrate(topo.value(), rows);
+    if (!cal) return input_error(Error{a.files.front(), cal.error().field, cal.error().message});
+    auto show = [](const std::string& what, const FitResult& f) {
+        char line[256];
+        std::snprintf(line, sizeof line, "  %-16s latency x%.4f  bandwidth x%.4f  R^2 %.5f  median |residual| %.1f%%  (%zu rows)\n",
+                      what.c_str(), f.latency_scale, f.bandwidth_scale, f.r2, f.median_abs_error * 100, f.used);
+        std::cerr << line;
+    };
+    std::cerr << "zerosim calibrate: " << cal->global.used << " rows fitted (" << cal->global.scope << ")\n";
+    show("all collectives", cal->global);
+    for (const auto& [name, f] : cal->per_collective) show(name, f);
+    for (const auto& u : cal->global.unused) std::cerr << "  not used: " << u << "\n";
     Json out = doc.value();
-    Json cal = Json::object();
-    cal["bandwidth_scale"] = fit->bandwidth_scale;
-    cal["latency_scale"] = fit->latency_scale;
-    cal["fitted_from"] = a.files;
-    out["calibration"] = cal;
+    Json jc = Json::object();
+    jc["bandwidth_scale"] = cal->global.bandwidth_scale;
+    jc["latency_scale"] = cal->global.latency_scale;
+    if (!cal->per_collective.empty()) {
+        Json per = Json::object();
+        for (const auto& [name, f] : cal->per_collective)
+            per[name] = {{"bandwidth_scale", f.bandwidth_scale}, {"latency_scale", f.latency_scale}, {"rows", f.used}, {"r2", f.r2}};
+        jc["per_collective"] = per;
+    }
+    jc["fitted_from"] = a.files;
+    out["calibration"] = jc;
     if (a.output.empty()) return input_error(Error{"", "-o", "give the calibrated topology a file name (the input is never overwritten)"});
     std::vector<std::string> inputs = a.files;
     inputs.push_back(a.topology);

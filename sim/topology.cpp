@@ -134,9 +134,18 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
                      ": the nodes would be disconnected");
         if (root.has("calibration")) {
             auto cal = root.at("calibration");
-            check_keys(cal, {"bandwidth_scale", "latency_scale", "fitted_from"});
+            check_keys(cal, {"bandwidth_scale", "latency_scale", "fitted_from", "per_collective", "fit"});
             if (cal.has("bandwidth_scale")) t.bandwidth_scale = positive(cal.at("bandwidth_scale"));
             if (cal.has("latency_scale")) t.latency_scale = positive(cal.at("latency_scale"));
+            if (cal.has("per_collective")) {
+                auto per = cal.at("per_collective");
+                check_keys(per, {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"});
+                for (auto it = per.raw().begin(); it != per.raw().end(); ++it) {
+                    auto one = per.at(it.key());
+                    check_keys(one, {"bandwidth_scale", "latency_scale", "rows", "r2"});
+                    t.collective_scales[it.key()] = {positive(one.at("bandwidth_scale")), positive(one.at("latency_scale"))};
+                }
+            }
         }
         return t;
     } catch (const InputFailure& f) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -52,9 +53,23 @@ struct Topology {
     double intra_step_latency_us = 0;
     double base_latency_us = 0;
 
-    // Calibration terms (fitted by `zerosim calibrate`; 1.0 = the hardware figures as they are).
+    // Calibration terms (fitted by `zerosim calibrate`; 1.0 = the hardware figures as they are):
+    // global ones, and per collective (nccl-tests name) where the measurements told them apart.
     double bandwidth_scale = 1.0;
     double latency_scale = 1.0;
+    struct Scales {
+        double bandwidth = 1.0, latency = 1.0;
+    };
+    std::map<std::string, Scales> collective_scales;
+    Scales scales_for(const std::string& collective) const {
+        auto it = collective_scales.find(collective);
+        return it == collective_scales.end() ? Scales{bandwidth_scale, latency_scale} : it->second;
+    }
+    double max_bandwidth_scale() const {
+        double m = bandwidth_scale;
+        for (const auto& [k, v] : collective_scales) m = std::max(m, v.bandwidth);
+        return m;
+    }
 
     int64_t total_gpus() const { return nodes * gpus_per_node; }
     // Per-GPU network bandwidth (GB/s): the node's NICs shared by its GPUs.

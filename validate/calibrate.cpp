@@ -64,6 +64,7 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     Topology t = base;
     t.latency_scale = 1;
     t.bandwidth_scale = 1;
+    t.collective_scales.clear();
     double a = 1, b = 1;
     std::vector<double> weight(usable.size(), 1.0);
     for (int iter = 0; iter < 40; ++iter) {
@@ -122,6 +123,21 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     fit.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
     fit.used = usable.size();
     return fit;
+}
+
+Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& rows) {
+    Calibration c;
+    auto global = fit_topology(t, rows);
+    if (!global) return global.error();
+    c.global = global.value();
+    std::map<std::string, std::vector<Measurement>> by_op;
+    for (const auto& r : rows) by_op[collective_info(r.op).name].push_back(r);
+    if (by_op.size() > 1)
+        for (const auto& [name, group] : by_op) {
+            auto f = fit_topology(t, group);
+            if (f) c.per_collective[name] = f.value();
+        }
+    return c;
 }
 
 }  // namespace zerosim

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,13 @@ struct FitResult {
 };
 
 Result<FitResult> fit_topology(const Topology& t, const std::vector<Measurement>& rows);
+
+// A global fit over every row, and one per collective that has at least two sizes.
+struct Calibration {
+    FitResult global;
+    std::map<std::string, FitResult> per_collective;   // nccl-tests names
+};
+Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& rows);
 // Predicted time (µs) of one measurement on a topology (the engine's single-collective path).
 double predicted_time_us(const Topology& t, const Measurement& m);
 

@@ -262,3 +262,33 @@ TEST(CalibrateCli, WritesANewTopologyAndNeverItsInput) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Calibration, PerCollectiveWhereTheDataTellThemApart) {
+    // all_reduce measured at bandwidth x0.5, all_gather at x0.8 (latency x1.2 both): the
+    // per-collective fits find each, and a topology carrying them predicts both tables.
+    Topology ar_truth = a100(), ag_truth = a100();
+    ar_truth.bandwidth_scale = 0.5;
+    ag_truth.bandwidth_scale = 0.8;
+    ar_truth.latency_scale = ag_truth.latency_scale = 1.2;
+    std::vector<Measurement> rows;
+    for (int64_t s = 1024; s <= (1LL << 30); s *= 4) {
+        Measurement ar{OpKind::AllReduce, s, 0, 8, "ar"}, ag{OpKind::AllGather, s, 0, 8, "ag"};
+        ar.time_us = predicted_time_us(ar_truth, ar);
+        ag.time_us = predicted_time_us(ag_truth, ag);
+        rows.push_back(ar);
+        rows.push_back(ag);
+    }
+    auto cal = calibrate(a100(), rows);
+    ASSERT_TRUE(cal.ok()) << cal.error().what();
+    ASSERT_EQ(cal->per_collective.size(), 2u);
+    EXPECT_NEAR(cal->per_collective["all_reduce"].bandwidth_scale, 0.5, 0.01);
+    EXPECT_NEAR(cal->per_collective["all_gather"].bandwidth_scale, 0.8, 0.016);
+    EXPECT_NEAR(cal->per_collective["all_reduce"].latency_scale, 1.2, 0.03);
+    Topology t = a100();
+    for (const auto& [name, f] : cal->per_collective) t.collective_scales[name] = {f.bandwidth_scale, f.latency_scale};
+    for (const auto& r : rows) EXPECT_NEAR(predicted_time_us(t, r), r.time_us, r.time_us * 0.02) << r.source << " " << r.bytes;
+}
+
+}  // namespace
