@@ -9,8 +9,10 @@ if ! command -v clang++ >/dev/null 2>&1 || [ ! -d /usr/lib/llvm-14/lib/clang ]; 
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev >/dev/null
 fi
-CC=clang CXX=clang++ cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j "$(nproc)" >/dev/null
+if ! { CC=clang CXX=clang++ cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >build-fuzz.log 2>&1 &&
+       cmake --build build-fuzz -j "$(nproc)" >>build-fuzz.log 2>&1; }; then
+  echo "fuzz: building the fuzz targets failed:"; tail -n 30 build-fuzz.log; exit 1
+fi
 seconds="${FUZZ_SECONDS:-20}"
 corpus="build-fuzz/corpus"
 rm -rf "$corpus"; mkdir -p "$corpus"
