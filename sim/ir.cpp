@@ -60,6 +60,12 @@ const char* compute_kind_name(ComputeKind k) {
 
 bool is_collective(OpKind k) { return k != OpKind::Compute; }
 
+std::string phase_label(const Op& op, int64_t grad_accum) {
+    if (op.step < 0) return "initialize";
+    int64_t micro = op.phase == Phase::Step ? grad_accum - 1 : op.micro;
+    return "step" + std::to_string(op.step) + ".micro" + std::to_string(micro) + "." + phase_name(op.phase);
+}
+
 // Every rule of docs/zero-comm.md that produces an op, in one table. The generator names the rule
 // of each op it emits; explain/table outputs print the summary.
 const std::vector<Rule>& all_rules() {

@@ -29,6 +29,7 @@ const char* reduce_op_name(ReduceOp r);
 const char* compute_kind_name(ComputeKind k);
 bool is_collective(OpKind k);
 
+
 // Why an op exists: one entry per ZeRO rule, with the config keys that shape it.
 struct Rule {
     const char* id;             // e.g. "stage12.flush.multi_rank_allreduce"
@@ -126,5 +127,9 @@ struct Schedule {
         return ops.back();
     }
 };
+
+// The training phase an op falls in, in the form of the reference runs' markers: "initialize",
+// "step0.micro1.backward"; optimizer-step ops belong to the last micro-step ("step0.micro3.step").
+std::string phase_label(const Op& op, int64_t grad_accum);
 
 }  // namespace zerosim

@@ -106,8 +106,15 @@ struct ScheduleArgs {
     bool compute = false;
 };
 
+// What a command reads once: the config, the model, and the schedule built from them.
+struct Inputs {
+    DsConfig cfg;
+    Model model;
+    Schedule schedule;
+};
+
 // Reads the config and the model and builds the schedule; prints warnings on the way.
-Result<Schedule> load_schedule(const ScheduleArgs& a) {
+Result<Inputs> load_inputs(const ScheduleArgs& a) {
     auto cfg = load_ds_config(a.ds_config);
     if (!cfg) return cfg.error();
     if (!cfg->ignored_keys.empty()) {
@@ -127,7 +134,15 @@ Result<Schedule> load_schedule(const ScheduleArgs& a) {
     auto steps = parse_step_list(a.overflow_steps);
     if (!steps) return steps.error();
     opt.overflow_steps = steps.value();
-    return build_schedule(model.value(), cfg.value(), opt);
+    auto sched = build_schedule(model.value(), cfg.value(), opt);
+    if (!sched) return sched.error();
+    return Inputs{std::move(cfg).value(), std::move(model).value(), std::move(sched).value()};
+}
+
+Result<Schedule> load_schedule(const ScheduleArgs& a) {
+    auto in = load_inputs(a);
+    if (!in) return in.error();
+    return std::move(in.value().schedule);
 }
 
 int run_schedule(const ScheduleArgs& a) {
@@ -319,13 +334,9 @@ int run_memory(MemoryArgs& a) {
 }
 
 int run_explain(const ScheduleArgs& a) {
-    auto cfg = load_ds_config(a.ds_config);
-    if (!cfg) return input_error(cfg.error());
-    auto model = load_model(a.model);
-    if (!model) return input_error(model.error());
-    auto sched = load_schedule(a);
-    if (!sched) return input_error(sched.error());
-    std::string text = explain_schedule(model.value(), cfg.value(), sched.value());
+    auto in = load_inputs(a);
+    if (!in) return input_error(in.error());
+    std::string text = explain_schedule(in->model, in->cfg, in->schedule);
     return emit(a.output, {a.ds_config, a.model}, [&](std::ostream& out) { out << text; });
 }
 
@@ -376,16 +387,12 @@ int run_sweep_cmd(SweepArgs& a) {
         if (!set) return input_error(set.error());
         spec.settings.push_back(set.value());
     }
-    // Inputs are read once here so that a bad file is one clear error, not one per point.
-    auto model = load_model(spec.model);
-    if (!model) return input_error(model.error());
+    // Inputs are read once, here, so that a bad file is one clear error, not one per point.
+    auto inputs = load_sweep_inputs(spec);
+    if (!inputs) return input_error(inputs.error());
     if (!spec.ds_config.empty()) {
-        auto cfg = load_ds_config(spec.ds_config);
+        auto cfg = parse_ds_config(spec.ds_config, inputs->ds_config.dump());
         if (!cfg) return input_error(cfg.error());
-    }
-    for (const auto& t : spec.topologies) {
-        auto topo = load_topology(t);
-        if (!topo) return input_error(topo.error());
     }
     if (!a.shard.empty()) {
         auto slash = a.shard.find('/');
@@ -418,20 +425,20 @@ int run_sweep_cmd(SweepArgs& a) {
                      std::string(static_cast<size_t>(bar), '#').c_str(), std::string(static_cast<size_t>(30 - bar), ' ').c_str(),
                      done, total, el, left, tty && done != total ? "" : "\n");
     };
-    auto rows = run_sweep(spec, points, progress);
+    auto rows = run_sweep(spec, inputs.value(), points, progress);
     if (!rows) return input_error(rows.error());
     size_t failed = 0;
     for (const auto& r : rows.value())
         if (!r.error.empty()) ++failed;
     if (failed) std::cerr << "zerosim: warning: " << failed << " point(s) could not be predicted (see the error column)\n";
-    std::vector<std::string> inputs = spec.topologies;
-    inputs.push_back(spec.model);
-    if (!spec.ds_config.empty()) inputs.push_back(spec.ds_config);
+    std::vector<std::string> files = spec.topologies;
+    files.push_back(spec.model);
+    if (!spec.ds_config.empty()) files.push_back(spec.ds_config);
     if (!a.plot.empty()) {
-        int rc = emit(a.plot, inputs, [&](std::ostream& out) { write_sweep_svg(out, spec, rows.value()); });
+        int rc = emit(a.plot, files, [&](std::ostream& out) { write_sweep_svg(out, spec, rows.value()); });
         if (rc) return rc;
     }
-    return emit(a.output, inputs, [&](std::ostream& out) { write_sweep_csv(out, spec, rows.value(), spec.shard == 0); });
+    return emit(a.output, files, [&](std::ostream& out) { write_sweep_csv(out, spec, rows.value(), spec.shard == 0); });
 }
 
 struct ReportArgs {
@@ -444,18 +451,17 @@ int run_report(ReportArgs& a) {
     auto topo = load_topology(p.topology, p.nodes);
     if (!topo) return input_error(topo.error());
     if (p.sched.world <= 0) p.sched.world = topo->total_gpus();
-    auto cfg = load_ds_config(p.sched.ds_config);
-    if (!cfg) return input_error(cfg.error());
-    auto model = load_model(p.sched.model);
-    if (!model) return input_error(model.error());
-    auto sched = load_schedule(p.sched);
-    if (!sched) return input_error(sched.error());
-    auto logged = simulate(sched.value(), topo.value(), TimingMode::Synchronized);
+    auto in = load_inputs(p.sched);
+    if (!in) return input_error(in.error());
+    const DsConfig& cfg = in->cfg;
+    const Model& model = in->model;
+    const Schedule& schedule = in->schedule;
+    auto logged = simulate(schedule, topo.value(), TimingMode::Synchronized);
     if (!logged) return input_error(logged.error());
-    auto overlapped = simulate(sched.value(), topo.value(), TimingMode::Overlapped);
+    auto overlapped = simulate(schedule, topo.value(), TimingMode::Overlapped);
     if (!overlapped) return input_error(overlapped.error());
-    MemoryEstimate mem = estimate_memory(model.value(), cfg.value(), sched.value());
-    std::string explanation = explain_schedule(model.value(), cfg.value(), sched.value());
+    MemoryEstimate mem = estimate_memory(model, cfg, schedule);
+    std::string explanation = explain_schedule(model, cfg, schedule);
     std::vector<LoggedOp> measured;
     if (!a.measured.empty()) {
         std::ifstream in(a.measured);
@@ -466,14 +472,14 @@ int run_report(ReportArgs& a) {
         if (measured.empty())
             return input_error(Error{a.measured, "--measured", "no DeepSpeed comms_logger lines ('comm op: ...') found"});
     }
-    ReportInput ri{sched.value(), topo.value(), logged.value(), overlapped.value(), mem, explanation,
+    ReportInput ri{schedule, topo.value(), logged.value(), overlapped.value(), mem, explanation,
                    a.measured.empty() ? nullptr : &measured, a.measured, ""};
     if (!a.measured.empty()) {
         // The validator's view: the prediction as a log against the measured one.
         MeasuredLog pred_log;
         pred_log.path = "prediction";
-        for (size_t i = 0; i < sched->ops.size(); ++i) {
-            const Op& op = sched->ops[i];
+        for (size_t i = 0; i < schedule.ops.size(); ++i) {
+            const Op& op = schedule.ops[i];
             if (!is_collective(op.kind)) continue;
             LogOp l;
             l.record = op_record_name(op.kind);
@@ -482,7 +488,7 @@ int run_report(ReportArgs& a) {
             l.size_text = ds_size_string(op.bytes());
             l.time_ms = logged->ops[i].duration() * 1e3;
             l.line = static_cast<int>(i);
-            l.phase = op.step < 0 ? "initialize" : "step" + std::to_string(op.step) + "." + phase_name(op.phase);
+            l.phase = phase_label(op, schedule.meta.grad_accum);
             pred_log.ops.push_back(std::move(l));
         }
         auto meas_log = read_log(a.measured);

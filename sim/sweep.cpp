@@ -119,37 +119,49 @@ std::vector<SweepPoint> shard_points(const std::vector<SweepPoint>& all, int sha
     return std::vector<SweepPoint>(all.begin() + static_cast<long>(lo), all.begin() + static_cast<long>(hi));
 }
 
-SweepResult predict_point(const SweepSpec& spec, const SweepPoint& p) {
+Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec) {
+    SweepInputs in;
+    auto model = load_model(spec.model);
+    if (!model) return model.error();
+    in.model = std::move(model).value();
+    if (!spec.ds_config.empty()) {
+        auto d = read_json_file(spec.ds_config);
+        if (!d) return d.error();
+        in.ds_config = std::move(d).value();
+    }
+    for (const auto& path : spec.topologies) {
+        auto t = load_topology(path);
+        if (!t) return t.error();
+        in.topologies[path] = std::move(t).value();
+    }
+    return in;
+}
+
+SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const SweepPoint& p) {
     SweepResult r;
     r.point = p;
     auto fail = [&](const Error& e) {
         r.error = e.what();
         return r;
     };
-    Json doc = Json::object();
-    if (!spec.ds_config.empty()) {
-        auto d = read_json_file(spec.ds_config);
-        if (!d) return fail(d.error());
-        doc = d.value();
-    }
+    Json doc = in.ds_config;
     if (!doc.contains("train_micro_batch_size_per_gpu") && !doc.contains("train_batch_size"))
         doc["train_micro_batch_size_per_gpu"] = 1;
     set_path(doc, "zero_optimization.stage", p.stage);
     for (size_t i = 0; i < spec.settings.size(); ++i) set_path(doc, spec.settings[i].key, value_of(p.values[i]));
     auto cfg = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump());
     if (!cfg) return fail(cfg.error());
-    auto model = load_model(spec.model);
-    if (!model) return fail(model.error());
-    auto topo = load_topology(p.topology, p.nodes);
-    if (!topo) return fail(topo.error());
-    r.world = topo->total_gpus();
+    const Model& model = in.model;
+    Topology topo = in.topologies.at(p.topology);
+    topo.nodes = p.nodes;  // --nodes scales the node design
+    r.world = topo.total_gpus();
     ScheduleOptions o;
     o.world = r.world;
     o.steps = spec.steps;
     o.seq_len = spec.seq_len;
-    auto s = build_schedule(model.value(), cfg.value(), o);
+    auto s = build_schedule(model, cfg.value(), o);
     if (!s) return fail(s.error());
-    auto pred = simulate(s.value(), topo.value(), TimingMode::Overlapped);
+    auto pred = simulate(s.value(), topo, TimingMode::Overlapped);
     if (!pred) return fail(pred.error());
     const auto& last = pred->steps.back();
     r.step_ms = last.step_s() * 1e3;
@@ -157,7 +169,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepPoint& p) {
     r.comm_ms = last.comm_s * 1e3;
     r.exposed_ms = last.exposed_comm_s * 1e3;
     r.wire_bytes = wire_bytes_per_rank(s.value(), spec.steps - 1);
-    r.memory_bytes = estimate_memory(model.value(), cfg.value(), s.value()).total();
+    r.memory_bytes = estimate_memory(model, cfg.value(), s.value()).total();
     return r;
 }
 
@@ -194,7 +206,7 @@ bool decode(std::string line, SweepResult& r) {
 
 }  // namespace
 
-Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
                                            const std::function<void(size_t, size_t)>& progress) {
     if (points.empty()) return Error{"", "--stages/--nodes/--topology", "the grid is empty: nothing to predict"};
     int jobs = std::max(1, std::min<int>(spec.jobs, static_cast<int>(points.size())));
@@ -213,7 +225,7 @@ Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const std::vec
             close(fds[0]);
             FILE* out = fdopen(fds[1], "w");
             for (size_t i = static_cast<size_t>(w); i < points.size(); i += static_cast<size_t>(jobs)) {
-                std::string line = encode(predict_point(spec, points[i]));
+                std::string line = encode(predict_point(spec, inputs, points[i]));
                 std::fputs(line.c_str(), out);
                 std::fflush(out);
             }

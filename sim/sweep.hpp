@@ -9,8 +9,12 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include "sim/error.hpp"
 #include "sim/json_input.hpp"
+#include "sim/model.hpp"
+#include "sim/topology.hpp"
 
 namespace zerosim {
 
@@ -55,11 +59,18 @@ Result<SweepSetting> parse_sweep_setting(const std::string& text);
 // Every point of the grid, in a fixed order; a shard takes a contiguous block of it.
 std::vector<SweepPoint> sweep_points(const SweepSpec& spec);
 std::vector<SweepPoint> shard_points(const std::vector<SweepPoint>& all, int shard, int shards);
+// The files a sweep reads, read once before the workers start.
+struct SweepInputs {
+    Model model;
+    Json ds_config = Json::object();           // the user's config, or {} for DeepSpeed's defaults
+    std::map<std::string, Topology> topologies;  // by path, as the file says (nodes set per point)
+};
+Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec);
 // Predicts the points with `jobs` worker processes; `progress(done, total)` after each result.
-Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
                                            const std::function<void(size_t, size_t)>& progress);
 // One point in this process (what each worker runs).
-SweepResult predict_point(const SweepSpec& spec, const SweepPoint& p);
+SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const SweepPoint& p);
 
 void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows, bool header);
 void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows);

@@ -158,7 +158,6 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
         if (std::max(p.time_ms, m.time_ms) < min_time_ms || m.time_ms <= 0 || p.bytes < min_bytes) return;
         double e = (p.time_ms - m.time_ms) / m.time_ms;
         std::string phase = !p.phase.empty() ? p.phase : m.phase;
-        for (auto* pair : {&op_stats, &phase_stats, &step_stats}) (void)pair;
         std::string keys[3] = {p.record, phase_of(phase), step_of(phase)};
         std::map<std::string, TimeStats>* stats[3] = {&op_stats, &phase_stats, &step_stats};
         std::map<std::string, std::vector<double>>* errs[3] = {&err_op, &err_phase, &err_step};

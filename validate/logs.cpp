@@ -80,7 +80,7 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
     std::istringstream in(text);
     std::string line, phase, record;
     int n = 0, nccl_rows = 0, ds_lines = 0, first_ds = 0, first_nccl = 0;
-    bool in_summary = false, summary_done = false;
+    bool in_summary = false;
     int record_line = 0;
     size_t rows_under_record = 0;
     while (std::getline(in, line)) {
@@ -100,7 +100,6 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
                 if (record_line && rows_under_record == 0)
                     return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)");
                 in_summary = false;
-                summary_done = true;
             }
             if (p->op.record == "log_summary_barrier") continue;
             LogOp op;
@@ -126,7 +125,6 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
                     return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)");
                 if (line.rfind("#", 0) == 0 || line.rfind("[", 0) == 0) {  // the table has ended
                     in_summary = false;
-                    summary_done = true;
                     continue;
                 }
                 record = line;
@@ -172,7 +170,6 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
     }
     if (in_summary && record_line && rows_under_record == 0)
         return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)");
-    (void)summary_done;
     if (ds_lines > 0 && nccl_rows > 0)
         return at(name, std::max(first_ds, first_nccl),
                   "mixed formats: DeepSpeed comms_logger lines (from line " + std::to_string(first_ds) +

@@ -64,10 +64,7 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
     std::string phase;
     for (const auto& op : r.schedule.ops) {
         if (!is_collective(op.kind)) continue;
-        std::string ph = op.step < 0 ? "initialize"
-                                     : "step" + std::to_string(op.step) + ".micro" +
-                                           std::to_string(op.phase == Phase::Step ? r.schedule.meta.grad_accum - 1 : op.micro) +
-                                           "." + phase_name(op.phase);
+        std::string ph = phase_label(op, r.schedule.meta.grad_accum);
         if (ph != phase) {
             out << "##### PHASE " << ph << " #####\n";
             phase = ph;

@@ -9,40 +9,16 @@
 #include <sys/wait.h>
 
 #include "runtime/nccl_backend.hpp"
+#include "runtime_test_helpers.hpp"
 
 namespace {
 
-struct Out {
-    int code = -1;
-    std::string text;   // stdout and stderr
-};
+using zerorun_test::count_lines_starting;
+using zerorun_test::fixture;
+using Out = zerorun_test::RunResult;
 
-Out sh(const std::string& cmd) {
-    Out r;
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.text.append(buf.data(), n);
-    int st = pclose(p);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    return r;
-}
-
-Out mpirun(int np, const std::string& program, const std::string& args) {
-    return sh(std::string(ZERORUN_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np " +
-              std::to_string(np) + " " + program + " " + args);
-}
-
-int count_lines_starting(const std::string& text, const std::string& prefix) {
-    std::istringstream in(text);
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) n += line.rfind(prefix, 0) == 0;
-    return n;
-}
-
-std::string fixture(const std::string& rel) { return std::string(ZERORUN_FIXTURES_DIR) + "/" + rel; }
+Out sh(const std::string& cmd) { return zerorun_test::shell(cmd); }
+Out mpirun(int np, const std::string& program, const std::string& args) { return zerorun_test::mpirun_program(np, program, args); }
 
 std::string error_of(int local, int devices) {
     try {
@@ -99,21 +75,21 @@ TEST(NcclHost, UniqueIdIsBroadcastOverMpi) {
     for (int root : {0, 2}) {
         SCOPED_TRACE("root " + std::to_string(root));
         Out r = mpirun(3, ZERORUN_NCCL_ID_HELPER, std::to_string(root));
-        EXPECT_EQ(r.code, 0) << r.text;
-        EXPECT_EQ(count_lines_starting(r.text, "rank "), 3) << r.text;
+        EXPECT_EQ(r.code, 0) << r.out;
+        EXPECT_EQ(count_lines_starting(r.out, "rank "), 3) << r.out;
         for (int k = 0; k < 3; ++k)
-            EXPECT_NE(r.text.find("rank " + std::to_string(k) + ": id ok"), std::string::npos) << r.text;
+            EXPECT_NE(r.out.find("rank " + std::to_string(k) + ": id ok"), std::string::npos) << r.out;
     }
 }
 
 // Without a usable GPU (or without NCCL), --backend nccl is an input error: exit 2, one line.
 void expect_no_gpu_line(const Out& r, const std::string& cause) {
-    EXPECT_EQ(r.code, 2) << r.text;
-    EXPECT_EQ(count_lines_starting(r.text, "zerorun:"), 1) << r.text;
-    EXPECT_NE(r.text.find("zerorun: error: --backend nccl: "), std::string::npos) << r.text;
-    EXPECT_NE(r.text.find(cause), std::string::npos) << r.text;
-    EXPECT_EQ(r.text.find("signal"), std::string::npos) << r.text;
-    EXPECT_EQ(r.text.find("core dumped"), std::string::npos) << r.text;
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_EQ(count_lines_starting(r.out, "zerorun:"), 1) << r.out;
+    EXPECT_NE(r.out.find("zerorun: error: --backend nccl: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(cause), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("signal"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("core dumped"), std::string::npos) << r.out;
 }
 
 TEST(NcclHost, NoGpuPathExitsTwoWithOneLine) {
@@ -131,19 +107,19 @@ TEST(NcclHost, NoGpuPathExitsTwoWithOneLine) {
 TEST(NcclHost, DefaultBackendIsNamedOnStderr) {
     std::string cause = zerorun::gpu_unavailable_reason();
     Out r = mpirun(2, ZERORUN_BINARY, "bench --op all_reduce --min 8 --max 64 -n 1 -w 0");
-    EXPECT_EQ(r.code, 0) << r.text;
-    if (cause.empty()) EXPECT_NE(r.text.find("# zerorun: backend nccl (default: a CUDA device is visible)"), std::string::npos) << r.text;
-    else EXPECT_NE(r.text.find("# zerorun: backend mpi (default: " + cause + ")"), std::string::npos) << r.text;
-    EXPECT_EQ(count_lines_starting(r.text, "# zerorun: backend"), 1) << r.text;
+    EXPECT_EQ(r.code, 0) << r.out;
+    if (cause.empty()) EXPECT_NE(r.out.find("# zerorun: backend nccl (default: a CUDA device is visible)"), std::string::npos) << r.out;
+    else EXPECT_NE(r.out.find("# zerorun: backend mpi (default: " + cause + ")"), std::string::npos) << r.out;
+    EXPECT_EQ(count_lines_starting(r.out, "# zerorun: backend"), 1) << r.out;
 
     r = mpirun(2, ZERORUN_BINARY, "bench --backend mpi --op all_gather --min 64 --max 64 -n 1 -w 0");
-    EXPECT_EQ(r.code, 0) << r.text;
-    EXPECT_NE(r.text.find("# zerorun: backend mpi (--backend)"), std::string::npos) << r.text;
-    EXPECT_NE(r.text.find("backend mpi, 2 ranks"), std::string::npos) << r.text;
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("# zerorun: backend mpi (--backend)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("backend mpi, 2 ranks"), std::string::npos) << r.out;
 
     r = mpirun(1, ZERORUN_BINARY, "bench --backend gloo");
-    EXPECT_EQ(r.code, 2) << r.text;
-    EXPECT_NE(r.text.find("gloo"), std::string::npos) << r.text;
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("gloo"), std::string::npos) << r.out;
 }
 
 // On a GPU: nccl-tests tables with #wrong 0 at world 1 (scripts/gpu-check.sh runs this).
@@ -155,9 +131,9 @@ TEST(NcclGpu, BenchHasNoWrongResults) {
             SCOPED_TRACE(std::string(op) + " " + type);
             Out r = mpirun(1, ZERORUN_BINARY,
                            std::string("bench --backend nccl --op ") + op + " --dtype " + type + " --min 64 --max 1M -f 4 -n 3 -w 1");
-            EXPECT_EQ(r.code, 0) << r.text;
-            EXPECT_NE(r.text.find("backend nccl, 1 ranks"), std::string::npos) << r.text;
-            EXPECT_NE(r.text.find("# Out of bounds values : 0 OK"), std::string::npos) << r.text;
+            EXPECT_EQ(r.code, 0) << r.out;
+            EXPECT_NE(r.out.find("backend nccl, 1 ranks"), std::string::npos) << r.out;
+            EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
         }
 }
 
@@ -169,8 +145,8 @@ TEST(NcclGpu, StagesRunOnNccl) {
         Out r = mpirun(1, ZERORUN_BINARY,
                        "--backend nccl --ds-config " + fixture("configs/z" + std::to_string(stage) + ".json") + " --model " +
                            fixture("tiny_model.json") + " --steps 2 --quiet");
-        EXPECT_EQ(r.code, 0) << r.text;
-        EXPECT_EQ(r.text.find("zerorun: error"), std::string::npos) << r.text;
+        EXPECT_EQ(r.code, 0) << r.out;
+        EXPECT_EQ(r.out.find("zerorun: error"), std::string::npos) << r.out;
     }
 }
 

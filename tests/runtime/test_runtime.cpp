@@ -30,49 +30,19 @@
 #include "sim/outputs/comms_log.hpp"
 #include "sim/outputs/schedule_outputs.hpp"
 #include "sim/schedule.hpp"
+#include "runtime_test_helpers.hpp"
 
 namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-struct RunResult {
-    int code = -1;
-    std::string out;   // stdout and stderr
-    double seconds = 0;
-};
+using zerorun_test::count_lines_starting;
+using zerorun_test::fixture;
+using zerorun_test::RunResult;
+using zerorun_test::shell;
 
-RunResult shell(const std::string& cmd) {
-    RunResult r;
-    auto t0 = std::chrono::steady_clock::now();
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int st = pclose(p);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return r;
-}
-
-// mpirun as the CI machines need it: root, more ranks than cores, ranks that yield while waiting
-// (busy-polling ranks on 2 cores starve each other).
-RunResult mpirun(int np, const std::string& args) {
-    std::string cmd = std::string(ZERORUN_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none" +
-                      " --mca mpi_yield_when_idle 1 -np " + std::to_string(np) + " " + ZERORUN_BINARY + " " + args;
-    return shell(cmd);
-}
-
-int count_lines_starting(const std::string& text, const std::string& prefix) {
-    std::istringstream in(text);
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) n += line.rfind(prefix, 0) == 0;
-    return n;
-}
-
-std::string fixture(const std::string& rel) { return std::string(ZERORUN_FIXTURES_DIR) + "/" + rel; }
+RunResult mpirun(int np, const std::string& args) { return zerorun_test::mpirun_program(np, ZERORUN_BINARY, args); }
 
 // A fresh folder per test.
 std::string workdir() {
