@@ -33,9 +33,22 @@ inline RunResult shell(const std::string& cmd) {
 
 // mpirun as the CI machines need it: root, more ranks than cores, ranks that yield while waiting
 // (busy-polling ranks on 2 cores starve each other).
+inline std::string mpirun_command(int np, const std::string& program, const std::string& args) {
+    return std::string(ZERORUN_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none" +
+           " --mca mpi_yield_when_idle 1 -np " + std::to_string(np) + " " + program + " " + args;
+}
+
 inline RunResult mpirun_program(int np, const std::string& program, const std::string& args) {
-    return shell(std::string(ZERORUN_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none" +
-                 " --mca mpi_yield_when_idle 1 -np " + std::to_string(np) + " " + program + " " + args);
+    return shell(mpirun_command(np, program, args));
+}
+
+// One stream only: mpirun forwards stdout and stderr separately, so merged they can interleave
+// inside a line.
+inline RunResult mpirun_stderr(int np, const std::string& program, const std::string& args) {
+    return shell("(" + mpirun_command(np, program, args) + " > /dev/null)");
+}
+inline RunResult mpirun_stdout(int np, const std::string& program, const std::string& args) {
+    return shell("(" + mpirun_command(np, program, args) + " 2> /dev/null)");
 }
 
 inline int count_lines_starting(const std::string& text, const std::string& prefix) {

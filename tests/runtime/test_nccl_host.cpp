@@ -106,15 +106,18 @@ TEST(NcclHost, NoGpuPathExitsTwoWithOneLine) {
 
 TEST(NcclHost, DefaultBackendIsNamedOnStderr) {
     std::string cause = zerorun::gpu_unavailable_reason();
-    Out r = mpirun(2, ZERORUN_BINARY, "bench --op all_reduce --min 8 --max 64 -n 1 -w 0");
+    // The backend line is on stderr; read each stream on its own (they can interleave if merged).
+    Out r = zerorun_test::mpirun_stderr(2, ZERORUN_BINARY, "bench --op all_reduce --min 8 --max 64 -n 1 -w 0");
     EXPECT_EQ(r.code, 0) << r.out;
     if (cause.empty()) EXPECT_NE(r.out.find("# zerorun: backend nccl (default: a CUDA device is visible)"), std::string::npos) << r.out;
     else EXPECT_NE(r.out.find("# zerorun: backend mpi (default: " + cause + ")"), std::string::npos) << r.out;
     EXPECT_EQ(count_lines_starting(r.out, "# zerorun: backend"), 1) << r.out;
 
-    r = mpirun(2, ZERORUN_BINARY, "bench --backend mpi --op all_gather --min 64 --max 64 -n 1 -w 0");
+    r = zerorun_test::mpirun_stderr(2, ZERORUN_BINARY, "bench --backend mpi --op all_gather --min 64 --max 64 -n 1 -w 0");
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("# zerorun: backend mpi (--backend)"), std::string::npos) << r.out;
+    r = zerorun_test::mpirun_stdout(2, ZERORUN_BINARY, "bench --backend mpi --op all_gather --min 64 --max 64 -n 1 -w 0");
+    EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("backend mpi, 2 ranks"), std::string::npos) << r.out;
 
     r = mpirun(1, ZERORUN_BINARY, "bench --backend gloo");
