@@ -361,6 +361,9 @@ class Executor {
                      a_.test_fail_mode == "hang" ? "hanging" : "exiting", op_label(op).c_str());
         std::fflush(stderr);
         if (a_.test_fail_mode == "hang") {
+            // A hung process cannot be trusted to notice itself (think SIGSTOP or a stuck driver):
+            // its own watchdog stands down so that the peers' watchdogs are what the test exercises.
+            if (watchdog_) watchdog_->stop();
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
         }
         _exit(0);
