@@ -46,6 +46,7 @@ Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& n
     if (!j.is_object() || !j.contains("ops") || !j["ops"].is_array())
         return Error{name, "ops", "expected a zerosim JSON log with an \"ops\" array"};
     int i = 0;
+    try {
     for (const auto& o : j["ops"]) {
         ++i;
         if (!o.is_object() || !o.contains("kind")) return Error{name, "ops[" + std::to_string(i - 1) + "]", "expected an op object"};
@@ -64,6 +65,10 @@ Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& n
                                                                                                           : std::to_string(o.value("micro", 0))) +
                                   "." + o.value("phase", "");
         log.ops.push_back(std::move(op));
+    }
+    } catch (const nlohmann::json::exception& e) {
+        // A field of the wrong type (found by fuzzing): an error naming the op, never an abort.
+        return Error{name, "ops[" + std::to_string(i - 1) + "]", std::string("unexpected value: ") + e.what()};
     }
     return log;
 }
