@@ -26,6 +26,13 @@ struct BenchOptions {
     ReduceOp redop = ReduceOp::Sum;
     int root = 0;
     bool check = true;
+    // Time single calls, each after a barrier (as zerorun --sync-each-op and DeepSpeed's comms
+    // logger time an op), instead of nccl-tests' back-to-back loop; the row is the mean over calls of
+    // the shortest time over ranks.
+    bool fenced = false;
+    // With fenced: bytes each rank writes over before every call, so the call finds cold caches
+    // as an op inside a training step does (0: warm).
+    int64_t evict_bytes = 64ll << 20;
     int test_corrupt_rank = -1;      // hidden: this rank damages its results (the check must see it)
 };
 

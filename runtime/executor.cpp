@@ -357,6 +357,11 @@ class Executor {
 
     void maybe_fail_on_purpose(const Op& op) {
         if (rank_ != a_.test_fail_rank || op.id != a_.test_fail_op) return;
+        if (a_.test_fail_mode == "delay") {
+            // A late rank, not a failed one: its peers wait for it inside the collective.
+            std::this_thread::sleep_for(std::chrono::milliseconds(400));
+            return;
+        }
         std::fprintf(stderr, "zerorun: rank %d: --test-fail-op: %s before %s\n", rank_,
                      a_.test_fail_mode == "hang" ? "hanging" : "exiting", op_label(op).c_str());
         std::fflush(stderr);

@@ -26,6 +26,11 @@ struct RunArgs {
     std::string json;                   // JSON log of all ranks (rank 0)
     double compute_scale = 1.0;
     bool sync_each_op = false;
+    // What the comms_logger lines report per op: "rank" (rank 0's own call, as DeepSpeed's logger:
+    // it includes waiting for ranks that arrive late) or "skew-free" (the shortest call over ranks:
+    // the rank that arrived last waited for nobody, so its time is the collective's own). The JSON
+    // log keeps every rank's call either way.
+    std::string op_time = "rank";
     double timeout_s = 60.0;
     float lr = 1e-3f;
     uint64_t seed = 1;
@@ -34,7 +39,7 @@ struct RunArgs {
     bool quiet = false;
     int test_fail_rank = -1;
     int64_t test_fail_op = -1;
-    std::string test_fail_mode = "exit";   // exit | hang
+    std::string test_fail_mode = "exit";   // exit | hang | delay (400 ms, then go on)
 };
 
 // What happened to one op on this rank.

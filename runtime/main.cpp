@@ -31,6 +31,8 @@ struct BenchArgs {
     int64_t factor = 2;
     int iters = 20, warmup = 5, root = 0;
     int check = 1;
+    bool fenced = false;
+    std::string evict = "64M";
     int corrupt_rank = -1;
 };
 
@@ -59,6 +61,10 @@ int run_bench_cmd(Backend& be, const BenchArgs& a) {
     o.warmup = a.warmup;
     o.root = a.root;
     o.check = a.check != 0;
+    o.fenced = a.fenced;
+    auto ev = parse_byte_size(a.evict, "--evict");
+    if (!ev) return input_error(be, ev.error());
+    o.evict_bytes = ev.value();
     o.test_corrupt_rank = a.corrupt_rank;
     auto rows = run_bench(be, o, std::cout);
     int64_t wrong = 0;
@@ -94,6 +100,10 @@ int main(int argc, char** argv) {
     app.add_option("--compute-scale", ra.compute_scale, "Fraction of each compute segment's FLOPs run as real GEMMs (0: none)")
         ->capture_default_str();
     app.add_flag("--sync-each-op", ra.sync_each_op, "Finish every op before the next starts (DeepSpeed comms_logger timing)");
+    app.add_option("--op-time", ra.op_time,
+                   "Op time in the comms_logger lines: rank (rank 0's own call, as DeepSpeed logs it) or skew-free "
+                   "(shortest call over ranks: the collective without waiting for late ranks)")
+        ->capture_default_str();
     app.add_option("--timeout", ra.timeout_s, "Seconds without progress before every rank is stopped")->capture_default_str();
     app.add_option("--lr", ra.lr, "Adam learning rate")->capture_default_str();
     app.add_option("--seed", ra.seed, "Seed of initial weights and loss targets")->capture_default_str();
@@ -119,6 +129,12 @@ int main(int argc, char** argv) {
     bench->add_option("-o,--redop", ba.redop, "sum or max")->capture_default_str();
     bench->add_option("-r,--root", ba.root, "Root of broadcast and reduce")->capture_default_str();
     bench->add_option("-c,--check", ba.check, "Check every result (1) or not (0)")->capture_default_str();
+    bench->add_flag("--fenced", ba.fenced,
+                    "Time single calls each after a barrier, as zerorun --sync-each-op does (default: back-to-back, as nccl-tests)");
+    bench->add_option("--evict", ba.evict,
+                      "With --fenced: bytes each rank writes over before every call, so it finds cold caches as an op "
+                      "inside a training step does (0: warm)")
+        ->capture_default_str();
     bench->add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
         ->check(CLI::IsMember({"nccl", "mpi"}));
     bench->add_option("--test-corrupt-rank", ba.corrupt_rank)->group("");

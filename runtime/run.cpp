@@ -86,8 +86,10 @@ int run_zero(Backend& be, const RunArgs& a) {
     if (a.compute_scale < 0) return input_error(be, {"", "--compute-scale", "expected a fraction >= 0"});
     if (a.timeout_s < 0) return input_error(be, {"", "--timeout", "expected seconds >= 0 (0 turns the watchdog off)"});
     if (!(a.lr > 0)) return input_error(be, {"", "--lr", "expected a positive learning rate"});
-    if (a.test_fail_mode != "exit" && a.test_fail_mode != "hang")
-        return input_error(be, {"", "--test-fail-mode", "expected exit or hang"});
+    if (a.op_time != "rank" && a.op_time != "skew-free")
+        return input_error(be, {"", "--op-time", "expected rank or skew-free, found '" + a.op_time + "'"});
+    if (a.test_fail_mode != "exit" && a.test_fail_mode != "hang" && a.test_fail_mode != "delay")
+        return input_error(be, {"", "--test-fail-mode", "expected exit, hang or delay"});
     auto sched = load_schedule(be, a);
     if (!sched) return input_error(be, sched.error());
     const zerosim::Schedule& s = sched.value();
@@ -114,18 +116,10 @@ int run_zero(Backend& be, const RunArgs& a) {
     for (const auto& r : ranks) wrong += r.at("wrong").get<int64_t>();
     nlohmann::json log = run_json(s, a, be.name(), ranks);
     bool ok = true;
-    // run_json made times relative; the DeepSpeed lines want wall-clock timestamps, so use rank 0's
-    // own record with the epoch added back.
-    nlohmann::json r0 = log.at("ranks").at(0);
-    double epoch = log.at("epoch_unix_us").get<double>();
-    for (auto& o : r0["ops"]) {
-        o["start_us"] = o["start_us"].get<double>() + epoch;
-        o["end_us"] = o["end_us"].get<double>() + epoch;
-    }
     if (a.output.empty() || a.output == "-") {
-        write_measured_deepspeed(std::cout, s, r0);
+        write_measured_deepspeed(std::cout, s, log);
     } else {
-        ok &= write_file(a.output, [&](std::ostream& o) { write_measured_deepspeed(o, s, r0); });
+        ok &= write_file(a.output, [&](std::ostream& o) { write_measured_deepspeed(o, s, log); });
     }
     if (!a.json.empty()) ok &= write_file(a.json, [&](std::ostream& o) { o << log.dump(1) << '\n'; });
     if (!a.quiet) write_memory_report(std::cout, s, ranks);

@@ -38,6 +38,21 @@ nlohmann::json rank_json(int rank, const zerosim::Schedule& s, const RankResult&
     return {{"rank", rank}, {"wrong", r.wrong_total}, {"peak_rss_bytes", r.peak_rss}, {"memory", mem}, {"ops", ops}};
 }
 
+// The op's time as the comms_logger lines and the JSON log report it (--op-time): rank 0's own
+// call, or the shortest call over ranks (the rank that arrived last waited for nobody). A record
+// without a call time (a backend that could not time the call alone) falls back to end - start.
+double reported_op_us(const std::vector<json>& ranks, size_t i, const std::string& op_time) {
+    auto own = [&](const json& r) {
+        const auto& rec = r.at("ops").at(i);
+        double call = rec.value("call_us", -1.0);
+        return call >= 0 ? call : rec.at("end_us").get<double>() - rec.at("start_us").get<double>();
+    };
+    double best = own(ranks.at(0));
+    if (op_time == "skew-free")
+        for (const auto& r : ranks) best = std::min(best, own(r));
+    return best;
+}
+
 nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std::string& backend,
                         const std::vector<json>& ranks) {
     // Times relative to the earliest op start on any rank (all ranks share the host clock).
@@ -56,6 +71,7 @@ nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std:
     }
     json ops = json::array();
     for (const auto& op : s.ops) {
+        const size_t i = static_cast<size_t>(&op - s.ops.data());
         json o = {{"id", op.id},
                   {"kind", op.kind == OpKind::Compute ? "compute" : zerosim::op_record_name(op.kind)},
                   {"rule", op.rule},
@@ -72,6 +88,7 @@ nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std:
             o["bytes"] = op.bytes();
             o["dtype"] = zerosim::dtype_name(op.dtype);
             if (op.root >= 0) o["root"] = op.root;
+            o["time_ms"] = reported_op_us(rs, i, a.op_time) / 1000.0;
         }
         ops.push_back(std::move(o));
     }
@@ -86,6 +103,7 @@ nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std:
             {"model_dtype", zerosim::dtype_name(s.meta.model_dtype)},
             {"comm_dtype", zerosim::dtype_name(s.meta.comm_dtype)},
             {"sync_each_op", a.sync_each_op},
+            {"op_time", a.op_time},
             {"compute_scale", a.compute_scale},
             {"epoch_unix_us", epoch},
             {"wrong", wrong},
@@ -93,9 +111,11 @@ nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std:
             {"ranks", rs}};
 }
 
-void write_measured_deepspeed(std::ostream& out, const zerosim::Schedule& s, const json& rank0) {
+void write_measured_deepspeed(std::ostream& out, const zerosim::Schedule& s, const json& log) {
     std::vector<zerosim::LoggedOp> logged;
-    const auto& recs = rank0.at("ops");
+    // Timestamps are rank 0's, on the wall clock (run_json made them relative to the epoch).
+    const auto& recs = log.at("ranks").at(0).at("ops");
+    const double epoch = log.at("epoch_unix_us").get<double>();
     for (size_t i = 0; i < s.ops.size(); ++i) {
         const auto& op = s.ops[i];
         if (op.kind == OpKind::Compute) continue;
@@ -104,12 +124,11 @@ void write_measured_deepspeed(std::ostream& out, const zerosim::Schedule& s, con
         l.record = zerosim::op_record_name(op.kind);
         l.caller = op.caller;
         l.bytes = op.bytes();
-        double call = rec.contains("call_us") ? rec.at("call_us").get<double>() : -1.0;
-        l.time_ms = (call >= 0 ? call : rec.at("end_us").get<double>() - rec.at("start_us").get<double>()) / 1000.0;
+        l.time_ms = log.at("ops").at(i).at("time_ms").get<double>();
         auto bw = zerosim::ds_bandwidth(l.record, l.bytes, l.time_ms, s.meta.world);
         l.algbw_gbps = bw.algbw_gbps;
         l.busbw_gbps = bw.busbw_gbps;
-        l.timestamp_s = rec.at("end_us").get<double>() / 1e6;
+        l.timestamp_s = (rec.at("end_us").get<double>() + epoch) / 1e6;
         zerosim::write_ds_verbose_line(out, l);
         logged.push_back(std::move(l));
     }

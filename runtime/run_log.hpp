@@ -20,9 +20,9 @@ nlohmann::json rank_json(int rank, const zerosim::Schedule& s, const RankResult&
 nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std::string& backend,
                         const std::vector<nlohmann::json>& ranks);
 
-// Rank 0's comms_logger view: one verbose line per collective in IR order, then log_summary()'s
-// table. Times are rank 0's measured ones.
-void write_measured_deepspeed(std::ostream& out, const zerosim::Schedule& s, const nlohmann::json& rank0);
+// The comms_logger view of a run_json log: one verbose line per collective in IR order, then
+// log_summary()'s table. Times are the log's per-op time_ms (see --op-time), timestamps rank 0's.
+void write_measured_deepspeed(std::ostream& out, const zerosim::Schedule& s, const nlohmann::json& log);
 
 // Memory per rank by category (peaks), the ZeRO state peak and the peak RSS.
 void write_memory_report(std::ostream& out, const zerosim::Schedule& s, const std::vector<nlohmann::json>& ranks);

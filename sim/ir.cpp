@@ -60,6 +60,10 @@ const char* compute_kind_name(ComputeKind k) {
 
 bool is_collective(OpKind k) { return k != OpKind::Compute; }
 
+bool deepspeed_calls_in_place(OpKind k) {
+    return k == OpKind::AllReduce || k == OpKind::Broadcast || k == OpKind::Reduce;
+}
+
 std::string phase_label(const Op& op, int64_t grad_accum) {
     if (op.step < 0) return "initialize";
     int64_t micro = op.phase == Phase::Step ? grad_accum - 1 : op.micro;

@@ -28,6 +28,10 @@ const char* stream_name(Stream s);
 const char* reduce_op_name(ReduceOp r);
 const char* compute_kind_name(ComputeKind k);
 bool is_collective(OpKind k);
+// Whether DeepSpeed calls this collective on one buffer (the gradient bucket's all_reduce, a
+// parameter's broadcast, reduce) or from an input into a separate output (all_gather_into_tensor,
+// reduce_scatter_tensor): which column of an nccl-tests table times it as DeepSpeed runs it.
+bool deepspeed_calls_in_place(OpKind k);
 
 
 // Why an op exists: one entry per ZeRO rule, with the config keys that shape it.

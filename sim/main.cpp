@@ -554,6 +554,7 @@ struct CalibrateArgs {
     std::string op;
     int64_t world = 0;
     int64_t nodes = 0;
+    std::string column = "as-deepspeed";
     std::string output;
 };
 
@@ -578,9 +579,14 @@ int run_calibrate(const CalibrateArgs& a) {
             if (!guess_collective(head.substr(0, 4000), op) && !guess_collective(f, op))
                 return input_error(Error{f, "--op", "cannot tell which collective this table measured; pass --op"});
         }
+        // The column that times the op as it will be used; a table without in-place columns
+        // (some nccl-tests builds, older logs) gives its out-of-place time.
+        bool in_place = a.column == "in-place" || (a.column == "as-deepspeed" && deepspeed_calls_in_place(op));
         for (const auto& t : log->tables)
-            for (size_t i = 0; i < t.rows.size(); ++i)
-                rows.push_back({op, t.rows[i].bytes, t.rows[i].time_us, world, f + ": size " + std::to_string(t.rows[i].bytes)});
+            for (const auto& r : t.rows) {
+                double us = in_place && r.inplace_time_us > 0 ? r.inplace_time_us : r.time_us;
+                rows.push_back({op, r.bytes, us, world, f + ": size " + std::to_string(r.bytes)});
+            }
     }
     auto cal = calibrate(topo.value(), rows);
     if (!cal) return input_error(Error{a.files.front(), cal.error().field, cal.error().message});
@@ -605,6 +611,7 @@ int run_calibrate(const CalibrateArgs& a) {
         jc["per_collective"] = per;
     }
     jc["fitted_from"] = a.files;
+    jc["column"] = a.column;
     out["calibration"] = jc;
     if (a.output.empty()) return input_error(Error{"", "-o", "give the calibrated topology a file name (the input is never overwritten)"});
     std::vector<std::string> inputs = a.files;
@@ -801,6 +808,11 @@ int main(int argc, char** argv) {
     cal->add_option("--op", ca.op, "The collective the tables measured (default: read from the file)");
     cal->add_option("--world", ca.world, "Ranks in the measurements (default: every GPU of the topology)");
     cal->add_option("--nodes", ca.nodes, "Scale the topology to this many nodes");
+    cal->add_option("--column", ca.column,
+                    "Which time of each row to fit: out-of-place, in-place, or as-deepspeed (in-place for all_reduce, "
+                    "broadcast and reduce, out-of-place for all_gather and reduce_scatter, as DeepSpeed calls them)")
+        ->check(CLI::IsMember({"as-deepspeed", "out-of-place", "in-place"}))
+        ->capture_default_str();
     cal->add_option("-o,--output", ca.output, "The calibrated topology file to write")->required();
 
     try {

@@ -134,7 +134,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
                      ": the nodes would be disconnected");
         if (root.has("calibration")) {
             auto cal = root.at("calibration");
-            check_keys(cal, {"bandwidth_scale", "latency_scale", "fitted_from", "per_collective", "fit"});
+            check_keys(cal, {"bandwidth_scale", "latency_scale", "fitted_from", "column", "per_collective", "fit"});
             if (cal.has("bandwidth_scale")) t.bandwidth_scale = positive(cal.at("bandwidth_scale"));
             if (cal.has("latency_scale")) t.latency_scale = positive(cal.at("latency_scale"));
             if (cal.has("per_collective")) {

@@ -13,7 +13,7 @@ const char* log_format_name(LogFormat f) {
     switch (f) {
         case LogFormat::DeepSpeed: return "DeepSpeed comms_logger";
         case LogFormat::NcclTests: return "nccl-tests";
-        case LogFormat::ZerosimJson: return "zerosim JSON";
+        case LogFormat::ZerosimJson: return "zerosim/zerorun JSON";
     }
     return "?";
 }

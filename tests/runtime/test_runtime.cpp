@@ -363,6 +363,79 @@ TEST(Runtime, HungRankIsCaughtByWatchdog) {
     EXPECT_TRUE(std::regex_search(r.out, std::regex("zerorun: error: rank [023]: no op finished for [0-9.]+ s"))) << r.out;
 }
 
+// A rank that arrives late at one collective (400 ms, without --sync-each-op to absorb it at a
+// fence): rank 0 waits for it inside the call, so its own time (--op-time rank, DeepSpeed's view)
+// holds the wait; the skew-free time (shortest call over ranks) is the collective's own and does
+// not. The DeepSpeed lines print the same time as the JSON log.
+TEST(Runtime, SkewFreeOpTimeLeavesOutTheWaitForALateRank) {
+    const std::string dir = workdir();
+    std::string cfg = write_config(dir, 2, "fp32", 1);
+    const auto sched = zerosim::build_schedule(
+        zerosim::load_model(fixture("tiny_model.json")).value(), zerosim::load_ds_config(cfg).value(), [] {
+            zerosim::ScheduleOptions o;
+            o.world = 2;
+            o.steps = 1;
+            return o;
+        }()).value();
+    int64_t late = -1;   // the first all_reduce after the start-up phase
+    for (const auto& op : sched.ops)
+        if (op.kind == zerosim::OpKind::AllReduce && op.step >= 0) {
+            late = op.id;
+            break;
+        }
+    ASSERT_GE(late, 0);
+    auto time_ms = [&](const std::string& mode, double& ds_line_ms) {
+        RunResult r = mpirun(2, "--ds-config " + cfg + " --model " + fixture("tiny_model.json") +
+                                    " --steps 1 --compute-scale 0 --timeout 30 --quiet --test-fail-rank 1 --test-fail-op " +
+                                    std::to_string(late) + " --test-fail-mode delay --op-time " + mode + " -o " + dir + "/" +
+                                    mode + ".log --json " + dir + "/" + mode + ".json");
+        EXPECT_EQ(r.code, 0) << r.out;
+        json j = json::parse(read_text(dir + "/" + mode + ".json"));
+        EXPECT_EQ(j.at("op_time"), mode);
+        // The late op's line: collectives are logged in IR order.
+        int nth = 0;
+        for (const auto& op : sched.ops)
+            if (op.kind != zerosim::OpKind::Compute && op.id < late) ++nth;
+        std::ifstream f(dir + "/" + mode + ".log");
+        std::string line;
+        ds_line_ms = -1;
+        for (int seen = 0; std::getline(f, line);)
+            if (line.find("comm op:") != std::string::npos && seen++ == nth) {
+                auto p = zerosim::parse_ds_verbose_line(line);
+                EXPECT_TRUE(p.has_value()) << line;
+                if (p) ds_line_ms = p->op.time_ms;
+            }
+        return j.at("ops").at(static_cast<size_t>(late)).at("time_ms").get<double>();
+    };
+    double rank_line = 0, free_line = 0;
+    double rank_ms = time_ms("rank", rank_line);
+    double free_ms = time_ms("skew-free", free_line);
+    EXPECT_GT(rank_ms, 300.0);
+    EXPECT_LT(free_ms, 100.0);
+    EXPECT_NEAR(rank_line, rank_ms, 0.006);
+    EXPECT_NEAR(free_line, free_ms, 0.006);
+}
+
+// The validator reads zerorun's JSON log (full-precision times) beside zerosim's predicted JSON:
+// the run is the schedule, op for op.
+TEST(Runtime, ValidatorReadsTheJsonLog) {
+    const std::string dir = workdir();
+    std::string cfg = write_config(dir, 3, "fp32", 1);
+    const std::string model = fixture("tiny_model.json");
+    RunResult run = mpirun(2, "--ds-config " + cfg + " --model " + model +
+                                  " --steps 2 --compute-scale 0 --sync-each-op --op-time skew-free --quiet -o " + dir +
+                                  "/m.log --json " + dir + "/m.json");
+    ASSERT_EQ(run.code, 0) << run.out;
+    RunResult pred = shell(std::string(ZEROSIM_BINARY) + " predict --ds-config " + cfg + " --model " + model +
+                           " --topology " + ZERORUN_FIXTURES_DIR + "/../../topologies/localhost.json --world 2 --steps 2"
+                           " --format json -o " + dir + "/p.json");
+    ASSERT_EQ(pred.code, 0) << pred.out;
+    RunResult v = shell(std::string(ZEROSIM_BINARY) + " validate " + dir + "/p.json " + dir + "/m.json --what ops");
+    EXPECT_EQ(v.code, 0) << v.out;
+    EXPECT_NE(v.out.find("0 missing, 0 extra, 0 resized, 0 swapped"), std::string::npos) << v.out;
+    EXPECT_NE(v.out.find("zerosim/zerorun JSON"), std::string::npos) << v.out;
+}
+
 TEST(Runtime, BadInputsGiveOneLineAndExitTwo) {
     const std::string dir = workdir();
     std::string bad = dir + "/bad.json";
@@ -463,6 +536,27 @@ TEST(Bench, CorruptedResultIsCountedWrong) {
         EXPECT_EQ(row.cols[12], "1");
     }
     EXPECT_NE(r.out.find("# Out of bounds values : 6 FAILED"), std::string::npos) << r.out;
+}
+
+// --fenced: single calls after a barrier, still every result checked; the header says how it
+// timed, so a table is never mistaken for nccl-tests' back-to-back figures.
+TEST(Bench, FencedCallsAreCheckedAndSaySo) {
+    RunResult r = mpirun(3, "bench --op all_gather --min 1K --max 64K -f 8 -n 3 -w 1 --fenced --evict 1M");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("fenced calls (a barrier before each; time = shortest over ranks, mean over calls); "
+                         "caches evicted with 1 MiB between calls"),
+              std::string::npos)
+        << r.out;
+    auto rows = bench_rows(r.out);
+    ASSERT_EQ(rows.size(), 3u) << r.out;
+    for (const auto& row : rows) {
+        EXPECT_EQ(row.cols[8], "0");
+        EXPECT_EQ(row.cols[12], "0");
+        EXPECT_GT(std::stod(row.cols[5]), 0.0);
+    }
+    RunResult bad = mpirun(2, "bench --fenced --evict lots");
+    EXPECT_EQ(bad.code, 2) << bad.out;
+    EXPECT_NE(bad.out.find("--evict"), std::string::npos) << bad.out;
 }
 
 TEST(Bench, BadOptionsExitTwo) {

@@ -1,6 +1,7 @@
 // The validator: readers on the real reference logs and on broken files, alignment that reports
 // exactly what was changed, calibration that recovers known terms and predicts held-out sizes,
 // and the command line's exit codes.
+#include <filesystem>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -264,6 +265,44 @@ TEST(CalibrateCli, WritesANewTopologyAndNeverItsInput) {
 }  // namespace
 
 namespace {
+
+// A table whose in-place calls run at half the bandwidth of its out-of-place ones: the column
+// calibrate fits decides the answer. as-deepspeed takes in-place for all_reduce (DeepSpeed reduces
+// its gradient bucket in place) and out-of-place for all_gather (all_gather_into_tensor).
+TEST(CalibrateCli, FitsTheColumnDeepSpeedCalls) {
+    Topology fast = a100(), slow = a100();
+    slow.bandwidth_scale = 0.5;
+    std::string table = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+    for (int64_t s = 1 << 20; s <= (1LL << 32); s *= 2) {
+        Measurement m{OpKind::AllReduce, s, 0, 8, "synthetic"};
+        char row[256];
+        std::snprintf(row, sizeof row, "%12lld %12lld float sum -1 %10.2f 1.00 1.00 0 %10.2f 1.00 1.00 0\n",
+                      static_cast<long long>(s), static_cast<long long>(s / 4), predicted_time_us(fast, m),
+                      predicted_time_us(slow, m));
+        table += row;
+    }
+    auto file = test::temp_file("inplace-slow.txt", table);
+    std::string topo = std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/dgx-a100.json";
+    auto fitted = [&](const std::string& op, const std::string& column) {
+        auto out = test::temp_file("cal-" + op + "-" + column + ".json", "");
+        std::filesystem::remove(out);
+        auto r = run_zerosim("calibrate --topology " + q(topo) + " --op " + op + " --column " + column + " " + q(file) +
+                             " -o " + q(out));
+        EXPECT_EQ(r.exit_code, 0) << r.out;
+        auto t = load_topology(out);
+        EXPECT_TRUE(t.ok()) << r.out;
+        return t.ok() ? t->bandwidth_scale : -1.0;
+    };
+    EXPECT_NEAR(fitted("all_reduce", "out-of-place"), 1.0, 0.02);
+    EXPECT_NEAR(fitted("all_reduce", "in-place"), 0.5, 0.01);
+    EXPECT_NEAR(fitted("all_reduce", "as-deepspeed"), 0.5, 0.01);
+    // Labelled all_gather, the same rows are judged by their out-of-place column (the scale itself
+    // differs from all_reduce's: an all_gather moves half the bytes in the same time).
+    double ag = fitted("all_gather", "as-deepspeed");
+    EXPECT_NEAR(ag, fitted("all_gather", "out-of-place"), 1e-9);
+    EXPECT_NEAR(ag, 2 * fitted("all_gather", "in-place"), 0.02 * ag);
+    EXPECT_EQ(run_zerosim("calibrate --topology " + q(topo) + " --column sideways " + q(file) + " -o x.json").exit_code, 2);
+}
 
 TEST(Calibration, PerCollectiveWhereTheDataTellThemApart) {
     // all_reduce measured at bandwidth x0.5, all_gather at x0.8 (latency x1.2 both): the
