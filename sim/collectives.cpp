@@ -79,6 +79,36 @@ double base_latency(const Topology& t, Algorithm a, Protocol p) {
     return (a == Algorithm::Tree ? kBaseTree : kBaseRing).v[proto_index(p)];
 }
 
+// NCCL's channel and thread tuning for small ring/tree collectives (src/enqueue.cc,
+// topoGetAlgoInfo; in NCCL <= 2.18 getAlgoInfo): after the tuner has picked algorithm and
+// protocol on its full-bandwidth estimate, NCCL drops channels (one thread block each) while the
+// buffer is smaller than channels x threads x per-thread threshold, so each thread keeps at least
+// a threshold's worth of work. A collective then runs on fewer blocks, and its bandwidth shrinks
+// with them. Figures, all from NCCL's source:
+// - threads per block: LL 512, LL128 640, Simple 512 (NCCL_LL_MAX_NTHREADS,
+//   NCCL_LL128_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS in src/include/device.h);
+// - per-thread thresholds in bytes: LL 8, LL128 8, Simple 64 (NCCL_*_THREAD_THRESHOLD in
+//   src/include/comm.h), the ring LL one multiplied by the rank count (ncclTopoTuneModel in
+//   src/graph/tuning.cc);
+// - channels: the communicator runs twice the channels its ring search found (ncclTopoPostset in
+//   src/graph/connect.cc: "nChannels = comm->nChannels = min(MAXCHANNELS, nChannels*2)"), so each
+//   runtime channel carries half a search channel's bandwidth; MAXCHANNELS is 64 (32 in older
+//   releases).
+// The bytes NCCL tests are the larger of what a rank sends and receives (ncclFuncMaxSendRecvCount
+// x type size): the whole buffer S for every collective here. NCCL also halves the threads once a
+// single channel is left; what that does to one block's throughput is not in NCCL's model, so it
+// is left out. NVLS keeps its own channel count (topoGetAlgoInfo) and is not trimmed.
+double channel_fraction(const Topology& t, double buffer_bytes, int64_t n, Algorithm a, Protocol p) {
+    if (a == Algorithm::NVLS || t.intra == IntraKind::SharedMemory || n <= 1) return 1.0;
+    double threads = p == Protocol::LL128 ? 640 : 512;
+    double threshold = p == Protocol::Simple ? 64 : 8;
+    if (a == Algorithm::Ring && p == Protocol::LL) threshold *= static_cast<double>(n);
+    int channels = std::min(64, 2 * std::max(1, t.intra_channels));
+    int nc = channels;
+    while (nc > 1 && buffer_bytes < nc * threads * threshold) --nc;
+    return static_cast<double>(nc) / static_cast<double>(channels);
+}
+
 }  // namespace
 
 const CollectiveInfo& collective_info(OpKind k) {
@@ -124,7 +154,10 @@ LinkCapacities raw_link_capacities(const Topology& t, int64_t world) {
     return c;
 }
 
-CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
+namespace {
+
+// NCCL's own estimate for one algorithm/protocol (src/graph/tuning.cc): what its tuner compares.
+CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
     const CollectiveInfo& info = collective_info(kind);
     CollectivePlan plan;
     plan.algorithm = a;
@@ -180,14 +213,30 @@ CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logge
     return plan;
 }
 
+// The plan as NCCL runs it: the estimate's rates on the channels NCCL keeps for this size.
+CollectivePlan as_run(const Topology& t, OpKind kind, int64_t world, CollectivePlan plan) {
+    double f = channel_fraction(t, plan.buffer_bytes, std::max<int64_t>(world, 1), plan.algorithm,
+                                plan.protocol);
+    plan.intra_rate *= f;
+    plan.inter_rate *= f;
+    return plan;
+}
+
+}  // namespace
+
+CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
+    return as_run(t, kind, world, nccl_estimate(t, kind, logged, world, a, p));
+}
+
 CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, int64_t world) {
     const CollectiveInfo& info = collective_info(kind);
     int64_t g = std::min<int64_t>(t.gpus_per_node, std::max<int64_t>(world, 1));
     int64_t nodes = (std::max<int64_t>(world, 1) + g - 1) / g;
     CollectivePlan best;
     double best_t = std::numeric_limits<double>::infinity();
+    // NCCL picks on its full-channel estimate and trims channels afterwards (topoGetAlgoInfo).
     auto consider = [&](Algorithm a, Protocol p) {
-        CollectivePlan c = plan_collective_with(t, kind, logged, world, a, p);
+        CollectivePlan c = nccl_estimate(t, kind, logged, world, a, p);
         double tt = c.time_alone_s();
         if (tt < best_t) {
             best_t = tt;
@@ -203,7 +252,7 @@ CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, in
     if (kind == OpKind::AllReduce && nodes > 1 && t.intra != IntraKind::SharedMemory)
         for (Protocol p : protocols) consider(Algorithm::Tree, p);
     if (info.reduces && kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1) consider(Algorithm::NVLS, Protocol::Simple);
-    return best;
+    return as_run(t, kind, world, best);
 }
 
 }  // namespace zerosim

@@ -62,7 +62,8 @@ LinkCapacities raw_link_capacities(const Topology& t, int64_t world);
 // Picks algorithm and protocol as NCCL's tuner does (lowest estimated time) for `logged_bytes`
 // (DeepSpeed's convention: the shard for all_gather) on `world` ranks placed node by node.
 CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world);
-// Same, forcing an algorithm/protocol (for tests and explain).
+// Same, forcing an algorithm/protocol (for tests and explain). Both return the rates NCCL runs at,
+// on the channels it keeps for this size; the tuner's choice uses its full-channel estimate.
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged_bytes, int64_t world, Algorithm a,
                                     Protocol p);
 

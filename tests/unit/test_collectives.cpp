@@ -48,6 +48,21 @@ TEST(AlphaBeta, RingAllReduceOnTwoRanks) {
     EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8, 2).protocol, Protocol::LL);
 }
 
+TEST(AlphaBeta, SmallCollectivesRunOnFewerChannels) {
+    // NCCL runs twice its search channels (here 2 x 1, each 50 GB/s) and drops channels while
+    // bytes < channels x 512 threads x threshold; ring LL's threshold is 8 B x 2 ranks = 16 B, so a
+    // channel needs 8 KiB. 4096 B keeps 1 of 2 channels: LL at 0.5 x 100 x 1/2 = 25 GB/s moves
+    // 2(n-1)/n x 4096 = 4096 B in 0.16384 us, after 6.6 + 2 x 0.6 = 7.8 us.
+    Topology t = small_topology(1, 2);
+    auto ll = plan_collective_with(t, OpKind::AllReduce, 4096, 2, Algorithm::Ring, Protocol::LL);
+    EXPECT_NEAR(ll.intra_rate, 25e9, 1e-3);
+    EXPECT_NEAR(ll.time_alone_s(), 7.96384e-6, 1e-12);
+    // From 16 KiB both channels run: the alpha-beta rate is back.
+    EXPECT_NEAR(plan_collective_with(t, OpKind::AllReduce, 16384, 2, Algorithm::Ring, Protocol::LL).intra_rate, 50e9, 1e-3);
+    // The tuner chooses on the full-channel estimate, as NCCL does: LL here.
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 4096, 2).protocol, Protocol::LL);
+}
+
 TEST(AlphaBeta, TheEngineReproducesTheFormula) {
     // The same collective through SimGrid: one flow of 1e8 B on a 100 GB/s link after the latency.
     Topology t = small_topology(1, 2);
