@@ -255,4 +255,8 @@ CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, in
     return as_run(t, kind, world, best);
 }
 
+double back_to_back_call_us(const Topology& t, double collective_us, int gpus_per_thread) {
+    return std::max(collective_us, static_cast<double>(std::max(1, gpus_per_thread)) * t.launch_overhead_us);
+}
+
 }  // namespace zerosim

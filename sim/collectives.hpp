@@ -62,6 +62,12 @@ LinkCapacities raw_link_capacities(const Topology& t, int64_t world);
 // Picks algorithm and protocol as NCCL's tuner does (lowest estimated time) for `logged_bytes`
 // (DeepSpeed's convention: the shard for all_gather) on `world` ranks placed node by node.
 CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world);
+
+// nccl-tests -g G: one host thread issues every call on G GPUs, G kernel launches one after the
+// other, and the timed calls run back to back; once those launches take longer than the
+// collective itself, the host sets the pace. One process per GPU (G = 1, as DeepSpeed runs) never
+// is: a call's single launch is already inside its latency.
+double back_to_back_call_us(const Topology& t, double collective_us, int gpus_per_thread);
 // Same, forcing an algorithm/protocol (for tests and explain). Both return the rates NCCL runs at,
 // on the channels it keeps for this size; the tuner's choice uses its full-channel estimate.
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged_bytes, int64_t world, Algorithm a,

@@ -643,6 +643,7 @@ struct BenchArgs {
     std::string min = "8";
     std::string max = "128M";
     int64_t factor = 2;
+    int gpus_per_thread = 1;
     std::string output;
 };
 
@@ -668,6 +669,9 @@ int run_bench(const BenchArgs& a) {
     if (!hi) return input_error(hi.error());
     if (*hi < *lo) return input_error(Error{"", "--max", "must be at least --min"});
     if (a.factor < 2) return input_error(Error{"", "--factor", "expected 2 or more"});
+    if (a.gpus_per_thread < 1 || a.gpus_per_thread > topo->gpus_per_node)
+        return input_error(Error{"", "--gpus-per-thread", "expected 1 to " + std::to_string(topo->gpus_per_node) +
+                                                              " (the GPUs of one node)"});
     std::vector<BenchRow> rows;
     const CollectiveInfo& info = collective_info(it->second);
     for (int64_t size = *lo; size <= *hi; size *= a.factor) {
@@ -677,14 +681,16 @@ int run_bench(const BenchArgs& a) {
         BenchRow r;
         r.bytes = size;
         r.count = size / 4;
-        r.time_us = simulate_single_collective(topo.value(), it->second, logged, world) * 1e6;
+        r.time_us = back_to_back_call_us(topo.value(), simulate_single_collective(topo.value(), it->second, logged, world) * 1e6,
+                                         a.gpus_per_thread);
         r.algbw_gbs = r.time_us > 0 ? static_cast<double>(size) / (r.time_us * 1e3) : 0.0;
         r.busbw_gbs = r.algbw_gbs * info.bus_factor(world);
         rows.push_back(r);
         if (size > INT64_MAX / a.factor) break;
     }
     std::string header = topo->name + ", " + std::to_string(world) + " ranks on " + std::to_string(topo->nodes) + " x " +
-                         std::to_string(topo->gpus_per_node);
+                         std::to_string(topo->gpus_per_node) + ", " + std::to_string(a.gpus_per_thread) +
+                         (a.gpus_per_thread == 1 ? " GPU" : " GPUs") + " per host thread";
     return emit(a.output, {a.topology}, [&](std::ostream& out) { write_nccl_tests_table(out, a.op, header, rows); });
 }
 
@@ -750,6 +756,9 @@ int main(int argc, char** argv) {
     bench->add_option("-b,--min", ba.min, "Smallest size (bytes; K, M, G suffixes)")->capture_default_str();
     bench->add_option("-e,--max", ba.max, "Largest size")->capture_default_str();
     bench->add_option("-f,--factor", ba.factor, "Size multiplier between rows")->capture_default_str();
+    bench->add_option("-g,--gpus-per-thread", ba.gpus_per_thread,
+                      "GPUs one host thread drives, as nccl-tests -g (1: one process per GPU, as DeepSpeed runs)")
+        ->capture_default_str();
     bench->add_option("-o,--output", ba.output, "Write to this file instead of standard output");
 
     MemoryArgs ma;

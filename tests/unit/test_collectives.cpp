@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <regex>
+#include <sstream>
 
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
@@ -158,12 +159,13 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-Errors compare(const std::string& title, const Topology& t, OpKind kind, const std::vector<std::pair<int64_t, double>>& measured) {
+Errors compare(const std::string& title, const Topology& t, OpKind kind, const std::vector<std::pair<int64_t, double>>& measured,
+               int gpus_per_thread = 1) {
     Errors e;
     std::printf("%s (%s)\n%14s %12s %12s %8s\n", title.c_str(), t.name.c_str(), "bytes", "measured us", "predicted us", "error");
     for (auto [bytes, us] : measured) {
         double logged = kind == OpKind::AllGather ? static_cast<double>(bytes) / 8 : static_cast<double>(bytes);
-        double pred = simulate_single_collective(t, kind, logged, 8) * 1e6;
+        double pred = back_to_back_call_us(t, simulate_single_collective(t, kind, logged, 8) * 1e6, gpus_per_thread);
         double err = std::fabs(pred - us) / us;
         std::printf("%14lld %12.2f %12.2f %7.1f%%\n", static_cast<long long>(bytes), us, pred, err * 100);
         (bytes >= (1 << 20) ? e.large : e.small).push_back(err);
@@ -178,6 +180,13 @@ Topology shipped(const std::string& name) {
     return t.value();
 }
 
+TEST(AlphaBeta, OneThreadDrivingSeveralGpusIsBoundByItsLaunches) {
+    Topology t = shipped("dgx-a100");   // launch_overhead_us 5
+    EXPECT_DOUBLE_EQ(back_to_back_call_us(t, 20.0, 8), 40.0);   // 8 launches of 5 us outlast the call
+    EXPECT_DOUBLE_EQ(back_to_back_call_us(t, 100.0, 8), 100.0); // the call outlasts them
+    EXPECT_DOUBLE_EQ(back_to_back_call_us(t, 20.0, 1), 20.0);   // one process per GPU: unchanged
+}
+
 TEST(NcclTests, A100AllReduceTables) {
     auto tables = read_nccl_tests(test::reference("nccl-tests/a100-8gpu-allreduce.txt"));
     ASSERT_TRUE(tables.ok()) << tables.error().what();
@@ -187,14 +196,18 @@ TEST(NcclTests, A100AllReduceTables) {
         std::vector<std::pair<int64_t, double>> m;
         for (const auto& r : table.rows) m.emplace_back(r.bytes, r.time_us);
         ASSERT_EQ(m.size(), 30u);
-        Errors e = compare("nccl-tests all_reduce_perf, " + table.title, t, OpKind::AllReduce, m);
+        // The layout from the header: nGpus = GPUs per host thread (nccl-tests -g).
+        std::smatch g;
+        ASSERT_TRUE(std::regex_search(table.title, g, std::regex("nGpus ([0-9]+)"))) << table.title;
+        const int gpus_per_thread = std::stoi(g[1]);
+        Errors e = compare("nccl-tests all_reduce_perf, " + table.title, t, OpKind::AllReduce, m, gpus_per_thread);
         // One MPI rank per GPU is how DeepSpeed runs: the issue's targets hold there (median time
-        // error <= 10% from 1 MiB, <= 25% below). One process driving all 8 GPUs (-g 8) adds
-        // per-call host overhead the model leaves out; only its bandwidth-bound end is checked.
-        if (table.title.find("nGpus 1 ") != std::string::npos) {
-            EXPECT_LE(median(e.large), 0.10);
-            EXPECT_LE(median(e.small), 0.25);
-        }
+        // error <= 10% from 1 MiB, <= 25% below). One thread driving all 8 GPUs (-g 8) pays 8
+        // launches per call, which sets the pace of small calls; its mid sizes (8-512 MiB) run
+        // 10-30% slower than the model, which nothing in NCCL's code explains, so from 1 MiB only
+        // its bandwidth-bound end is checked (below).
+        EXPECT_LE(median(e.small), 0.25);
+        if (gpus_per_thread == 1) EXPECT_LE(median(e.large), 0.10);
         // Bandwidth-bound sizes (>= 256 MiB) are where hardware figures alone must be right.
         std::vector<double> big;
         for (size_t i = 0; i < m.size(); ++i)
@@ -221,6 +234,36 @@ TEST(NcclTests, H200BandwidthBoundPoints) {
     ring.nvls = false;
     double pred_ring = simulate_single_collective(ring, OpKind::AllReduce, S, 8) * 1e6;
     EXPECT_LE(std::fabs(pred_ring - time_us(367.2, 1.75)) / time_us(367.2, 1.75), 0.10);
+}
+
+TEST(NcclTests, A100TrimmedTableIsPrinted) {
+    // Table A: another 8 x A100 node, nccl-tests -g 8 -n 50, columns trimmed to size/time/algbw/busbw
+    // (sizes written with '_'). Printed for the record; the same -g 8 layout as above, so the same
+    // checks: small sizes paced by the launches, the bandwidth-bound end (>= 256 MiB).
+    std::string text = test::read_file(test::reference("nccl-tests/a100-h200-b200-sweeps.txt"));
+    auto start = text.find("## TABLE A");
+    auto end = text.find("## TABLE B", start);
+    ASSERT_NE(start, std::string::npos);
+    std::string section = text.substr(start, end - start);
+    std::regex row(R"(^\s*([\d_]+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s*$)");
+    std::vector<std::pair<int64_t, double>> m;
+    std::istringstream in(section);
+    std::string line;
+    std::smatch r;
+    while (std::getline(in, line))
+        if (std::regex_match(line, r, row)) {
+            std::string digits = r[1];
+            digits.erase(std::remove(digits.begin(), digits.end(), '_'), digits.end());
+            m.emplace_back(std::stoll(digits), std::stod(r[2]));
+        }
+    ASSERT_EQ(m.size(), 20u);   // 32 KiB .. 16 GiB
+    Topology t = shipped("dgx-a100");
+    Errors e = compare("nccl-tests all_reduce_perf -g 8 (Table A)", t, OpKind::AllReduce, m, 8);
+    EXPECT_LE(median(e.small), 0.25);
+    std::vector<double> big;
+    for (auto [bytes, us] : m)
+        if (bytes >= (256 << 20)) big.push_back(std::fabs(simulate_single_collective(t, OpKind::AllReduce, static_cast<double>(bytes), 8) * 1e6 - us) / us);
+    EXPECT_LE(median(big), 0.10);
 }
 
 TEST(NcclTests, H200PyTorchSweepIsPrinted) {
