@@ -129,11 +129,19 @@ class Executor {
         watchdog_ = &dog;
         std::vector<int64_t> compute_ops, comm_ops;
         for (const auto& op : s_.ops) (op.kind == OpKind::Compute ? compute_ops : comm_ops).push_back(op.id);
-        // Collectives on their own thread, in IR order (every rank issues them in the same order,
-        // as MPI requires); compute segments on another, so overlap is real.
-        std::thread compute([&] { worker(compute_ops, false); });
-        worker(comm_ops, true);
-        compute.join();
+        if (a_.sync_each_op) {
+            // Every op waits for the one before: nothing can overlap, so one thread runs them all
+            // in IR order, without a hand-over between threads (and its wake-up) before each op.
+            std::vector<int64_t> all;
+            for (const auto& op : s_.ops) all.push_back(op.id);
+            worker(all);
+        } else {
+            // Collectives on their own thread, in IR order (every rank issues them in the same
+            // order, as MPI requires); compute segments on another, so overlap is real.
+            std::thread compute([&] { worker(compute_ops); });
+            worker(comm_ops);
+            compute.join();
+        }
         dog.stop();
         watchdog_ = nullptr;
         RankResult r;
@@ -328,20 +336,21 @@ class Executor {
         }
     }
 
-    void worker(const std::vector<int64_t>& list, bool comm) {
+    void worker(const std::vector<int64_t>& list) {
         try {
             for (int64_t id : list) {
                 for (int64_t w : waits_[id])
                     while (done_[w].load(std::memory_order_acquire) == 0) done_[w].wait(0, std::memory_order_acquire);
                 const Op& op = s_.ops[id];
-                if (comm) {
+                const bool is_comm = op.kind != OpKind::Compute;
+                if (is_comm) {
                     comm_at_.store(id);
                     set_current_op(id, zerosim::op_record_name(op.kind));
                 }
                 maybe_fail_on_purpose(op);
                 OpRecord& rec = records_[id];
                 rec.start_us = wall_us();
-                if (comm) run_collective(op, rec);
+                if (is_comm) run_collective(op, rec);
                 else run_compute(op, rec);
                 rec.end_us = wall_us();
                 done_[id].store(1, std::memory_order_release);

@@ -62,9 +62,13 @@ int run_bench_cmd(Backend& be, const BenchArgs& a) {
     o.root = a.root;
     o.check = a.check != 0;
     o.fenced = a.fenced;
-    auto ev = parse_byte_size(a.evict, "--evict");
-    if (!ev) return input_error(be, ev.error());
-    o.evict_bytes = ev.value();
+    if (a.evict == "0") {
+        o.evict_bytes = 0;   // warm caches
+    } else {
+        auto ev = parse_byte_size(a.evict, "--evict");
+        if (!ev) return input_error(be, ev.error());
+        o.evict_bytes = ev.value();
+    }
     o.test_corrupt_rank = a.corrupt_rank;
     auto rows = run_bench(be, o, std::cout);
     int64_t wrong = 0;

@@ -22,9 +22,9 @@ RANKS=${RANKS:-4}
 STEPS=5
 MPIRUN=(mpirun -np "$RANKS" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 
-# Measured as the run will time its ops: each call alone after a barrier, with cold caches (a
-# training step's compute runs between two ops), the shortest call over ranks (--fenced); sizes up
-# to a little above the largest op of the tiny model.
+# Measured as the run will time its ops: each call alone after a barrier, the shortest call over
+# ranks, with cold caches as a training step's compute leaves them (--fenced); sizes up to a little
+# above the largest op of the tiny model.
 say "1/3 measuring collectives with zerorun bench on $RANKS ranks (fenced calls) ..."
 for op in all_reduce all_gather reduce_scatter broadcast; do
   "${MPIRUN[@]}" "$ZERORUN" bench --op "$op" --min 1K --max 8M --fenced > "$OUT/bench-$op.txt"
@@ -44,12 +44,17 @@ for stage in 1 2 3; do
     "$ZEROSIM" predict --ds-config "$cfg" --model configs/models/tiny-gpt.json --topology "$OUT/localhost-calibrated.json" \
       --world "$RANKS" --steps "$STEPS" --format "$fmt" -o "$OUT/predicted-zero$stage.$ext" 2>/dev/null
   done
-  say "    stage $stage: run (mpirun -np $RANKS zerorun --sync-each-op --op-time skew-free)"
+  say "    stage $stage: run with every collective's result checked (mpirun -np $RANKS zerorun)"
+  "${MPIRUN[@]}" "$ZERORUN" --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
+    --compute-scale 0 --quiet -o /dev/null --json "$OUT/checked-zero$stage.json"
+  say "    stage $stage: timed run (zerorun --sync-each-op --op-time skew-free --no-verify)"
   # Op times are what is compared; compute segments would only add scheduling noise on 2 cores.
   # skew-free: with more ranks than cores a rank often leaves the fence late, and its peers' calls
-  # would time that wait; the shortest call over ranks is the collective's own time.
+  # would time that wait; the shortest call over ranks is the collective's own time. --no-verify:
+  # the checks recompute every rank's gradients between ops and slow the collectives around them
+  # by 20-40% on 2 cores; the run above checked the same schedule.
   "${MPIRUN[@]}" "$ZERORUN" --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
-    --sync-each-op --op-time skew-free --compute-scale 0 --quiet \
+    --sync-each-op --op-time skew-free --no-verify --compute-scale 0 --quiet \
     -o "$OUT/measured-zero$stage.log" --json "$OUT/measured-zero$stage.json"
   say "    stage $stage: validate"
   # The JSON logs carry full-precision times (the DeepSpeed lines print 10 us steps, a large part

@@ -554,6 +554,10 @@ TEST(Bench, FencedCallsAreCheckedAndSaySo) {
         EXPECT_EQ(row.cols[12], "0");
         EXPECT_GT(std::stod(row.cols[5]), 0.0);
     }
+    RunResult warm = mpirun(2, "bench --op broadcast --min 1K --max 1K -n 2 -w 0 --fenced --evict 0");
+    ASSERT_EQ(warm.code, 0) << warm.out;
+    EXPECT_NE(warm.out.find("fenced calls"), std::string::npos) << warm.out;
+    EXPECT_EQ(warm.out.find("caches evicted"), std::string::npos) << warm.out;
     RunResult bad = mpirun(2, "bench --fenced --evict lots");
     EXPECT_EQ(bad.code, 2) << bad.out;
     EXPECT_NE(bad.out.find("--evict"), std::string::npos) << bad.out;
