@@ -27,7 +27,7 @@ MPIRUN=(mpirun -np "$RANKS" --oversubscribe --bind-to none --mca mpi_yield_when_
 # above the largest op of the tiny model.
 say "1/3 measuring collectives with zerorun bench on $RANKS ranks (fenced calls) ..."
 for op in all_reduce all_gather reduce_scatter broadcast; do
-  "${MPIRUN[@]}" "$ZERORUN" bench --op "$op" --min 1K --max 8M --fenced > "$OUT/bench-$op.txt"
+  "${MPIRUN[@]}" "$ZERORUN" bench --backend mpi --op "$op" --min 1K --max 8M --fenced > "$OUT/bench-$op.txt"
 done
 say "    calibrating topologies/localhost.json -> $OUT/localhost-calibrated.json"
 "$ZEROSIM" calibrate --topology topologies/localhost.json --world "$RANKS" \
@@ -45,15 +45,16 @@ for stage in 1 2 3; do
       --world "$RANKS" --steps "$STEPS" --format "$fmt" -o "$OUT/predicted-zero$stage.$ext" 2>/dev/null
   done
   say "    stage $stage: run with every collective's result checked (mpirun -np $RANKS zerorun)"
-  "${MPIRUN[@]}" "$ZERORUN" --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
-    --compute-scale 0 --quiet -o /dev/null --json "$OUT/checked-zero$stage.json"
+  checks=ok
+  "${MPIRUN[@]}" "$ZERORUN" --backend mpi --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
+    --compute-scale 0 --quiet -o /dev/null --json "$OUT/checked-zero$stage.json" || checks=FAILED
   say "    stage $stage: timed run (zerorun --sync-each-op --op-time skew-free --no-verify)"
   # Op times are what is compared; compute segments would only add scheduling noise on 2 cores.
   # skew-free: with more ranks than cores a rank often leaves the fence late, and its peers' calls
   # would time that wait; the shortest call over ranks is the collective's own time. --no-verify:
   # the checks recompute every rank's gradients between ops and slow the collectives around them
   # by 20-40% on 2 cores; the run above checked the same schedule.
-  "${MPIRUN[@]}" "$ZERORUN" --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
+  "${MPIRUN[@]}" "$ZERORUN" --backend mpi --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
     --sync-each-op --op-time skew-free --no-verify --compute-scale 0 --quiet \
     -o "$OUT/measured-zero$stage.log" --json "$OUT/measured-zero$stage.json"
   say "    stage $stage: validate"
@@ -62,14 +63,15 @@ for stage in 1 2 3; do
   "$ZEROSIM" validate "$OUT/predicted-zero$stage.json" "$OUT/measured-zero$stage.json" --min-bytes 256K \
     -o "$OUT/validate-zero$stage.txt" || true
   row=$("$ZEROSIM" validate "$OUT/predicted-zero$stage.json" "$OUT/measured-zero$stage.json" --min-bytes 256K --format row || true)
-  rows+=("$stage	$row")
+  rows+=("$stage	$row	$checks")
 done
 
 say "3/3 results (details in $OUT/validate-zero*.txt)"
-printf '%-6s %-12s %-22s %-30s %-8s\n' "stage" "ops matched" "median op error >=256K" "comm per step pred / meas ms" "verdict"
+printf '%-6s %-12s %-22s %-30s %-8s %s\n' "stage" "ops matched" "median op error >=256K" "comm per step pred / meas ms" \
+  "verdict" "results checked"
 for r in "${rows[@]}"; do
-  IFS=$'\t' read -r stage matched missing extra resized swapped err pred meas serr verdict <<<"$r"
+  IFS=$'\t' read -r stage matched missing extra resized swapped err pred meas serr verdict checks <<<"$r"
   structure="$matched"; [ "$missing$extra$resized$swapped" = "0000" ] || structure="$matched (!)"
-  printf '%-6s %-12s %-22s %-30s %-8s\n' "$stage" "$structure" "$(awk "BEGIN{printf \"%.1f%%\", $err*100}")" \
-    "$pred / $meas ($(awk "BEGIN{printf \"%.0f%%\", $serr*100}"))" "$verdict"
+  printf '%-6s %-12s %-22s %-30s %-8s %s\n' "$stage" "$structure" "$(awk "BEGIN{printf \"%.1f%%\", $err*100}")" \
+    "$pred / $meas ($(awk "BEGIN{printf \"%.0f%%\", $serr*100}"))" "$verdict" "$checks"
 done
