@@ -870,17 +870,26 @@ class Executor {
     void parameter_broadcast(const Op& op, OpRecord& rec) {
         const DType t = op.dtype;
         const int es = zerosim::dtype_size(t);
-        Buffer b = comm_buffer(op.elements, t);
+        // One whole parameter in its own dtype (DeepSpeed's dist.broadcast(p, src)): in place on
+        // the working copy. Otherwise through a staging buffer.
+        const bool in_place = op.params.size() == 1 && t == mdt() && op.elements == numel(op.params[0]);
+        Buffer b;
+        if (in_place) {
+            timed_call(rec, [&] { be_.broadcast(work_[op.params[0]].data(), op.elements, t, op.root); });
+        } else {
+            b = comm_buffer(op.elements, t);
+            int64_t pos = 0;
+            for (int p : op.params) {
+                std::memcpy(static_cast<char*>(b.data()) + pos * es, work_[p].data(), static_cast<size_t>(numel(p)) * es);
+                pos += numel(p);
+            }
+            timed_call(rec, [&] { be_.broadcast(b.data(), op.elements, t, op.root); });
+        }
+        Check c;
         int64_t pos = 0;
         for (int p : op.params) {
-            std::memcpy(static_cast<char*>(b.data()) + pos * es, work_[p].data(), static_cast<size_t>(numel(p)) * es);
-            pos += numel(p);
-        }
-        timed_call(rec, [&] { be_.broadcast(b.data(), op.elements, t, op.root); });
-        Check c;
-        pos = 0;
-        for (int p : op.params) {
-            std::memcpy(work_[p].data(), static_cast<const char*>(b.data()) + pos * es, static_cast<size_t>(numel(p)) * es);
+            if (!in_place)
+                std::memcpy(work_[p].data(), static_cast<const char*>(b.data()) + pos * es, static_cast<size_t>(numel(p)) * es);
             for (int64_t i = 0; i < numel(p); ++i) check_weight(c, op, p, i, load_element(work_[p].data(), t, i));
             pos += numel(p);
             work_version_[p] = updates_[p];

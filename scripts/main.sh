@@ -25,14 +25,18 @@ MPIRUN=(mpirun -np "$RANKS" --oversubscribe --bind-to none --mca mpi_yield_when_
 # Measured as the run will time its ops: each call alone after a barrier, the shortest call over
 # ranks, with cold caches as a training step's compute leaves them (--fenced); sizes up to a little
 # above the largest op of the tiny model.
+# Two rounds of half the calls each, some seconds apart: a shared 2-core machine drifts by 20-30%
+# over tens of seconds, and one sweep per collective would carry its moment's drift into the fit.
 say "1/3 measuring collectives with zerorun bench on $RANKS ranks (fenced calls) ..."
-for op in all_reduce all_gather reduce_scatter broadcast; do
-  "${MPIRUN[@]}" "$ZERORUN" bench --backend mpi --op "$op" --min 1K --max 8M --fenced > "$OUT/bench-$op.txt"
+tables=()
+for round in 1 2; do
+  for op in all_reduce all_gather reduce_scatter broadcast; do
+    "${MPIRUN[@]}" "$ZERORUN" bench --backend mpi --op "$op" --min 1K --max 8M --fenced -n 10 > "$OUT/bench-$op-$round.txt"
+    tables+=("$OUT/bench-$op-$round.txt")
+  done
 done
 say "    calibrating topologies/localhost.json -> $OUT/localhost-calibrated.json"
-"$ZEROSIM" calibrate --topology topologies/localhost.json --world "$RANKS" \
-  "$OUT"/bench-all_reduce.txt "$OUT"/bench-all_gather.txt "$OUT"/bench-reduce_scatter.txt "$OUT"/bench-broadcast.txt \
-  -o "$OUT/localhost-calibrated.json"
+"$ZEROSIM" calibrate --topology topologies/localhost.json --world "$RANKS" "${tables[@]}" -o "$OUT/localhost-calibrated.json"
 
 say "2/3 predict, run and validate ZeRO stages 1, 2, 3 ..."
 rows=()
