@@ -446,6 +446,11 @@ TEST(Runtime, BadInputsGiveOneLineAndExitTwo) {
     // One line from zerorun (mpirun adds its own banner about the non-zero exit).
     EXPECT_EQ(count_lines_starting(r.out, "zerorun:"), 1) << r.out;
 
+    r = mpirun(2, "--ds-config " + fixture("configs/z0.json") + " --model " + fixture("tiny_model.json") + " --op-time fastest");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("zerorun: error: field '--op-time': expected rank or skew-free, found 'fastest'"), std::string::npos)
+        << r.out;
+
     r = mpirun(2, "--ds-config " + fixture("configs/z0.json") + " --model " + dir + "/missing.json");
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find("zerorun: error: " + dir + "/missing.json"), std::string::npos) << r.out;
