@@ -150,6 +150,7 @@ TEST(BenchCli, BadInputs) {
     auto split = test::temp_file("split.json", text);
     expect_input_error(run_zerosim("bench --topology " + q(split)), {"split.json", "disconnected"});
     expect_input_error(run_zerosim("bench --topology " + q(topo("dgx-a100")) + " --op all_to_all"), {"--op", "all_to_all"});
+    expect_input_error(run_zerosim("bench --topology " + q(topo("dgx-a100")) + " -g 9"), {"--gpus-per-thread", "1 to 8"});
     expect_input_error(run_zerosim("bench --topology " + q(topo("dgx-a100")) + " --world 16"), {"--world", "--nodes"});
     expect_input_error(run_zerosim("bench --topology " + q(topo("dgx-a100")) + " --min 1X"), {"--min"});
 }
