@@ -38,8 +38,6 @@ class Backend {
     virtual void release(void* p, size_t bytes) = 0;
     // Host-readable address of a buffer (identity for host backends; NCCL would stage a copy).
     virtual void* host_view(void* p) { return p; }
-    // Device time of the last collective in microseconds (CUDA events; NCCL), -1 when not measured.
-    virtual double last_op_device_us() const { return -1.0; }
 
     virtual void all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op) = 0;
     virtual void all_gather(const void* send, void* recv, int64_t count, DType t) = 0;

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -127,17 +126,18 @@ class Executor {
             return id >= 0 ? op_label(s_.ops[id]) : std::string("start-up");
         });
         watchdog_ = &dog;
-        std::vector<int64_t> compute_ops, comm_ops;
-        for (const auto& op : s_.ops) (op.kind == OpKind::Compute ? compute_ops : comm_ops).push_back(op.id);
         if (a_.sync_each_op) {
-            // Every op waits for the one before: nothing can overlap, so one thread runs them all
-            // in IR order, without a hand-over between threads (and its wake-up) before each op.
+            // Every op waits for the one before (DeepSpeed's logger synchronises after each op):
+            // nothing can overlap, so one thread runs them all in IR order, without a hand-over
+            // between threads (and its wake-up) before each op.
             std::vector<int64_t> all;
             for (const auto& op : s_.ops) all.push_back(op.id);
             worker(all);
         } else {
             // Collectives on their own thread, in IR order (every rank issues them in the same
             // order, as MPI requires); compute segments on another, so overlap is real.
+            std::vector<int64_t> compute_ops, comm_ops;
+            for (const auto& op : s_.ops) (op.kind == OpKind::Compute ? compute_ops : comm_ops).push_back(op.id);
             std::thread compute([&] { worker(compute_ops); });
             worker(comm_ops);
             compute.join();
@@ -304,8 +304,8 @@ class Executor {
     //    backward waits for the gather of the weights it reads; a reduction for the backward that
     //    wrote its gradients; a later backward for the reduction that read the previous ones);
     //  - fences: init and optimizer-step ops see every earlier op finished and every later op
-    //    waits for them (the step reads all reduced gradients and rewrites the weights);
-    //  - with --sync-each-op, the previous op, as DeepSpeed's logger synchronises after each op.
+    //    waits for them (the step reads all reduced gradients and rewrites the weights).
+    // With --sync-each-op one thread runs every op in IR order (run()), so none of this applies.
     void plan_waits() {
         const size_t n = s_.ops.size();
         waits_.assign(n, {});
@@ -328,7 +328,6 @@ class Executor {
                     if (last_touch[p] >= 0 && last_touch[p] != static_cast<int64_t>(i)) w.push_back(last_touch[p]);
                     last_touch[p] = static_cast<int64_t>(i);
                 }
-            if (a_.sync_each_op && i > 0) w.push_back(static_cast<int64_t>(i) - 1);
             std::sort(w.begin(), w.end());
             w.erase(std::unique(w.begin(), w.end()), w.end());
             last_on[th] = static_cast<int64_t>(i);
@@ -543,7 +542,9 @@ class Executor {
             ++checked;
             if (!ok) ++wrong;
         }
-        void see(bool ok, const std::function<std::string()>& what) {
+        // `what` builds the message only for the first wrong element (no allocation per element).
+        template <class F>
+        void see(bool ok, F&& what) {
             see(ok);
             if (!ok && first.empty()) first = what();
         }
@@ -585,7 +586,7 @@ class Executor {
         auto t0 = std::chrono::steady_clock::now();
         call();
         double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-        rec.call_us = (rec.call_us < 0 ? 0.0 : rec.call_us) + us;
+        rec.call_us = us;
     }
 
     void run_collective(const Op& op, OpRecord& rec) {

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     // The backend: as asked, else NCCL when a GPU is visible. One line on stderr says which.
     std::string why_default;
     if (backend.empty()) {
-        std::string no_gpu = nccl_built() ? gpu_unavailable_reason() : std::string("built without NCCL");
+        std::string no_gpu = gpu_unavailable_reason();
         backend = no_gpu.empty() ? "nccl" : "mpi";
         why_default = no_gpu.empty() ? "default: a CUDA device is visible" : "default: " + no_gpu;
     }

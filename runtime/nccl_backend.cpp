@@ -60,8 +60,6 @@ class NcclBackend final : public Backend {
     NcclBackend(Backend& mpi, int device, ncclComm_t comm, double timeout_s)
         : mpi_(mpi), device_(device), comm_(comm), timeout_s_(timeout_s) {
         ZR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-        ZR_CUDA_CHECK(cudaEventCreate(&start_));
-        ZR_CUDA_CHECK(cudaEventCreate(&stop_));
         ZR_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     }
     ~NcclBackend() override {
@@ -71,8 +69,6 @@ class NcclBackend final : public Backend {
         }
         for (Scratch* s : {&send_, &recv_})
             if (s->p) cudaFree(s->p);
-        if (start_) cudaEventDestroy(start_);
-        if (stop_) cudaEventDestroy(stop_);
         if (done_) cudaEventDestroy(done_);
         if (stream_) cudaStreamDestroy(stream_);
     }
@@ -82,7 +78,6 @@ class NcclBackend final : public Backend {
     std::string name() const override { return "nccl"; }
     int rank() const override { return mpi_.rank(); }
     int world() const override { return mpi_.world(); }
-    double last_op_device_us() const override { return last_us_; }
 
     // Pinned host memory: host-writable like the MPI backend's, and fast to stage.
     void* alloc(size_t bytes) override {
@@ -203,25 +198,16 @@ class NcclBackend final : public Backend {
     }
     template <class F>
     void launch(F call) {
-        ZR_CUDA_CHECK(cudaEventRecord(start_, stream_));
         ZR_NCCL_CHECK(call());
-        ZR_CUDA_CHECK(cudaEventRecord(stop_, stream_));
-        timed_ = true;
     }
 
     // Runs one call's enqueues, then waits for the stream; any failure ends the job.
     template <class F>
     void guard(const char* what, F body) {
         try {
-            timed_ = false;
             body();
             ZR_CUDA_CHECK(cudaEventRecord(done_, stream_));
             wait(what);
-            if (timed_) {
-                float ms = 0;
-                ZR_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-                last_us_ = ms * 1000.0;
-            }
         } catch (const std::exception& e) {
             fail(std::string(what) + ": " + e.what());
         }
@@ -258,15 +244,12 @@ class NcclBackend final : public Backend {
     ncclComm_t comm_ = nullptr;
     double timeout_s_ = 0;
     cudaStream_t stream_ = nullptr;
-    cudaEvent_t start_ = nullptr, stop_ = nullptr, done_ = nullptr;
+    cudaEvent_t done_ = nullptr;
     Scratch send_, recv_;
-    bool aborted_ = false, timed_ = false;
-    double last_us_ = -1.0;
+    bool aborted_ = false;
 };
 
 }  // namespace
-
-bool nccl_built() { return true; }
 
 ncclDataType_t nccl_dtype(DType t) {
     switch (t) {

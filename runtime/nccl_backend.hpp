@@ -25,9 +25,6 @@ namespace zerorun {
 // ncclUniqueId's size (NCCL_UNIQUE_ID_BYTES); checked against nccl.h where it is available.
 constexpr int kNcclUniqueIdBytes = 128;
 
-// True when this build has the NCCL backend (CMake found CUDA and NCCL).
-bool nccl_built();
-
 // The device of a rank with this local rank on a node with `device_count` visible devices.
 // Throws std::runtime_error naming the cause (no device, more ranks than devices).
 int select_device(int local_rank, int device_count);

@@ -44,7 +44,6 @@ void broadcast_unique_id(void* id, int root, MPI_Comm comm) {
 }
 
 #ifndef ZERORUN_HAVE_NCCL
-bool nccl_built() { return false; }
 std::string gpu_unavailable_reason() { return "built without NCCL"; }
 std::unique_ptr<Backend> make_nccl_backend(Backend& mpi, double) {
     throw NcclInitError(mpi.rank() == 0 ? "built without NCCL (CMake found no CUDA toolkit or no nccl.h/libnccl)" : "");

@@ -39,14 +39,9 @@ nlohmann::json rank_json(int rank, const zerosim::Schedule& s, const RankResult&
 }
 
 // The op's time as the comms_logger lines and the JSON log report it (--op-time): rank 0's own
-// call, or the shortest call over ranks (the rank that arrived last waited for nobody). A record
-// without a call time (a backend that could not time the call alone) falls back to end - start.
+// call, or the shortest call over ranks (the rank that arrived last waited for nobody).
 double reported_op_us(const std::vector<json>& ranks, size_t i, const std::string& op_time) {
-    auto own = [&](const json& r) {
-        const auto& rec = r.at("ops").at(i);
-        double call = rec.value("call_us", -1.0);
-        return call >= 0 ? call : rec.at("end_us").get<double>() - rec.at("start_us").get<double>();
-    };
+    auto own = [&](const json& r) { return r.at("ops").at(i).at("call_us").get<double>(); };
     double best = own(ranks.at(0));
     if (op_time == "skew-free")
         for (const auto& r : ranks) best = std::min(best, own(r));

@@ -32,7 +32,7 @@ nvidia-smi -L
 zr="$dir/runtime/zerorun"
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 1)
 results=(); fails=0
-check() {  # $1 = name, rest = command; passes when the command exits 0 and its output has no "wrong"
+check() {  # $1 = name, rest = command; passes when the command exits 0 (zerorun exits 1 on any wrong result)
   local name="$1"; shift
   local out; out="$("$@" 2>&1)"; local rc=$?
   echo "$out" > "$dir/gpu-check.$name.log"

@@ -17,7 +17,6 @@ using zerorun_test::count_lines_starting;
 using zerorun_test::fixture;
 using Out = zerorun_test::RunResult;
 
-Out sh(const std::string& cmd) { return zerorun_test::shell(cmd); }
 Out mpirun(int np, const std::string& program, const std::string& args) { return zerorun_test::mpirun_program(np, program, args); }
 
 std::string error_of(int local, int devices) {
