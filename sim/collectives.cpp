@@ -122,6 +122,12 @@ const CollectiveInfo& collective_info(OpKind k) {
     }
 }
 
+std::optional<OpKind> collective_named(const std::string& name) {
+    for (OpKind k : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter, OpKind::Broadcast, OpKind::Reduce})
+        if (name == collective_info(k).name) return k;
+    return std::nullopt;
+}
+
 double CollectivePlan::time_alone_s() const {
     double t = 0;
     if (intra_bytes > 0) t = std::max(t, intra_bytes / intra_rate);
@@ -214,7 +220,7 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
 }
 
 // The plan as NCCL runs it: the estimate's rates on the channels NCCL keeps for this size.
-CollectivePlan as_run(const Topology& t, OpKind kind, int64_t world, CollectivePlan plan) {
+CollectivePlan as_run(const Topology& t, int64_t world, CollectivePlan plan) {
     double f = channel_fraction(t, plan.buffer_bytes, std::max<int64_t>(world, 1), plan.algorithm,
                                 plan.protocol);
     plan.intra_rate *= f;
@@ -225,7 +231,7 @@ CollectivePlan as_run(const Topology& t, OpKind kind, int64_t world, CollectiveP
 }  // namespace
 
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
-    return as_run(t, kind, world, nccl_estimate(t, kind, logged, world, a, p));
+    return as_run(t, world, nccl_estimate(t, kind, logged, world, a, p));
 }
 
 CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, int64_t world) {
@@ -252,7 +258,7 @@ CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, in
     if (kind == OpKind::AllReduce && nodes > 1 && t.intra != IntraKind::SharedMemory)
         for (Protocol p : protocols) consider(Algorithm::Tree, p);
     if (info.reduces && kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1) consider(Algorithm::NVLS, Protocol::Simple);
-    return as_run(t, kind, world, best);
+    return as_run(t, world, best);
 }
 
 double back_to_back_call_us(const Topology& t, double collective_us, int gpus_per_thread) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "sim/ir.hpp"
@@ -31,6 +32,9 @@ struct CollectiveInfo {
     bool reduces;               // carries a reduction (NVLS / tree apply)
 };
 const CollectiveInfo& collective_info(OpKind k);
+// The collective with this name (all_reduce, all_gather, reduce_scatter, broadcast, reduce), as
+// `bench --op` and `calibrate --op` take it.
+std::optional<OpKind> collective_named(const std::string& name);
 
 struct CollectivePlan {
     Algorithm algorithm = Algorithm::Ring;

@@ -463,9 +463,12 @@ int run_report(ReportArgs& a) {
     MemoryEstimate mem = estimate_memory(model, cfg, schedule);
     std::string explanation = explain_schedule(model, cfg, schedule);
     std::vector<LoggedOp> measured;
+    std::string measured_text;   // read once: its lines for the chart, the whole for the validator
     if (!a.measured.empty()) {
-        std::ifstream in(a.measured);
-        if (!in) return input_error(Error{a.measured, "--measured", "cannot open the measured log"});
+        auto text = read_text_file(a.measured, "log");
+        if (!text) return input_error(Error{a.measured, "--measured", "cannot open the measured log"});
+        measured_text = std::move(text).value();
+        std::istringstream in(measured_text);
         std::string line;
         while (std::getline(in, line))
             if (auto parsed = parse_ds_verbose_line(line)) measured.push_back(parsed->op);
@@ -491,7 +494,7 @@ int run_report(ReportArgs& a) {
             l.phase = phase_label(op, schedule.meta.grad_accum);
             pred_log.ops.push_back(std::move(l));
         }
-        auto meas_log = read_log(a.measured);
+        auto meas_log = parse_log(measured_text, a.measured);
         if (!meas_log) return input_error(meas_log.error());
         std::ostringstream d;
         write_diff_text(d, diff_logs(pred_log, meas_log.value(), 0.15, DiffScope::All));
@@ -559,24 +562,30 @@ struct CalibrateArgs {
 };
 
 int run_calibrate(const CalibrateArgs& a) {
-    auto topo = load_topology(a.topology, a.nodes);
+    // Each file is read once: the topology both parsed and kept as JSON (the output is the input
+    // plus a calibration block), each table parsed and its head searched for the collective.
+    auto topo_text = read_text_file(a.topology, "topology file");
+    if (!topo_text) return input_error(topo_text.error());
+    auto topo = parse_topology(a.topology, topo_text.value(), a.nodes);
     if (!topo) return input_error(topo.error());
-    auto doc = read_json_file(a.topology);
+    auto doc = parse_json_text(topo_text.value(), a.topology);
     if (!doc) return input_error(doc.error());
     int64_t world = a.world > 0 ? a.world : topo->total_gpus();
     std::vector<Measurement> rows;
     for (const auto& f : a.files) {
-        auto log = read_log(f);
+        auto text = read_text_file(f, "log");
+        if (!text) return input_error(text.error());
+        auto log = parse_log(text.value(), f);
         if (!log) return input_error(log.error());
         if (log->format != LogFormat::NcclTests)
             return input_error(Error{f, "", "calibrate reads nccl-tests style tables (nccl-tests, zerorun bench, zerosim bench)"});
         OpKind op = OpKind::AllReduce;
         if (!a.op.empty()) {
-            if (!guess_collective(a.op, op)) return input_error(Error{"", "--op", "unknown collective '" + a.op + "'"});
+            auto named = collective_named(a.op);
+            if (!named) return input_error(Error{"", "--op", "unknown collective '" + a.op + "'"});
+            op = *named;
         } else {
-            std::ifstream in(f);
-            std::string head((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-            if (!guess_collective(head.substr(0, 4000), op) && !guess_collective(f, op))
+            if (!guess_collective(text->substr(0, 4000), op) && !guess_collective(f, op))
                 return input_error(Error{f, "--op", "cannot tell which collective this table measured; pass --op"});
         }
         // The column that times the op as it will be used; a table without in-place columns
@@ -648,13 +657,8 @@ struct BenchArgs {
 };
 
 int run_bench(const BenchArgs& a) {
-    static const std::map<std::string, OpKind> ops = {{"all_reduce", OpKind::AllReduce},
-                                                      {"all_gather", OpKind::AllGather},
-                                                      {"reduce_scatter", OpKind::ReduceScatter},
-                                                      {"broadcast", OpKind::Broadcast},
-                                                      {"reduce", OpKind::Reduce}};
-    auto it = ops.find(a.op);
-    if (it == ops.end())
+    auto kind = collective_named(a.op);
+    if (!kind)
         return input_error(Error{"", "--op", "unknown collective '" + a.op +
                                                  "'; expected all_reduce, all_gather, reduce_scatter, broadcast or reduce"});
     auto topo = load_topology(a.topology, a.nodes);
@@ -673,15 +677,15 @@ int run_bench(const BenchArgs& a) {
         return input_error(Error{"", "--gpus-per-thread", "expected 1 to " + std::to_string(topo->gpus_per_node) +
                                                               " (the GPUs of one node)"});
     std::vector<BenchRow> rows;
-    const CollectiveInfo& info = collective_info(it->second);
+    const CollectiveInfo& info = collective_info(*kind);
     for (int64_t size = *lo; size <= *hi; size *= a.factor) {
         // nccl-tests' size is the whole buffer; DeepSpeed logs the shard for all_gather.
-        double logged = it->second == OpKind::AllGather ? static_cast<double>(size) / static_cast<double>(world)
+        double logged = *kind == OpKind::AllGather ? static_cast<double>(size) / static_cast<double>(world)
                                                         : static_cast<double>(size);
         BenchRow r;
         r.bytes = size;
         r.count = size / 4;
-        r.time_us = back_to_back_call_us(topo.value(), simulate_single_collective(topo.value(), it->second, logged, world) * 1e6,
+        r.time_us = back_to_back_call_us(topo.value(), simulate_single_collective(topo.value(), *kind, logged, world) * 1e6,
                                          a.gpus_per_thread);
         r.algbw_gbs = r.time_us > 0 ? static_cast<double>(size) / (r.time_us * 1e3) : 0.0;
         r.busbw_gbs = r.algbw_gbs * info.bus_factor(world);

@@ -152,8 +152,9 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     auto cfg = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump());
     if (!cfg) return fail(cfg.error());
     const Model& model = in.model;
-    Topology topo = in.topologies.at(p.topology);
-    topo.nodes = p.nodes;  // --nodes scales the node design
+    auto scaled = scale_to_nodes(in.topologies.at(p.topology), p.nodes);  // --nodes scales the node design
+    if (!scaled) return fail(scaled.error());
+    const Topology& topo = scaled.value();
     r.world = topo.total_gpus();
     ScheduleOptions o;
     o.world = r.world;

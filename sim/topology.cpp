@@ -52,6 +52,26 @@ int64_t positive_int(const JsonField& f) {
 
 }  // namespace
 
+namespace {
+
+// More than one node needs NICs and an inter-node network.
+Status disconnected(const Topology& t) {
+    if (t.nodes > 1 && (t.nics_per_node == 0 || t.fabric == FabricKind::None))
+        return Error{t.source, t.nics_per_node == 0 ? "nics" : "network",
+                     std::to_string(t.nodes) + " nodes but no " + (t.nics_per_node == 0 ? "NICs" : "inter-node network") +
+                         ": the nodes would be disconnected"};
+    return std::nullopt;
+}
+
+}  // namespace
+
+Result<Topology> scale_to_nodes(const Topology& t, int64_t nodes) {
+    Topology scaled = t;
+    scaled.nodes = nodes;
+    if (auto e = disconnected(scaled)) return *e;
+    return scaled;
+}
+
 Result<Topology> parse_topology(const std::string& file, const std::string& text, int64_t nodes_override) {
     auto doc = parse_json_text(text, file);
     if (!doc) return doc.error();
@@ -128,10 +148,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
             }
             if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
         }
-        if (t.nodes > 1 && (t.nics_per_node == 0 || t.fabric == FabricKind::None))
-            fail(file, t.nics_per_node == 0 ? "nics" : "network",
-                 std::to_string(t.nodes) + " nodes but no " + (t.nics_per_node == 0 ? "NICs" : "inter-node network") +
-                     ": the nodes would be disconnected");
+        if (auto e = disconnected(t)) fail(e->file, e->field, e->message);
         if (root.has("calibration")) {
             auto cal = root.at("calibration");
             check_keys(cal, {"bandwidth_scale", "latency_scale", "fitted_from", "column", "per_collective", "fit"});

@@ -82,5 +82,8 @@ struct Topology {
 // Reads a topology file; `nodes_override` > 0 scales the node design to that many nodes.
 Result<Topology> load_topology(const std::string& path, int64_t nodes_override = 0);
 Result<Topology> parse_topology(const std::string& file_name, const std::string& text, int64_t nodes_override = 0);
+// A parsed node design scaled to `nodes` (--nodes), refused as parse_topology refuses it when the
+// nodes would be disconnected.
+Result<Topology> scale_to_nodes(const Topology& t, int64_t nodes);
 
 }  // namespace zerosim

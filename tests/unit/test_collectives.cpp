@@ -207,7 +207,9 @@ TEST(NcclTests, A100AllReduceTables) {
         // 10-30% slower than the model, which nothing in NCCL's code explains, so from 1 MiB only
         // its bandwidth-bound end is checked (below).
         EXPECT_LE(median(e.small), 0.25);
-        if (gpus_per_thread == 1) EXPECT_LE(median(e.large), 0.10);
+        if (gpus_per_thread == 1) {
+            EXPECT_LE(median(e.large), 0.10);
+        }
         // Bandwidth-bound sizes (>= 256 MiB) are where hardware figures alone must be right.
         std::vector<double> big;
         for (size_t i = 0; i < m.size(); ++i)

@@ -92,6 +92,20 @@ void expect_error(const zerosim::test::RunResult& r, const std::vector<std::stri
     for (const auto& n : needles) EXPECT_NE(r.out.find(n), std::string::npos) << "missing '" << n << "' in " << r.out;
 }
 
+// --nodes scales a node design: a design without NICs cannot span two nodes, in a sweep as in
+// predict (that point's row carries the error, the others are predicted).
+TEST(Sweep, ScalingANodeWithoutNicsIsRefusedPerPoint) {
+    auto out = zerosim::test::temp_file("sweep-nonics.csv", "");
+    auto r = run_zerosim("sweep --model " + q(model()) + " --topology " + q(root() + "/topologies/localhost.json") +
+                         " --stages 3 --nodes 1,2 --jobs 1 -o " + q(out));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    auto lines = csv_lines(out);
+    ASSERT_EQ(lines.size(), 3u) << r.out;
+    EXPECT_EQ(lines[1].find("disconnected"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[2].find("field 'nics': 2 nodes but no NICs: the nodes would be disconnected"), std::string::npos)
+        << lines[2];
+}
+
 TEST(Sweep, BadInputs) {
     std::string base = "sweep --model " + q(model()) + " --topology " + q(root() + "/topologies/dgx-a100.json");
     expect_error(run_zerosim(base + " --set zero_optimization.reduce_bucket_sise=1,2"),

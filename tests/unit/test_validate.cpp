@@ -302,6 +302,8 @@ TEST(CalibrateCli, FitsTheColumnDeepSpeedCalls) {
     EXPECT_NEAR(ag, fitted("all_gather", "out-of-place"), 1e-9);
     EXPECT_NEAR(ag, 2 * fitted("all_gather", "in-place"), 0.02 * ag);
     EXPECT_EQ(run_zerosim("calibrate --topology " + q(topo) + " --column sideways " + q(file) + " -o x.json").exit_code, 2);
+    // --op takes the names bench --op takes, reduce included.
+    EXPECT_GT(fitted("reduce", "as-deepspeed"), 0.0);
 }
 
 TEST(Calibration, PerCollectiveWhereTheDataTellThemApart) {
