@@ -128,6 +128,10 @@ std::optional<OpKind> collective_named(const std::string& name) {
     return std::nullopt;
 }
 
+double logged_bytes_of_buffer(OpKind k, double buffer_bytes, int64_t world) {
+    return buffer_bytes / collective_info(k).buffer_bytes(1.0, world);
+}
+
 double CollectivePlan::time_alone_s() const {
     double t = 0;
     if (intra_bytes > 0) t = std::max(t, intra_bytes / intra_rate);

@@ -35,6 +35,9 @@ const CollectiveInfo& collective_info(OpKind k);
 // The collective with this name (all_reduce, all_gather, reduce_scatter, broadcast, reduce), as
 // `bench --op` and `calibrate --op` take it.
 std::optional<OpKind> collective_named(const std::string& name);
+// The size DeepSpeed logs for a collective over a whole buffer of `buffer_bytes` (nccl-tests' size):
+// the inverse of CollectiveInfo::buffer_bytes (all_gather logs one rank's shard).
+double logged_bytes_of_buffer(OpKind k, double buffer_bytes, int64_t world);
 
 struct CollectivePlan {
     Algorithm algorithm = Algorithm::Ring;

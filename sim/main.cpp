@@ -679,9 +679,7 @@ int run_bench(const BenchArgs& a) {
     std::vector<BenchRow> rows;
     const CollectiveInfo& info = collective_info(*kind);
     for (int64_t size = *lo; size <= *hi; size *= a.factor) {
-        // nccl-tests' size is the whole buffer; DeepSpeed logs the shard for all_gather.
-        double logged = *kind == OpKind::AllGather ? static_cast<double>(size) / static_cast<double>(world)
-                                                        : static_cast<double>(size);
+        double logged = logged_bytes_of_buffer(*kind, static_cast<double>(size), world);
         BenchRow r;
         r.bytes = size;
         r.count = size / 4;

@@ -24,9 +24,7 @@ bool guess_collective(const std::string& s, OpKind& out) {
     return false;
 }
 
-static double logged_bytes(const Measurement& m) {
-    return m.op == OpKind::AllGather ? static_cast<double>(m.bytes) / static_cast<double>(m.world) : static_cast<double>(m.bytes);
-}
+static double logged_bytes(const Measurement& m) { return logged_bytes_of_buffer(m.op, static_cast<double>(m.bytes), m.world); }
 
 double predicted_time_us(const Topology& t, const Measurement& m) {
     return simulate_single_collective(t, m.op, logged_bytes(m), m.world) * 1e6;
@@ -67,13 +65,21 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     t.collective_scales.clear();
     double a = 1, b = 1;
     std::vector<double> weight(usable.size(), 1.0);
+    // The plan the tuner picks for each row with the current scales (reweighting and the next
+    // round's matrix use the same ones).
+    std::vector<CollectivePlan> plans(usable.size());
+    auto replan = [&] {
+        for (size_t i = 0; i < usable.size(); ++i)
+            plans[i] = plan_collective(t, usable[i]->op, logged_bytes(*usable[i]), usable[i]->world);
+    };
+    replan();
     for (int iter = 0; iter < 40; ++iter) {
         Eigen::MatrixXd A(static_cast<Eigen::Index>(usable.size()), 2);
         Eigen::VectorXd y(static_cast<Eigen::Index>(usable.size()));
         for (size_t i = 0; i < usable.size(); ++i) {
-            // The plan the tuner picks with the current scales, split into its two terms at scale 1.
+            // The plan's two terms at scale 1.
             const Measurement& m = *usable[i];
-            CollectivePlan plan = plan_collective(t, m.op, logged_bytes(m), m.world);
+            const CollectivePlan& plan = plans[i];
             double lat = plan.latency_s / t.latency_scale;
             double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale;
             double w = weight[i] / (m.time_us * 1e-6);
@@ -96,10 +102,10 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
         t.bandwidth_scale = 1.0 / b;
         // Reweight for least absolute deviations: w = 1 / sqrt(max(|relative residual|, 1e-3)) on
         // the rows (so that the squared weighted residual is |r|).
+        replan();
         for (size_t i = 0; i < usable.size(); ++i) {
             const Measurement& m = *usable[i];
-            CollectivePlan plan = plan_collective(t, m.op, logged_bytes(m), m.world);
-            double r = (plan.time_alone_s() * 1e6 - m.time_us) / m.time_us;
+            double r = (plans[i].time_alone_s() * 1e6 - m.time_us) / m.time_us;
             weight[i] = 1.0 / std::sqrt(std::max(std::fabs(r), 1e-3));
         }
         if (settled && iter > 2) break;

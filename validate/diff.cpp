@@ -7,6 +7,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "sim/outputs/comms_log.hpp"
+
 namespace zerosim {
 
 const char* diff_kind_name(DiffKind k) {
@@ -126,8 +128,7 @@ std::string phase_of(const std::string& phase) {
 }
 
 std::string describe(const LogOp& op) {
-    return op.record + (op.caller.empty() ? "" : " | [Caller Func: " + op.caller + "]") + " " + op.size_text + " (line " +
-           std::to_string(op.line) + ")";
+    return ds_record_key(op.record, op.caller) + " " + op.size_text + " (line " + std::to_string(op.line) + ")";
 }
 
 }  // namespace
@@ -157,8 +158,7 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
         }
         if (std::max(p.time_ms, m.time_ms) < min_time_ms || m.time_ms <= 0 || p.bytes < min_bytes) return;
         double e = (p.time_ms - m.time_ms) / m.time_ms;
-        std::string phase = !p.phase.empty() ? p.phase : m.phase;
-        std::string keys[3] = {p.record, phase_of(phase), step_of(phase)};
+        std::string keys[3] = {p.record, phase_of(ph), step_of(ph)};
         std::map<std::string, TimeStats>* stats[3] = {&op_stats, &phase_stats, &step_stats};
         std::map<std::string, std::vector<double>>* errs[3] = {&err_op, &err_phase, &err_step};
         for (int k = 0; k < 3; ++k) {

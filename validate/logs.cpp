@@ -34,12 +34,9 @@ bool looks_like_nccl_row(const std::string& raw) {
 }
 
 Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& name) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        return Error{name, "", std::string("malformed JSON: ") + e.what()};
-    }
+    auto parsed = parse_json_text(text, name);
+    if (!parsed) return parsed.error();
+    Json& j = parsed.value();
     MeasuredLog log;
     log.path = name;
     log.format = LogFormat::ZerosimJson;
@@ -88,6 +85,9 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
     bool in_summary = false;
     int record_line = 0;
     size_t rows_under_record = 0;
+    // A summary record whose table ends before any of its rows: the file was cut short.
+    auto record_has_no_rows = [&] { return record_line && rows_under_record == 0; };
+    auto no_rows_error = [&] { return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)"); };
     while (std::getline(in, line)) {
         ++n;
         if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -102,8 +102,7 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
             if (!first_ds) first_ds = n;
             ++ds_lines;
             if (in_summary) {
-                if (record_line && rows_under_record == 0)
-                    return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)");
+                if (record_has_no_rows()) return no_rows_error();
                 in_summary = false;
             }
             if (p->op.record == "log_summary_barrier") continue;
@@ -126,8 +125,7 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
         if (in_summary) {
             if (line.empty()) continue;
             if (line[0] != ' ') {
-                if (record_line && rows_under_record == 0)
-                    return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)");
+                if (record_has_no_rows()) return no_rows_error();
                 if (line.rfind("#", 0) == 0 || line.rfind("[", 0) == 0) {  // the table has ended
                     in_summary = false;
                     continue;
@@ -173,8 +171,7 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
             ++nccl_rows;
         }
     }
-    if (in_summary && record_line && rows_under_record == 0)
-        return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)");
+    if (in_summary && record_has_no_rows()) return no_rows_error();
     if (ds_lines > 0 && nccl_rows > 0)
         return at(name, std::max(first_ds, first_nccl),
                   "mixed formats: DeepSpeed comms_logger lines (from line " + std::to_string(first_ds) +

@@ -58,9 +58,11 @@ Bandwidth ds_bandwidth(const std::string& record, int64_t bytes, double time_ms,
     return bw;
 }
 
-std::string LoggedOp::record_key() const {
+std::string ds_record_key(const std::string& record, const std::string& caller) {
     return caller.empty() ? record : record + " | [Caller Func: " + caller + "]";
 }
+
+std::string LoggedOp::record_key() const { return ds_record_key(record, caller); }
 
 std::string ds_line_prefix(double timestamp_s) {
     // Deterministic synthetic clock: seconds since 1970-01-01 00:00:00 (UTC), millisecond resolution.

@@ -40,6 +40,8 @@ struct LoggedOp {
     // The key the logger groups by: "all_reduce | [Caller Func: allreduce_bucket]".
     std::string record_key() const;
 };
+// The same key from its parts (no caller: the record alone, as the logger prints without debug).
+std::string ds_record_key(const std::string& record, const std::string& caller);
 
 // "[1970-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] " for t seconds.
 std::string ds_line_prefix(double timestamp_s);
