@@ -213,7 +213,6 @@ int run_predict(PredictArgs& a) {
 }
 
 // 1024-based, as DeepSpeed prints sizes ("1.86 GB" = GiB).
-std::string gib(int64_t bytes) { return ds_size_string(bytes); }
 
 struct MemoryArgs {
     ScheduleArgs sched;
@@ -289,16 +288,16 @@ int run_memory(MemoryArgs& a) {
         nlohmann::ordered_json row;
         row["stage"] = st;
         nlohmann::ordered_json items = nlohmann::ordered_json::array();
-        text << "\nstage " << st << ": " << gib(e.total()) << " per rank\n";
+        text << "\nstage " << st << ": " << ds_size_string(e.total()) << " per rank\n";
         for (const auto& it : e.items) {
             items.push_back({{"name", it.name}, {"category", it.category}, {"bytes", it.bytes}, {"why", it.why}});
             char line[256];
-            std::snprintf(line, sizeof line, "  %-48s %11s  %s\n", it.name.c_str(), gib(it.bytes).c_str(), it.why.c_str());
+            std::snprintf(line, sizeof line, "  %-48s %11s  %s\n", it.name.c_str(), ds_size_string(it.bytes).c_str(), it.why.c_str());
             text << line;
         }
-        text << "  ZeRO paper " << e.paper_formula << ": " << gib(e.paper_bytes) << "\n";
+        text << "  ZeRO paper " << e.paper_formula << ": " << ds_size_string(e.paper_bytes) << "\n";
         if (e.deepspeed_estimator_bytes >= 0)
-            text << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << gib(e.deepspeed_estimator_bytes) << "\n";
+            text << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << ds_size_string(e.deepspeed_estimator_bytes) << "\n";
         for (const auto& d : e.differences) text << "  differs: " << d << "\n";
         if (measured && measured->stage == st) {
             // zerorun's categories beside the schedule's: it names optimizer states

@@ -146,16 +146,15 @@ struct Stage3 {
         if (todo.empty()) return;
         std::sort(todo.begin(), todo.end());
         int64_t elements = 0;
-        int64_t next_id = static_cast<int64_t>(b.out.ops.size());  // the gather about to be added
         for (int p : todo) {
             elements += part(p);
             n_available += m.params[p].numel;
             set_available(p, true);
-            if (world > 1) gathered_by[p] = next_id;
         }
         if (world == 1) return;
         Op& op = b.collective(OpKind::AllGather, elements, b.cfg.model_dtype, "allgather_fn", rule, Stream::Fetch);
         op.params = todo;
+        for (int p : todo) gathered_by[p] = op.id;
         if (node >= 0 && m.calls[node].module >= 0) op.module_name = m.modules[m.calls[node].module].name;
     }
 
