@@ -139,16 +139,10 @@ double CollectivePlan::time_alone_s() const {
     return latency_s + t;
 }
 
-LinkCapacities link_capacities(const Topology& t, int64_t world) {
-    LinkCapacities c = raw_link_capacities(t, world);
-    double s = t.max_bandwidth_scale();
-    c.intra *= s;
-    c.nic *= s;
-    c.fabric *= s;
-    return c;
-}
+namespace {
 
-LinkCapacities raw_link_capacities(const Topology& t, int64_t world) {
+// The links a rank's collectives cross, their bandwidths times `scale` (a calibrated term).
+LinkCapacities scaled_link_capacities(const Topology& t, int64_t world, double scale) {
     LinkCapacities c;
     // NCCL drives the intra-node link through its channels; their sum, not the raw link, is what
     // a collective reaches (e.g. 12 channels x 20 GB/s on A100's 12 NVLinks).
@@ -161,10 +155,11 @@ LinkCapacities raw_link_capacities(const Topology& t, int64_t world) {
     // fabric keeps ring traffic on its rail.
     if (t.fabric == FabricKind::FatTree && t.oversubscription > 1.0 && (t.nodes_per_leaf == 0 || nodes > t.nodes_per_leaf))
         c.fabric = c.nic / t.oversubscription;
+    c.intra *= scale;
+    c.nic *= scale;
+    c.fabric *= scale;
     return c;
 }
-
-namespace {
 
 // NCCL's own estimate for one algorithm/protocol (src/graph/tuning.cc): what its tuner compares.
 CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
@@ -178,10 +173,7 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
     plan.buffer_bytes = info.buffer_bytes(logged, n);
     plan.bus_factor = info.bus_factor(n);
     const Topology::Scales sc = t.scales_for(info.name);
-    LinkCapacities cap = raw_link_capacities(t, n);
-    cap.intra *= sc.bandwidth;
-    cap.nic *= sc.bandwidth;
-    cap.fabric *= sc.bandwidth;
+    LinkCapacities cap = scaled_link_capacities(t, n, sc.bandwidth);
     double pc = protocol_cap(p);
     double lat_us = 0;
     double bus_bytes = plan.buffer_bytes * plan.bus_factor;  // what each rank sends in a ring
@@ -233,6 +225,10 @@ CollectivePlan as_run(const Topology& t, int64_t world, CollectivePlan plan) {
 }
 
 }  // namespace
+
+LinkCapacities link_capacities(const Topology& t, int64_t world) {
+    return scaled_link_capacities(t, world, t.max_bandwidth_scale());
+}
 
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
     return as_run(t, world, nccl_estimate(t, kind, logged, world, a, p));

@@ -61,10 +61,9 @@ struct LinkCapacities {
     double nic = 0;
     double fabric = 0;
 };
-// `link_capacities` is what the engine gives SimGrid (the largest calibrated bandwidth scale, so
-// no collective is capped below its own); `raw_link_capacities` is the same at scale 1.
+// What the engine gives SimGrid (the largest calibrated bandwidth scale, so no collective is
+// capped below its own).
 LinkCapacities link_capacities(const Topology& t, int64_t world);
-LinkCapacities raw_link_capacities(const Topology& t, int64_t world);
 
 // Picks algorithm and protocol as NCCL's tuner does (lowest estimated time) for `logged_bytes`
 // (DeepSpeed's convention: the shard for all_gather) on `world` ranks placed node by node.
