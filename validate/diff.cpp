@@ -145,8 +145,12 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
     r.tolerance = tolerance;
     r.scope = scope;
     auto entries = align_ops(pred.ops, meas.ops);
-    std::map<std::string, std::vector<double>> err_op, err_phase, err_step;
-    std::map<std::string, TimeStats> op_stats, phase_stats, step_stats;
+    // Per breakdown (op kind, phase, step): each key's totals and its ops' relative errors.
+    struct Group {
+        TimeStats stats;
+        std::vector<double> errors;
+    };
+    std::map<std::string, Group> groups[3];   // by op, by phase, by step
     std::vector<double> all_err;
     std::map<std::string, std::pair<double, double>> step_comm;
     auto account = [&](const LogOp& p, const LogOp& m) {
@@ -159,15 +163,13 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
         if (std::max(p.time_ms, m.time_ms) < min_time_ms || m.time_ms <= 0 || p.bytes < min_bytes) return;
         double e = (p.time_ms - m.time_ms) / m.time_ms;
         std::string keys[3] = {p.record, phase_of(ph), step_of(ph)};
-        std::map<std::string, TimeStats>* stats[3] = {&op_stats, &phase_stats, &step_stats};
-        std::map<std::string, std::vector<double>>* errs[3] = {&err_op, &err_phase, &err_step};
         for (int k = 0; k < 3; ++k) {
-            auto& st = (*stats[k])[keys[k]];
-            st.key = keys[k];
-            st.count++;
-            st.pred_ms += p.time_ms;
-            st.meas_ms += m.time_ms;
-            (*errs[k])[keys[k]].push_back(std::fabs(e));
+            Group& g = groups[k][keys[k]];
+            g.stats.key = keys[k];
+            g.stats.count++;
+            g.stats.pred_ms += p.time_ms;
+            g.stats.meas_ms += m.time_ms;
+            g.errors.push_back(std::fabs(e));
         }
         r.overall.count++;
         r.overall.pred_ms += p.time_ms;
@@ -216,16 +218,12 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
         r.step_comm_meas_ms = median(ms_);
         r.step_comm_error = median(es);
     }
-    auto finish = [&](std::map<std::string, TimeStats>& stats, std::map<std::string, std::vector<double>>& errs,
-                      std::vector<TimeStats>& out) {
-        for (auto& [k, st] : stats) {
-            st.median_abs_error = median(errs[k]);
-            out.push_back(st);
+    std::vector<TimeStats>* out[3] = {&r.by_op, &r.by_phase, &r.by_step};
+    for (int k = 0; k < 3; ++k)
+        for (auto& [key, g] : groups[k]) {
+            g.stats.median_abs_error = median(g.errors);
+            out[k]->push_back(g.stats);
         }
-    };
-    finish(op_stats, err_op, r.by_op);
-    finish(phase_stats, err_phase, r.by_phase);
-    finish(step_stats, err_step, r.by_step);
     r.structure_ok = r.missing == 0 && r.extra == 0 && r.resized == 0 && r.swapped == 0;
     r.time_ok = r.overall.count > 0 && r.overall.median_abs_error <= tolerance;
     return r;
