@@ -1,10 +1,18 @@
 #include "sim/collectives.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
 namespace zerosim {
+
+namespace {
+std::string lowercase(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+}  // namespace
 
 const char* algorithm_name(Algorithm a) {
     switch (a) {
@@ -13,6 +21,20 @@ const char* algorithm_name(Algorithm a) {
         case Algorithm::NVLS: return "nvls";
     }
     return "?";
+}
+
+std::optional<Algorithm> algorithm_named(const std::string& name) {
+    std::string n = lowercase(name);
+    for (Algorithm a : {Algorithm::Ring, Algorithm::Tree, Algorithm::NVLS})
+        if (n == algorithm_name(a)) return a;
+    return std::nullopt;
+}
+
+std::optional<Protocol> protocol_named(const std::string& name) {
+    std::string n = lowercase(name);
+    for (Protocol p : {Protocol::LL, Protocol::LL128, Protocol::Simple})
+        if (n == lowercase(protocol_name(p))) return p;
+    return std::nullopt;
 }
 
 const char* protocol_name(Protocol p) {
@@ -64,6 +86,29 @@ constexpr double kNvlsLatencyNvlinkUs = 25.0;
 // Protocol bandwidth caps (LL moves 8 bytes of payload per 16, LL128 120 per 128).
 double protocol_cap(Protocol p) { return p == Protocol::LL ? 0.5 : p == Protocol::LL128 ? 0.92 : 1.0; }
 int proto_index(Protocol p) { return p == Protocol::LL ? 0 : p == Protocol::LL128 ? 1 : 2; }
+
+// NCCL's tree all_reduce, as its tuner rates it (src/graph/tuning.cc up to 2.27; src/tuning/tree.cc
+// since): the bus bandwidth capped at 0.92, then LL at 1/3.8 of it, LL128 at 120/128 across nodes
+// and 7/9 inside one; and a per-size correction, NVIDIA's own note being that "trees are not
+// perfectly sticking to the model for medium sizes": powers of two of the buffer from 64 B, by
+// protocol (LL, LL128, Simple). Applied to the bandwidth, so it moves both NCCL's choice and the
+// time of a tree.
+constexpr double kTreeCorrection[3][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
+
+double tree_bandwidth_factor(Protocol p, int64_t nodes, double buffer_bytes) {
+    double f = 0.92;
+    if (p == Protocol::LL) f /= 3.8;
+    if (p == Protocol::LL128) f *= nodes > 1 ? 120.0 / 128.0 : 7.0 / 9.0;
+    // log2i(nBytes >> 6): the floor of log2 of the buffer in 64-byte units (0 below 128 B);
+    // NCCL corrects entries 0..22.
+    int log_size = 0;
+    for (auto units = static_cast<uint64_t>(std::max(0.0, buffer_bytes)) >> 6; units >>= 1;) ++log_size;
+    if (log_size < 23) f *= kTreeCorrection[proto_index(p)][log_size];
+    return f;
+}
 
 bool nvlink(const Topology& t) { return t.intra == IntraKind::NVSwitch || t.intra == IntraKind::NVLinkMesh; }
 
@@ -191,10 +236,14 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
                           t.nvls_efficiency;
         lat_us = kNvlsLatencyNvlinkUs;
     } else if (a == Algorithm::Tree) {
-        // Double binary tree across nodes, chains inside them: every rank moves the buffer up and
-        // down once (2S), its node's share crossing the NICs; algorithm bandwidth half the bus's.
-        plan.intra_bytes = 2 * plan.buffer_bytes * static_cast<double>(g - 1) / static_cast<double>(g);
+        // Double binary tree across nodes, chains inside them: every rank of a chain moves the
+        // buffer up and down once (2S: NCCL's algorithm bandwidth, half the bus's), its node's
+        // share crossing the NICs; at the tree's own rates (above).
+        plan.intra_bytes = 2 * plan.buffer_bytes;
         plan.inter_bytes = nodes > 1 ? 2 * plan.buffer_bytes / static_cast<double>(g) : 0;
+        double f = tree_bandwidth_factor(p, nodes, plan.buffer_bytes);
+        plan.intra_rate = cap.intra * f;
+        plan.inter_rate = std::min(cap.nic, cap.fabric) * f;
         double log2n = nodes > 1 ? std::ceil(std::log2(static_cast<double>(nodes))) : 0;
         lat_us = base_latency(t, a, p) +
                  2 * ((g - 1) * intra_step_latency(t, a, p) + log2n * (kNetTree.v[proto_index(p)] + t.nic_latency_us));
@@ -234,30 +283,42 @@ CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logge
     return as_run(t, world, nccl_estimate(t, kind, logged, world, a, p));
 }
 
-CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, int64_t world) {
+std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int64_t world) {
     const CollectiveInfo& info = collective_info(kind);
+    std::vector<TunerCandidate> out;
+    // Shared memory (MPI on one host) has one protocol; LL128 needs NVLink (or the network).
     int64_t g = std::min<int64_t>(t.gpus_per_node, std::max<int64_t>(world, 1));
     int64_t nodes = (std::max<int64_t>(world, 1) + g - 1) / g;
-    CollectivePlan best;
-    double best_t = std::numeric_limits<double>::infinity();
-    // NCCL picks on its full-channel estimate and trims channels afterwards (topoGetAlgoInfo).
-    auto consider = [&](Algorithm a, Protocol p) {
-        CollectivePlan c = nccl_estimate(t, kind, logged, world, a, p);
-        double tt = c.time_alone_s();
-        if (tt < best_t) {
-            best_t = tt;
-            best = c;
-        }
-    };
-    // Shared memory (MPI on one host) has one protocol; LL128 needs NVLink (or the network).
     std::vector<Protocol> protocols = t.intra == IntraKind::SharedMemory ? std::vector<Protocol>{Protocol::Simple}
                                       : t.intra == IntraKind::PCIe && nodes == 1
                                           ? std::vector<Protocol>{Protocol::LL, Protocol::Simple}
                                           : std::vector<Protocol>{Protocol::LL, Protocol::LL128, Protocol::Simple};
-    for (Protocol p : protocols) consider(Algorithm::Ring, p);
-    if (kind == OpKind::AllReduce && nodes > 1 && t.intra != IntraKind::SharedMemory)
-        for (Protocol p : protocols) consider(Algorithm::Tree, p);
-    if (info.reduces && kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1) consider(Algorithm::NVLS, Protocol::Simple);
+    for (Protocol p : protocols) out.push_back({Algorithm::Ring, p});
+    // Tree runs all_reduce only, on one node too (a chain); NVLS needs the switch's reduction and,
+    // across nodes, a SHARP network (CollNet), which the topologies here do not have.
+    if (kind == OpKind::AllReduce && world > 1 && t.intra != IntraKind::SharedMemory)
+        for (Protocol p : protocols) out.push_back({Algorithm::Tree, p});
+    if (info.reduces && kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1)
+        out.push_back({Algorithm::NVLS, Protocol::Simple});
+    return out;
+}
+
+CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, int64_t world, const TunerChoice& only) {
+    CollectivePlan best;
+    double best_t = std::numeric_limits<double>::infinity();
+    // NCCL picks on its full-channel estimate and trims channels afterwards (topoGetAlgoInfo).
+    for (const TunerCandidate& c : tuner_candidates(t, kind, world)) {
+        if (!only.allows(c)) continue;
+        CollectivePlan e = nccl_estimate(t, kind, logged, world, c.algorithm, c.protocol);
+        double tt = e.time_alone_s();
+        if (tt < best_t) {
+            best_t = tt;
+            best = e;
+        }
+    }
+    // A choice that leaves nothing is refused before planning (tuner_candidates); should one
+    // arrive anyway, the unrestricted tuner answers rather than an empty plan.
+    if (!std::isfinite(best_t)) return plan_collective(t, kind, logged, world);
     return as_run(t, world, best);
 }
 

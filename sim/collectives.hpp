@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/ir.hpp"
 #include "sim/topology.hpp"
@@ -65,9 +66,31 @@ struct LinkCapacities {
 // capped below its own).
 LinkCapacities link_capacities(const Topology& t, int64_t world);
 
+// One algorithm/protocol pair NCCL's tuner weighs.
+struct TunerCandidate {
+    Algorithm algorithm;
+    Protocol protocol;
+};
+// What NCCL_ALGO / NCCL_PROTO leave the tuner: unset = any.
+struct TunerChoice {
+    std::optional<Algorithm> algorithm;
+    std::optional<Protocol> protocol;
+    bool allows(const TunerCandidate& c) const {
+        return (!algorithm || *algorithm == c.algorithm) && (!protocol || *protocol == c.protocol);
+    }
+};
+// Names as NCCL_ALGO / NCCL_PROTO spell them, any case: ring, tree, nvls; LL, LL128, Simple.
+std::optional<Algorithm> algorithm_named(const std::string& name);
+std::optional<Protocol> protocol_named(const std::string& name);
+
+// The pairs NCCL's tuner weighs for this collective on this platform and world size.
+std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int64_t world);
+
 // Picks algorithm and protocol as NCCL's tuner does (lowest estimated time) for `logged_bytes`
-// (DeepSpeed's convention: the shard for all_gather) on `world` ranks placed node by node.
-CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world);
+// (DeepSpeed's convention: the shard for all_gather) on `world` ranks placed node by node, among
+// the pairs `only` allows (check it leaves one with tuner_candidates).
+CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
+                               const TunerChoice& only = {});
 
 // nccl-tests -g G: one host thread issues every call on G GPUs, G kernel launches one after the
 // other, and the timed calls run back to back; once those launches take longer than the

@@ -270,8 +270,8 @@ Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mod
 }
 
 double simulate_single_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
-                                  CollectivePlan* plan_out) {
-    CollectivePlan plan = plan_collective(t, kind, logged_bytes, world);
+                                  CollectivePlan* plan_out, const TunerChoice& only) {
+    CollectivePlan plan = plan_collective(t, kind, logged_bytes, world, only);
     if (plan_out) *plan_out = plan;
     auto& p = platform();
     LinkCapacities caps = configure(t, world);

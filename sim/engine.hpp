@@ -56,7 +56,8 @@ double compute_seconds(const Op& op, const Topology& t, DType dtype);
 Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode);
 
 // One collective alone on an idle platform, through the same engine (for `zerosim bench`).
+// `only` restricts NCCL's tuner as NCCL_ALGO / NCCL_PROTO do.
 double simulate_single_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
-                                  CollectivePlan* plan_out = nullptr);
+                                  CollectivePlan* plan_out = nullptr, const TunerChoice& only = {});
 
 }  // namespace zerosim

@@ -2,6 +2,7 @@
 // Exit codes: 0 success, 2 bad input (one line on stderr naming file and field), 1 other failure.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -652,8 +653,34 @@ struct BenchArgs {
     std::string max = "128M";
     int64_t factor = 2;
     int gpus_per_thread = 1;
+    std::string algo;
+    std::string proto;
     std::string output;
 };
+
+// --algo / --proto as NCCL_ALGO / NCCL_PROTO: checked against what the tuner can weigh here.
+Result<TunerChoice> tuner_choice(const BenchArgs& a, const Topology& t, OpKind kind, int64_t world) {
+    TunerChoice c;
+    if (!a.algo.empty()) {
+        c.algorithm = algorithm_named(a.algo);
+        if (!c.algorithm) return Error{"", "--algo", "unknown algorithm '" + a.algo + "'; expected ring, tree or nvls"};
+    }
+    if (!a.proto.empty()) {
+        c.protocol = protocol_named(a.proto);
+        if (!c.protocol) return Error{"", "--proto", "unknown protocol '" + a.proto + "'; expected LL, LL128 or Simple"};
+    }
+    std::vector<TunerCandidate> all = tuner_candidates(t, kind, world);
+    if (std::none_of(all.begin(), all.end(), [&](const TunerCandidate& x) { return c.allows(x); })) {
+        std::string avail;
+        for (const auto& x : all)
+            avail += (avail.empty() ? "" : ", ") + std::string(algorithm_name(x.algorithm)) + "/" + protocol_name(x.protocol);
+        return Error{t.source, a.algo.empty() ? "--proto" : "--algo",
+                     "NCCL has no " + (a.algo.empty() ? std::string("") : a.algo + " ") +
+                         (a.proto.empty() ? std::string("") : a.proto + " ") + "for " + a.op + " on " +
+                         std::to_string(world) + " ranks of " + t.name + "; it weighs " + avail};
+    }
+    return c;
+}
 
 int run_bench(const BenchArgs& a) {
     auto kind = collective_named(a.op);
@@ -675,6 +702,8 @@ int run_bench(const BenchArgs& a) {
     if (a.gpus_per_thread < 1 || a.gpus_per_thread > topo->gpus_per_node)
         return input_error(Error{"", "--gpus-per-thread", "expected 1 to " + std::to_string(topo->gpus_per_node) +
                                                               " (the GPUs of one node)"});
+    auto only = tuner_choice(a, topo.value(), *kind, world);
+    if (!only) return input_error(only.error());
     std::vector<BenchRow> rows;
     const CollectiveInfo& info = collective_info(*kind);
     for (int64_t size = *lo; size <= *hi; size *= a.factor) {
@@ -682,8 +711,11 @@ int run_bench(const BenchArgs& a) {
         BenchRow r;
         r.bytes = size;
         r.count = size / 4;
-        r.time_us = back_to_back_call_us(topo.value(), simulate_single_collective(topo.value(), *kind, logged, world) * 1e6,
-                                         a.gpus_per_thread);
+        CollectivePlan plan;
+        r.time_us = back_to_back_call_us(
+            topo.value(), simulate_single_collective(topo.value(), *kind, logged, world, &plan, only.value()) * 1e6,
+            a.gpus_per_thread);
+        r.algorithm = std::string(algorithm_name(plan.algorithm)) + "/" + protocol_name(plan.protocol);
         r.algbw_gbs = r.time_us > 0 ? static_cast<double>(size) / (r.time_us * 1e3) : 0.0;
         r.busbw_gbs = r.algbw_gbs * info.bus_factor(world);
         rows.push_back(r);
@@ -760,6 +792,8 @@ int main(int argc, char** argv) {
     bench->add_option("-g,--gpus-per-thread", ba.gpus_per_thread,
                       "GPUs one host thread drives, as nccl-tests -g (1: one process per GPU, as DeepSpeed runs)")
         ->capture_default_str();
+    bench->add_option("--algo", ba.algo, "Only this algorithm, as NCCL_ALGO: ring, tree or nvls (default: NCCL's tuner picks)");
+    bench->add_option("--proto", ba.proto, "Only this protocol, as NCCL_PROTO: LL, LL128 or Simple (default: NCCL's tuner picks)");
     bench->add_option("-o,--output", ba.output, "Write to this file instead of standard output");
 
     MemoryArgs ma;

@@ -195,6 +195,18 @@ void write_nccl_tests_table(std::ostream& out, const std::string& op, const std:
         out << line;
         sum_bus += r.busbw_gbs;
     }
+    // What NCCL_DEBUG_SUBSYS=TUNING would name, as size ranges: a comment, so the table stays
+    // nccl-tests' own.
+    std::string picks;
+    for (size_t i = 0; i < rows.size();) {
+        size_t j = i;
+        while (j + 1 < rows.size() && rows[j + 1].algorithm == rows[i].algorithm) ++j;
+        if (!rows[i].algorithm.empty())
+            picks += (picks.empty() ? "" : "; ") + rows[i].algorithm + " " + ds_size_string(rows[i].bytes) +
+                     (j > i ? " to " + ds_size_string(rows[j].bytes) : "");
+        i = j + 1;
+    }
+    if (!picks.empty()) out << "# Algorithm/protocol (predicted tuner choice): " << picks << "\n";
     out << "# Out of bounds values : N/A (predicted)\n";
     out << "# Avg bus bandwidth    : " << fmt("%.4f", rows.empty() ? 0.0 : sum_bus / static_cast<double>(rows.size())) << " \n";
 }

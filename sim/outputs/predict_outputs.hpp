@@ -33,6 +33,7 @@ struct BenchRow {
     double time_us = 0;
     double algbw_gbs = 0;
     double busbw_gbs = 0;
+    std::string algorithm;      // NCCL's pick, "ring/LL128" (a comment line after the table)
 };
 void write_nccl_tests_table(std::ostream& out, const std::string& op, const std::string& header,
                             const std::vector<BenchRow>& rows);

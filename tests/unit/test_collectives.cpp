@@ -92,6 +92,53 @@ TEST(AlphaBeta, AllGatherCountsTheWholeBuffer) {
     EXPECT_NEAR(plan.time_alone_s(), 0.75e-3 + 18.6e-6, 1e-12);
 }
 
+TEST(AlphaBeta, TreeAllReduceAcrossTwoNodes) {
+    // 4 ranks on 2 nodes of 2, Simple, S = 8e7 B: every rank of a chain moves 2S = 1.6e8 B over
+    // NVLink, 2S/2 = 8e7 B leave through its 10 GB/s NIC share. NCCL rates a tree at 0.92 of the
+    // bus and, for 8e7 B = 1.25e6 x 64 B (log2 floor 20), Simple at 0.8 of that: the NIC share
+    // runs at 10 x 0.736 = 7.36 GB/s, 8e7 B take 10.8696 ms. Latency: 8.4 us base + 2 x (1 intra
+    // step x 4.0 + log2(2 nodes) x 14 network) = 44.4 us.
+    Topology t = small_topology(2, 2);
+    auto tree = plan_collective_with(t, OpKind::AllReduce, 8e7, 4, Algorithm::Tree, Protocol::Simple);
+    EXPECT_NEAR(tree.intra_bytes, 1.6e8, 1e-3);
+    EXPECT_NEAR(tree.inter_bytes, 8e7, 1e-3);
+    EXPECT_NEAR(tree.inter_rate, 7.36e9, 1e-3);
+    EXPECT_NEAR(tree.latency_s, 44.4e-6, 1e-12);
+    EXPECT_NEAR(tree.time_alone_s(), 44.4e-6 + 8e7 / 7.36e9, 1e-12);
+    // The ring of AlphaBeta.RingAcrossTwoNodes takes 6.07 ms: the tuner keeps it.
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8e7, 4).algorithm, Algorithm::Ring);
+    // NCCL_ALGO=Tree leaves the tree's protocols. LL128 across nodes: 0.92 x 120/128 x 0.9 (its
+    // correction at 20) = 0.77625 of 10 GB/s, 10.3060 ms, after 14.0 + 2 x (1.25 + 8.5) = 33.5 us:
+    // faster than Simple's 10.9140 ms, so the tuner takes it.
+    TunerChoice only_tree;
+    only_tree.algorithm = Algorithm::Tree;
+    CollectivePlan picked;
+    double ll128 = simulate_single_collective(t, OpKind::AllReduce, 8e7, 4, &picked, only_tree);
+    EXPECT_EQ(picked.algorithm, Algorithm::Tree);
+    EXPECT_EQ(picked.protocol, Protocol::LL128);
+    EXPECT_NEAR(ll128, 33.5e-6 + 8e7 / 7.7625e9, 1e-9);
+    // NCCL_ALGO=Tree NCCL_PROTO=Simple: the plan above, through the engine.
+    only_tree.protocol = Protocol::Simple;
+    EXPECT_NEAR(simulate_single_collective(t, OpKind::AllReduce, 8e7, 4, nullptr, only_tree), tree.time_alone_s(), 1e-9);
+}
+
+TEST(AlphaBeta, TreeInsideOneNodeIsAChain) {
+    // One node of 4, LL128, S = 1 MiB = 16384 x 64 B (log2 14): 0.92 x 7/9 (LL128 inside a node)
+    // x 0.6 (the correction at 14) of 100 GB/s = 42.9333 GB/s for 2S = 2 MiB: 48.8466 us; latency
+    // 14.0 + 2 x 3 steps x 1.25 = 21.5 us.
+    Topology t = small_topology(1, 4);
+    auto tree = plan_collective_with(t, OpKind::AllReduce, 1048576, 4, Algorithm::Tree, Protocol::LL128);
+    EXPECT_NEAR(tree.time_alone_s(), 21.5e-6 + 2097152 / (100e9 * 0.92 * 7.0 / 9.0 * 0.6), 1e-12);
+    EXPECT_NEAR(tree.time_alone_s(), 70.3467e-6, 1e-10);
+    // NCCL weighs it on one node too, and only for all_reduce.
+    auto has_tree = [&](OpKind k) {
+        auto c = tuner_candidates(t, k, 4);
+        return std::any_of(c.begin(), c.end(), [](const TunerCandidate& x) { return x.algorithm == Algorithm::Tree; });
+    };
+    EXPECT_TRUE(has_tree(OpKind::AllReduce));
+    EXPECT_FALSE(has_tree(OpKind::AllGather));
+}
+
 // A two-op schedule for the engine: all_reduces of `a` and `b` bytes on two different streams.
 Schedule two_collectives(double a, double b) {
     Schedule s;
