@@ -229,11 +229,16 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
         return plan;
     }
     if (a == Algorithm::NVLS) {
-        // In-switch reduction: each rank sends its buffer to the switch once and reads the result;
-        // NCCL drives it with its NVLS channels at the NVLS efficiency.
-        plan.intra_bytes = plan.buffer_bytes;
-        plan.intra_rate = std::min(cap.intra, t.nvls_channels * t.channel_bandwidth_gbs * 1e9 * sc.bandwidth) *
-                          t.nvls_efficiency;
+        // In-switch reduction, as NCCL's NVLS all_reduce moves the data: rank r owns 1/n of the
+        // buffer; its multimem load-reduce makes the switch read that share from every GPU, so each
+        // GPU's whole buffer goes up its link once (S) and r's reduced share comes back (S/n); r's
+        // multimem store sends the share up once (S/n) and the switch writes it to every GPU (S
+        // arriving per GPU). S(1 + 1/n) each way, on the NVLink bandwidth NCCL sees, at NCCL's NVLS
+        // efficiency (0.85 on Hopper). The 1/n is why NVLS gains more with more GPUs (reference
+        // Table C1: algbw 259 GB/s on 5 H200s, 270 on 8), where NCCL's own conversion (bus x n /
+        // 2(n-1), as for a ring) has it shrink.
+        plan.intra_bytes = plan.buffer_bytes * (1.0 + 1.0 / static_cast<double>(n));
+        plan.intra_rate = cap.intra * t.nvls_efficiency;
         lat_us = kNvlsLatencyNvlinkUs;
     } else if (a == Algorithm::Tree) {
         // Double binary tree across nodes, chains inside them: every rank of a chain moves the

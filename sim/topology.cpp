@@ -100,8 +100,8 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         if (gpu.has("launch_overhead_us")) t.launch_overhead_us = non_negative(gpu.at("launch_overhead_us"));
 
         auto intra = root.at("intra_node");
-        check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_channels",
-                           "nvls_efficiency", "step_latency_us", "base_latency_us"});
+        check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_efficiency",
+                           "step_latency_us", "base_latency_us"});
         std::string kind = intra.at("kind").as_string();
         if (kind == "nvswitch")
             t.intra = IntraKind::NVSwitch;
@@ -119,7 +119,6 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
                                                                           : t.intra_bandwidth_gbs / t.intra_channels;
         if (intra.has("nvls")) t.nvls = intra.at("nvls").as_bool();
         if (t.nvls && t.intra != IntraKind::NVSwitch) intra.at("nvls").fail_here("NVLS needs an NVSwitch fabric (kind nvswitch)");
-        if (intra.has("nvls_channels")) t.nvls_channels = static_cast<int>(positive_int(intra.at("nvls_channels")));
         if (intra.has("nvls_efficiency")) t.nvls_efficiency = positive(intra.at("nvls_efficiency"));
         if (intra.has("step_latency_us")) t.intra_step_latency_us = non_negative(intra.at("step_latency_us"));
         if (intra.has("base_latency_us")) t.base_latency_us = non_negative(intra.at("base_latency_us"));

@@ -36,7 +36,6 @@ struct Topology {
     int intra_channels = 1;             // NCCL rings (channels) over it, e.g. one per NVLink
     double channel_bandwidth_gbs = 0;   // NCCL's per-channel bandwidth for this link type
     bool nvls = false;                  // NVSwitch in-switch reduction (NVLink SHARP)
-    int nvls_channels = 16;
     double nvls_efficiency = 0.85;
 
     // NICs and inter-node fabric.

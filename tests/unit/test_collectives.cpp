@@ -139,6 +139,36 @@ TEST(AlphaBeta, TreeInsideOneNodeIsAChain) {
     EXPECT_FALSE(has_tree(OpKind::AllGather));
 }
 
+TEST(AlphaBeta, NvlsAllReduceSendsEachShareThroughTheSwitch) {
+    // In-switch reduction on n GPUs: the switch reads every GPU's whole buffer (S up each link),
+    // returns each rank's reduced 1/n (S/n down), takes it back once (S/n up) and writes it to
+    // every GPU (S down): S(1 + 1/n) each way. At 0.8 NVLS efficiency of 100 GB/s = 80 GB/s, after
+    // NCCL's 25 us NVLS latency. S = 1e8 B.
+    auto nvls_topology = [](int64_t gpus) {
+        Topology t = small_topology(1, gpus);
+        t.nvls = true;
+        t.nvls_efficiency = 0.8;
+        return t;
+    };
+    // 8 GPUs: 1.125e8 B at 80 GB/s = 1.40625 ms, + 25 us = 1.43125 ms; the ring moves
+    // 2(n-1)/n S = 1.75e8 B at 100 GB/s after 8.4 + 14 x 3.4 us: 1.8060 ms. The tuner takes NVLS.
+    Topology eight = nvls_topology(8);
+    EXPECT_NEAR(plan_collective_with(eight, OpKind::AllReduce, 1e8, 8, Algorithm::NVLS, Protocol::Simple).time_alone_s(),
+                1.43125e-3, 1e-12);
+    EXPECT_NEAR(simulate_single_collective(eight, OpKind::AllReduce, 1e8, 8), 1.43125e-3, 1e-9);
+    // 4 GPUs: NVLS 1.25e8 B, 1.5625 ms + 25 us = 1.5875 ms; the ring 1.5e8 B, 1.5 ms + 8.4 +
+    // 6 x 3.4 us = 1.5288 ms: the ring wins by a little.
+    Topology four = nvls_topology(4);
+    EXPECT_NEAR(plan_collective_with(four, OpKind::AllReduce, 1e8, 4, Algorithm::NVLS, Protocol::Simple).time_alone_s(),
+                1.5875e-3, 1e-12);
+    EXPECT_NEAR(simulate_single_collective(four, OpKind::AllReduce, 1e8, 4), 1.5288e-3, 1e-9);
+    // 2 GPUs: NVLS moves 1.5e8 B (1.9 ms in all), the ring S (1.0152 ms): the ring wins.
+    Topology two = nvls_topology(2);
+    EXPECT_NEAR(plan_collective_with(two, OpKind::AllReduce, 1e8, 2, Algorithm::NVLS, Protocol::Simple).time_alone_s(),
+                1.9e-3, 1e-12);
+    EXPECT_EQ(plan_collective(two, OpKind::AllReduce, 1e8, 2).algorithm, Algorithm::Ring);
+}
+
 // A two-op schedule for the engine: all_reduces of `a` and `b` bytes on two different streams.
 Schedule two_collectives(double a, double b) {
     Schedule s;
@@ -283,6 +313,51 @@ TEST(NcclTests, H200BandwidthBoundPoints) {
     ring.nvls = false;
     double pred_ring = simulate_single_collective(ring, OpKind::AllReduce, S, 8) * 1e6;
     EXPECT_LE(std::fabs(pred_ring - time_us(367.2, 1.75)) / time_us(367.2, 1.75), 0.10);
+}
+
+TEST(NcclTests, H200NvlsGainGrowsWithGpuCount) {
+    // Table C1: nccl-tests all_reduce, 8 GiB, on 4 to 8 GPUs of one 8 x H200 node, busbw with NCCL's
+    // choice and with NVLS off. Time = 8 GiB x 2(n-1)/n / busbw. NVLS's gain over the ring grows
+    // with the GPU count (1.14x on 5, 1.29x on 8) because each GPU's traffic is S(1 + 1/n) against
+    // the ring's 2(n-1)/n S; the ring's busbw stays flat.
+    std::string text = test::read_file(test::reference("nccl-tests/a100-h200-b200-sweeps.txt"));
+    auto start = text.find("## C1:");
+    auto end = text.find("## C2:", start);
+    ASSERT_NE(start, std::string::npos);
+    std::string section = text.substr(start, end - start);
+    std::regex row(R"(\|\s*(\d+)\s*\|\s*(\w+)\s*\|\s*([\d.]+)GBps\s*\|\s*([\d.]+)GBps\s*\|)");
+    Topology t = shipped("dgx-h100");
+    Topology ring = t;
+    ring.nvls = false;
+    const double S = 8.0 * 1024 * 1024 * 1024;
+    int rows = 0;
+    double previous_busbw = 0;
+    std::printf("all_reduce 8 GiB on n of 8 x H200 (Table C1)\n%4s %8s %12s %12s %7s %12s %12s %7s\n", "n", "algo",
+                "measured us", "predicted us", "error", "ring meas.", "ring pred.", "error");
+    for (std::sregex_iterator it(section.begin(), section.end(), row), e; it != e; ++it, ++rows) {
+        int64_t n = std::stoll((*it)[1]);
+        double factor = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
+        double measured = S * factor / (std::stod((*it)[3]) * 1e3);
+        double measured_ring = S * factor / (std::stod((*it)[4]) * 1e3);
+        CollectivePlan plan;
+        double predicted = simulate_single_collective(t, OpKind::AllReduce, S, n, &plan) * 1e6;
+        double predicted_ring = simulate_single_collective(ring, OpKind::AllReduce, S, n) * 1e6;
+        double err = std::fabs(predicted - measured) / measured;
+        double err_ring = std::fabs(predicted_ring - measured_ring) / measured_ring;
+        std::printf("%4lld %8s %12.0f %12.0f %6.1f%% %12.0f %12.0f %6.1f%%\n", static_cast<long long>(n),
+                    algorithm_name(plan.algorithm), measured, predicted, 100 * err, measured_ring, predicted_ring,
+                    100 * err_ring);
+        EXPECT_LE(err, 0.10) << n << " GPUs";
+        EXPECT_LE(err_ring, 0.10) << n << " GPUs, NVLS off";
+        // Where NCCL picked NVLS, so do we, and its bus bandwidth rises with n.
+        if (std::string((*it)[2]) == "NVLS") {
+            EXPECT_EQ(plan.algorithm, Algorithm::NVLS) << n << " GPUs";
+            double busbw = S * factor / (predicted * 1e3);
+            EXPECT_GT(busbw, previous_busbw) << n << " GPUs";
+            previous_busbw = busbw;
+        }
+    }
+    EXPECT_EQ(rows, 5);
 }
 
 TEST(NcclTests, A100TrimmedTableIsPrinted) {
