@@ -165,6 +165,15 @@ TEST(BenchCli, BadInputs) {
     expect_input_error(run_zerosim("bench --topology " + q(zero)), {"zero.json", "intra_node.bandwidth_gbs", "positive"});
     auto neg = topo_with("neg.json", "\"bandwidth_gbs\": 25", "\"bandwidth_gbs\": -25");
     expect_input_error(run_zerosim("bench --topology " + q(neg)), {"neg.json", "nics.bandwidth_gbs"});
+    // NIC affinity: one list per NIC, GPU indices inside the node, every GPU on some list.
+    auto short_aff = topo_with("aff1.json", "\"latency_us\": 0", "\"latency_us\": 0, \"gpu_affinity\": [[0], [1]]");
+    expect_input_error(run_zerosim("bench --topology " + q(short_aff)), {"aff1.json", "nics.gpu_affinity", "one list of GPU indices per NIC (8)"});
+    auto far = topo_with("aff2.json", "\"latency_us\": 0", "\"latency_us\": 0, \"gpu_affinity\": [[0], [1], [2], [3], [4], [5], [6], [8]]");
+    expect_input_error(run_zerosim("bench --topology " + q(far)), {"aff2.json", "nics.gpu_affinity[7][0]", "0 to 7", "8"});
+    auto orphan = topo_with("aff3.json", "\"latency_us\": 0", "\"latency_us\": 0, \"gpu_affinity\": [[0, 1], [0, 1], [2, 3], [2, 3], [4, 5], [4, 5], [6], [6]]");
+    expect_input_error(run_zerosim("bench --topology " + q(orphan)), {"aff3.json", "nics.gpu_affinity", "GPU 7"});
+    auto fine = topo_with("aff4.json", "\"latency_us\": 0", "\"latency_us\": 0, \"gpu_affinity\": [[0, 1], [0, 1], [2, 3], [2, 3], [4, 5], [4, 5], [6, 7], [6, 7]]");
+    EXPECT_EQ(run_zerosim("bench --topology " + q(fine) + " --min 1M --max 1M").exit_code, 0);
     // Two nodes with no NICs: disconnected.
     std::string text = test::read_file(topo("localhost"));
     text.replace(text.find("\"nodes\": 1"), 10, "\"nodes\": 2");
