@@ -270,7 +270,9 @@ TEST(Topologies, EveryShippedFileLoadsAndNamesItsSources) {
         EXPECT_TRUE(t.ok()) << e.path() << ": " << (t.ok() ? "" : t.error().what());
         auto doc = nlohmann::json::parse(test::read_file(e.path().string()));
         EXPECT_TRUE(doc.contains("sources") && doc["sources"].is_object() && !doc["sources"].empty()) << e.path();
-        if (t.ok()) EXPECT_EQ(t.value().name, e.path().stem().string()) << e.path();
+        if (t.ok()) {
+            EXPECT_EQ(t.value().name, e.path().stem().string()) << e.path();
+        }
     }
     EXPECT_GE(files, 7);   // dgx-a100, dgx-h100, aws-p4de, aws-p5, aws-p6-b200, pcie-8gpu, localhost
 }
@@ -333,109 +335,119 @@ TEST(NcclTests, H200BandwidthBoundPoints) {
     EXPECT_LE(std::fabs(pred_ring - time_us(367.2, 1.75)) / time_us(367.2, 1.75), 0.10);
 }
 
-TEST(NcclTests, H200NvlsGainGrowsWithGpuCount) {
-    // Table C1: nccl-tests all_reduce, 8 GiB, on 4 to 8 GPUs of one 8 x H200 node, busbw with NCCL's
-    // choice and with NVLS off. Time = 8 GiB x 2(n-1)/n / busbw. NVLS's gain over the ring grows
-    // with the GPU count (1.14x on 5, 1.29x on 8) because each GPU's traffic is S(1 + 1/n) against
-    // the ring's 2(n-1)/n S; the ring's busbw stays flat.
+// The text of the sweeps file from one heading to the next given one.
+std::string sweeps_section(const std::string& from, const std::string& to) {
     std::string text = test::read_file(test::reference("nccl-tests/a100-h200-b200-sweeps.txt"));
-    auto start = text.find("## C1:");
-    auto end = text.find("## C2:", start);
-    ASSERT_NE(start, std::string::npos);
-    std::string section = text.substr(start, end - start);
+    auto start = text.find(from);
+    EXPECT_NE(start, std::string::npos) << from;
+    if (start == std::string::npos) return "";
+    return text.substr(start, text.find(to, start + from.size()) - start);
+}
+
+// Markdown rows "| 32KiB | 1.20GBps | 0.01GBps | ..." (Tables B and D): the payload in bytes and
+// the two bandwidth columns after it.
+struct PayloadRow {
+    int64_t bytes;
+    double first_gbs, second_gbs;
+};
+
+std::vector<PayloadRow> payload_rows(const std::string& section) {
+    std::regex row(R"(\|\s*(\d+)(KiB|MiB|GiB)\s*\|\s*([\d.]+)GBps\s*\|\s*([\d.]+)GBps\s*\|)");
+    std::vector<PayloadRow> rows;
+    for (std::sregex_iterator it(section.begin(), section.end(), row), e; it != e; ++it) {
+        int64_t unit = (*it)[2] == "KiB" ? 1024 : (*it)[2] == "MiB" ? 1024 * 1024 : 1024LL * 1024 * 1024;
+        rows.push_back({std::stoll((*it)[1]) * unit, std::stod((*it)[3]), std::stod((*it)[4])});
+    }
+    return rows;
+}
+
+// Tables C1 and C2: all_reduce of 8 GiB with nccl-tests on n of a node's 8 GPUs, bus bandwidth
+// with NCCL's choice (named) and with NVLS off.
+struct GpuCountRow {
+    int64_t n;
+    std::string nccl_algorithm;
+    double busbw, busbw_ring;
+};
+
+std::vector<GpuCountRow> gpu_count_rows(const std::string& heading) {
+    std::string table = sweeps_section(heading, "\n\n");
     std::regex row(R"(\|\s*(\d+)\s*\|\s*(\w+)\s*\|\s*([\d.]+)GBps\s*\|\s*([\d.]+)GBps\s*\|)");
-    Topology t = shipped("dgx-h100");
-    Topology ring = t;
-    ring.nvls = false;
+    std::vector<GpuCountRow> rows;
+    for (std::sregex_iterator it(table.begin(), table.end(), row), e; it != e; ++it)
+        rows.push_back({std::stoll((*it)[1]), (*it)[2], std::stod((*it)[3]), std::stod((*it)[4])});
+    return rows;
+}
+
+// Sets each row against the prediction (time = 8 GiB x 2(n-1)/n / busbw), prints both, checks
+// the time within 10% with and without NVLS, and returns the predicted busbw and algorithm.
+std::vector<std::pair<double, Algorithm>> compare_by_gpu_count(const std::string& title, const Topology& t,
+                                                               const std::vector<GpuCountRow>& rows) {
     const double S = 8.0 * 1024 * 1024 * 1024;
-    int rows = 0;
-    double previous_busbw = 0;
-    std::printf("all_reduce 8 GiB on n of 8 x H200 (Table C1)\n%4s %8s %12s %12s %7s %12s %12s %7s\n", "n", "algo",
+    std::vector<std::pair<double, Algorithm>> out;
+    std::printf("%s\n%4s %6s %9s %12s %12s %7s %12s %12s %7s\n", title.c_str(), "n", "NCCL", "predicted",
                 "measured us", "predicted us", "error", "ring meas.", "ring pred.", "error");
-    for (std::sregex_iterator it(section.begin(), section.end(), row), e; it != e; ++it, ++rows) {
-        int64_t n = std::stoll((*it)[1]);
-        double factor = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
-        double measured = S * factor / (std::stod((*it)[3]) * 1e3);
-        double measured_ring = S * factor / (std::stod((*it)[4]) * 1e3);
+    for (const GpuCountRow& r : rows) {
+        double factor = 2.0 * static_cast<double>(r.n - 1) / static_cast<double>(r.n);
+        double measured = S * factor / (r.busbw * 1e3), measured_ring = S * factor / (r.busbw_ring * 1e3);
         CollectivePlan plan;
-        double predicted = simulate_single_collective(t, OpKind::AllReduce, S, n, &plan) * 1e6;
-        double predicted_ring = simulate_single_collective(ring, OpKind::AllReduce, S, n) * 1e6;
+        double predicted = simulate_single_collective(t, OpKind::AllReduce, S, r.n, &plan) * 1e6;
+        double predicted_ring =
+            simulate_single_collective(t, OpKind::AllReduce, S, r.n, nullptr, TunerChoice{Algorithm::Ring, {}}) * 1e6;
         double err = std::fabs(predicted - measured) / measured;
         double err_ring = std::fabs(predicted_ring - measured_ring) / measured_ring;
-        std::printf("%4lld %8s %12.0f %12.0f %6.1f%% %12.0f %12.0f %6.1f%%\n", static_cast<long long>(n),
-                    algorithm_name(plan.algorithm), measured, predicted, 100 * err, measured_ring, predicted_ring,
-                    100 * err_ring);
-        EXPECT_LE(err, 0.10) << n << " GPUs";
-        EXPECT_LE(err_ring, 0.10) << n << " GPUs, NVLS off";
-        // Where NCCL picked NVLS, so do we, and its bus bandwidth rises with n.
-        if (std::string((*it)[2]) == "NVLS") {
-            EXPECT_EQ(plan.algorithm, Algorithm::NVLS) << n << " GPUs";
-            double busbw = S * factor / (predicted * 1e3);
-            EXPECT_GT(busbw, previous_busbw) << n << " GPUs";
-            previous_busbw = busbw;
-        }
+        std::printf("%4lld %6s %9s %12.0f %12.0f %6.1f%% %12.0f %12.0f %6.1f%%\n", static_cast<long long>(r.n),
+                    r.nccl_algorithm.c_str(), algorithm_name(plan.algorithm), measured, predicted, 100 * err,
+                    measured_ring, predicted_ring, 100 * err_ring);
+        EXPECT_LE(err, 0.10) << title << ", " << r.n << " GPUs";
+        EXPECT_LE(err_ring, 0.10) << title << ", " << r.n << " GPUs, NVLS off";
+        out.emplace_back(S * factor / (predicted * 1e3), plan.algorithm);
     }
-    EXPECT_EQ(rows, 5);
+    return out;
+}
+
+TEST(NcclTests, H200NvlsGainGrowsWithGpuCount) {
+    // Table C1, 8 x H200: NVLS's gain over the ring grows with the GPU count (1.14x on 5, 1.29x on
+    // 8) because each GPU's traffic is S(1 + 1/n) against the ring's 2(n-1)/n S; the ring's busbw
+    // stays flat.
+    auto rows = gpu_count_rows("## C1:");
+    ASSERT_EQ(rows.size(), 5u);
+    auto predicted = compare_by_gpu_count("all_reduce 8 GiB on n of 8 x H200 (Table C1)", shipped("dgx-h100"), rows);
+    double previous_busbw = 0;
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i].nccl_algorithm == "NVLS") {   // where NCCL took NVLS, so do we, gaining with n
+            EXPECT_EQ(predicted[i].second, Algorithm::NVLS) << rows[i].n << " GPUs";
+            EXPECT_GT(predicted[i].first, previous_busbw) << rows[i].n << " GPUs";
+            previous_busbw = predicted[i].first;
+        }
 }
 
 TEST(NcclTests, B200NodeByGpuCountAndAcrossFourNodes) {
     // Held-out generation: 8 x B200 on AWS p6-b200 (NVLink5, NCCL 2.27.7), which no figure of
-    // aws-p6-b200.json was taken from. Table C2: 8 GiB all_reduce on 4 to 8 GPUs; NCCL (with AWS's
-    // tuner plugin) keeps Ring on 4 and 5 GPUs and takes NVLS from 6 up. NVLS's traffic, S(1 + 1/n),
-    // at Blackwell's NVLS efficiency (0.74) against the ring's 2(n-1)/n S puts the crossover at
-    // the same place.
-    std::string text = test::read_file(test::reference("nccl-tests/a100-h200-b200-sweeps.txt"));
-    auto start = text.find("## C2:");
-    auto end = text.find("\n\n", start);
-    ASSERT_NE(start, std::string::npos);
-    std::string c2 = text.substr(start, end - start);
-    std::regex row(R"(\|\s*(\d+)\s*\|\s*(\w+)\s*\|\s*([\d.]+)GBps\s*\|\s*([\d.]+)GBps\s*\|)");
+    // aws-p6-b200.json was taken from. Table C2: NCCL (with AWS's tuner plugin) keeps Ring on 4
+    // and 5 GPUs and takes NVLS from 6 up. NVLS's traffic, S(1 + 1/n), at Blackwell's NVLS
+    // efficiency (0.74) against the ring's 2(n-1)/n S puts the crossover at the same place.
+    auto rows = gpu_count_rows("## C2:");
+    ASSERT_EQ(rows.size(), 5u);
     Topology t = shipped("aws-p6-b200");
-    const double S = 8.0 * 1024 * 1024 * 1024;
-    int rows = 0;
-    std::printf("all_reduce 8 GiB on n of 8 x B200 (Table C2)\n%4s %6s %9s %12s %12s %7s %12s %12s %7s\n", "n", "NCCL",
-                "predicted", "measured us", "predicted us", "error", "ring meas.", "ring pred.", "error");
-    for (std::sregex_iterator it(c2.begin(), c2.end(), row), e; it != e; ++it, ++rows) {
-        int64_t n = std::stoll((*it)[1]);
-        double factor = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
-        double measured = S * factor / (std::stod((*it)[3]) * 1e3);
-        double measured_ring = S * factor / (std::stod((*it)[4]) * 1e3);
-        CollectivePlan plan;
-        double predicted = simulate_single_collective(t, OpKind::AllReduce, S, n, &plan) * 1e6;
-        double predicted_ring =
-            simulate_single_collective(t, OpKind::AllReduce, S, n, nullptr, TunerChoice{Algorithm::Ring, {}}) * 1e6;
-        double err = std::fabs(predicted - measured) / measured;
-        double err_ring = std::fabs(predicted_ring - measured_ring) / measured_ring;
-        std::string nccl = (*it)[2];
-        std::printf("%4lld %6s %9s %12.0f %12.0f %6.1f%% %12.0f %12.0f %6.1f%%\n", static_cast<long long>(n),
-                    nccl.c_str(), algorithm_name(plan.algorithm), measured, predicted, 100 * err, measured_ring,
-                    predicted_ring, 100 * err_ring);
-        EXPECT_EQ(plan.algorithm, nccl == "NVLS" ? Algorithm::NVLS : Algorithm::Ring) << n << " GPUs";
-        EXPECT_LE(err, 0.10) << n << " GPUs";
-        EXPECT_LE(err_ring, 0.10) << n << " GPUs, NVLS off";
-    }
-    EXPECT_EQ(rows, 5);
+    auto predicted = compare_by_gpu_count("all_reduce 8 GiB on n of 8 x B200 (Table C2)", t, rows);
+    for (size_t i = 0; i < rows.size(); ++i)
+        EXPECT_EQ(predicted[i].second, rows[i].nccl_algorithm == "NVLS" ? Algorithm::NVLS : Algorithm::Ring)
+            << rows[i].n << " GPUs";
 
     // Table D: all_reduce_bench.py busbw on 1 node (8 ranks) and 4 nodes (32 ranks, 8 x 400 Gb/s
     // EFA per node). Printed for the record; checked where bandwidth decides (>= 1 GiB). On one
     // node AWS's tuner keeps Ring up to 4 GiB (NCCL's own model would take NVLS there), so those
     // sizes are set against the ring (NCCL_ALGO=Ring), 8 GiB and up against NVLS.
-    start = text.find("## TABLE D");
-    end = text.find("## TABLE E", start);
-    ASSERT_NE(start, std::string::npos);
-    std::string d = text.substr(start, end - start);
-    std::regex drow(R"(\|\s*(\d+)(KiB|MiB|GiB)\s*\|\s*([\d.]+)GBps\s*\|\s*([\d.]+)GBps\s*\|)");
-    rows = 0;
+    auto rows_d = payload_rows(sweeps_section("## TABLE D", "## TABLE E"));   // 1 node, 4 nodes busbw
     auto scaled = scale_to_nodes(t, 4);
     ASSERT_TRUE(scaled.ok());
     const Topology four_node = scaled.value();
     std::printf("all_reduce_bench.py on aws-p6-b200 (Table D)\n%12s %12s %12s %7s %12s %12s %7s\n", "bytes",
                 "1 node us", "predicted", "error", "4 nodes us", "predicted", "error");
-    for (std::sregex_iterator it(d.begin(), d.end(), drow), e; it != e; ++it, ++rows) {
-        int64_t mult = (*it)[2] == "KiB" ? 1024 : (*it)[2] == "MiB" ? 1024 * 1024 : 1024LL * 1024 * 1024;
-        double bytes = static_cast<double>(std::stoll((*it)[1]) * mult);
-        double one_node = bytes * 1.75 / (std::stod((*it)[3]) * 1e3);
-        double four_nodes = bytes * 2.0 * 31 / 32 / (std::stod((*it)[4]) * 1e3);
+    for (const PayloadRow& r : rows_d) {
+        double bytes = static_cast<double>(r.bytes);
+        double one_node = bytes * 1.75 / (r.first_gbs * 1e3);
+        double four_nodes = bytes * 2.0 * 31 / 32 / (r.second_gbs * 1e3);
         bool ring_by_plugin = bytes >= (1LL << 30) && bytes <= (4LL << 30);
         double pred_one = simulate_single_collective(t, OpKind::AllReduce, bytes, 8, nullptr,
                                                      ring_by_plugin ? TunerChoice{Algorithm::Ring, {}} : TunerChoice{}) *
@@ -449,18 +461,14 @@ TEST(NcclTests, B200NodeByGpuCountAndAcrossFourNodes) {
             EXPECT_LE(e4, 0.10) << bytes << " B on four nodes";
         }
     }
-    EXPECT_EQ(rows, 20);
+    EXPECT_EQ(rows_d.size(), 20u);
 }
 
 TEST(NcclTests, A100TrimmedTableIsPrinted) {
     // Table A: another 8 x A100 node, nccl-tests -g 8 -n 50, columns trimmed to size/time/algbw/busbw
     // (sizes written with '_'). Printed for the record; the same -g 8 layout as above, so the same
     // checks: small sizes paced by the launches, the bandwidth-bound end (>= 256 MiB).
-    std::string text = test::read_file(test::reference("nccl-tests/a100-h200-b200-sweeps.txt"));
-    auto start = text.find("## TABLE A");
-    auto end = text.find("## TABLE B", start);
-    ASSERT_NE(start, std::string::npos);
-    std::string section = text.substr(start, end - start);
+    std::string section = sweeps_section("## TABLE A", "## TABLE B");
     std::regex row(R"(^\s*([\d_]+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s*$)");
     std::vector<std::pair<int64_t, double>> m;
     std::istringstream in(section);
@@ -485,19 +493,9 @@ TEST(NcclTests, A100TrimmedTableIsPrinted) {
 TEST(NcclTests, H200PyTorchSweepIsPrinted) {
     // Table B (all_reduce_bench.py, 8 x H200): payload and algbw; printed for the record, the
     // error at bandwidth-bound sizes (>= 1 GiB) checked.
-    std::string text = test::read_file(test::reference("nccl-tests/a100-h200-b200-sweeps.txt"));
-    auto start = text.find("## TABLE B");
-    auto end = text.find("## Same node", start);
-    ASSERT_NE(start, std::string::npos);
-    std::regex row(R"(\|\s*(\d+)(KiB|MiB|GiB)\s*\|\s*([\d.]+)GBps\s*\|\s*([\d.]+)GBps\s*\|)");
     std::vector<std::pair<int64_t, double>> m;
-    std::string section = text.substr(start, end - start);
-    for (std::sregex_iterator it(section.begin(), section.end(), row), e; it != e; ++it) {
-        int64_t mult = (*it)[2] == "KiB" ? 1024 : (*it)[2] == "MiB" ? 1024 * 1024 : 1024LL * 1024 * 1024;
-        int64_t bytes = std::stoll((*it)[1]) * mult;
-        double algbw = std::stod((*it)[4]);
-        m.emplace_back(bytes, static_cast<double>(bytes) / (algbw * 1e3));
-    }
+    for (const PayloadRow& r : payload_rows(sweeps_section("## TABLE B", "## Same node")))   // busbw, algbw
+        m.emplace_back(r.bytes, static_cast<double>(r.bytes) / (r.second_gbs * 1e3));
     ASSERT_EQ(m.size(), 20u);
     compare("all_reduce_bench.py on 8 x H200 (NVLS)", shipped("dgx-h100"), OpKind::AllReduce, m);
     std::vector<double> big;
