@@ -23,6 +23,10 @@ const char* algorithm_name(Algorithm a) {
     return "?";
 }
 
+std::string algorithm_protocol_name(Algorithm a, Protocol p) {
+    return std::string(algorithm_name(a)) + "/" + protocol_name(p);
+}
+
 std::optional<Algorithm> algorithm_named(const std::string& name) {
     std::string n = lowercase(name);
     for (Algorithm a : {Algorithm::Ring, Algorithm::Tree, Algorithm::NVLS})
@@ -289,7 +293,6 @@ CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logge
 }
 
 std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int64_t world) {
-    const CollectiveInfo& info = collective_info(kind);
     std::vector<TunerCandidate> out;
     // Shared memory (MPI on one host) has one protocol; LL128 needs NVLink (or the network).
     int64_t g = std::min<int64_t>(t.gpus_per_node, std::max<int64_t>(world, 1));
@@ -303,7 +306,7 @@ std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int
     // across nodes, a SHARP network (CollNet), which the topologies here do not have.
     if (kind == OpKind::AllReduce && world > 1 && t.intra != IntraKind::SharedMemory)
         for (Protocol p : protocols) out.push_back({Algorithm::Tree, p});
-    if (info.reduces && kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1)
+    if (kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1)
         out.push_back({Algorithm::NVLS, Protocol::Simple});
     return out;
 }

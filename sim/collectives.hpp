@@ -21,6 +21,8 @@ enum class Algorithm { Ring, Tree, NVLS };
 enum class Protocol { LL, LL128, Simple };
 const char* algorithm_name(Algorithm a);
 const char* protocol_name(Protocol p);
+// "ring/LL128": a pair as NCCL_DEBUG_SUBSYS=TUNING and bench's tables name it.
+std::string algorithm_protocol_name(Algorithm a, Protocol p);
 
 // nccl-tests' definitions of one collective (src/*.cu in nccl-tests).
 struct CollectiveInfo {

@@ -673,7 +673,7 @@ Result<TunerChoice> tuner_choice(const BenchArgs& a, const Topology& t, OpKind k
     if (std::none_of(all.begin(), all.end(), [&](const TunerCandidate& x) { return c.allows(x); })) {
         std::string avail;
         for (const auto& x : all)
-            avail += (avail.empty() ? "" : ", ") + std::string(algorithm_name(x.algorithm)) + "/" + protocol_name(x.protocol);
+            avail += (avail.empty() ? "" : ", ") + algorithm_protocol_name(x.algorithm, x.protocol);
         return Error{t.source, a.algo.empty() ? "--proto" : "--algo",
                      "NCCL has no " + (a.algo.empty() ? std::string("") : a.algo + " ") +
                          (a.proto.empty() ? std::string("") : a.proto + " ") + "for " + a.op + " on " +
@@ -715,7 +715,7 @@ int run_bench(const BenchArgs& a) {
         r.time_us = back_to_back_call_us(
             topo.value(), simulate_single_collective(topo.value(), *kind, logged, world, &plan, only.value()) * 1e6,
             a.gpus_per_thread);
-        r.algorithm = std::string(algorithm_name(plan.algorithm)) + "/" + protocol_name(plan.protocol);
+        r.algorithm = algorithm_protocol_name(plan.algorithm, plan.protocol);
         r.algbw_gbs = r.time_us > 0 ? static_cast<double>(size) / (r.time_us * 1e3) : 0.0;
         r.busbw_gbs = r.algbw_gbs * info.bus_factor(world);
         rows.push_back(r);

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <map>
 #include <string>
-#include <vector>
 
 #include "sim/ds_config.hpp"
 #include "sim/error.hpp"
@@ -43,11 +42,6 @@ struct Topology {
     int nics_per_node = 0;
     double nic_bandwidth_gbs = 0;       // per NIC, per direction, GB/s
     double nic_latency_us = 0;
-    // Per NIC, the GPUs (indices within a node) on its PCIe switch; empty = not given. Checked and
-    // kept for the record; the timing does not depend on it, because NCCL spreads its channels
-    // over all of a node's NICs and (PXN, on by default) forwards over NVLink to the GPU next to
-    // the NIC, so a GPU's share is the node's NIC bandwidth over its GPUs either way.
-    std::vector<std::vector<int>> nic_gpu_affinity;
     FabricKind fabric = FabricKind::None;
     int fabric_levels = 1;
     double oversubscription = 1.0;      // at the first level above the leaf switches
