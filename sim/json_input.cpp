@@ -53,6 +53,19 @@ Result<Json> parse_json_text(const std::string& text, const std::string& name) {
         std::string detail = pos == std::string::npos ? what : what.substr(pos + 2);
         return Error{name, "", "malformed JSON at line " + std::to_string(line) + ", column " +
                                    std::to_string(col) + ": " + detail};
+    } catch (const Json::out_of_range& e) {
+        // A number beyond a double (1e400): nlohmann gives no position, only the text it could
+        // not convert ("number overflow parsing '1e400'"), so find that text to place it.
+        std::string what = e.what();
+        auto open = what.find('\''), close = what.rfind('\'');
+        std::string token = open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
+        auto at = token.empty() ? std::string::npos : text.find(token);
+        std::string where = "";
+        if (at != std::string::npos) {
+            auto [line, col] = line_and_column(text, at);
+            where = " at line " + std::to_string(line) + ", column " + std::to_string(col);
+        }
+        return Error{name, "", "number out of range" + where + ": '" + token + "' does not fit a double"};
     }
 }
 

@@ -92,6 +92,13 @@ TEST(Cli, MalformedConfig) {
     expect_one_error_line(run_zerosim(schedule_args(ds, ref_model())), {ds, "line 3, column 1"});
 }
 
+// A number past a double's range is an input error with its place, not a crash (found by
+// fuzz_logs: nlohmann throws out_of_range, not parse_error, for it).
+TEST(Cli, NumberBeyondADouble) {
+    std::string ds = temp_file("cli_overflow.json", "{\n \"train_micro_batch_size_per_gpu\": 2e400\n}\n");
+    expect_one_error_line(run_zerosim(schedule_args(ds, ref_model())), {ds, "line 2, column 36", "2e400", "does not fit"});
+}
+
 // Stage 7 does not exist.
 TEST(Cli, BadStage) {
     std::string ds = temp_file("cli_stage7.json", R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 7}})");
