@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "sim/ds_config.hpp"
-#include "sim/model.hpp"
-#include "sim/outputs/schedule_outputs.hpp"
-#include "sim/schedule.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "formats/schedule_outputs.hpp"
+#include "schedule/schedule.hpp"
 #include "cli_runner.hpp"
 
 namespace {

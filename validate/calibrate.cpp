@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/collectives.hpp"
-#include "sim/engine.hpp"
+#include "timing/collectives.hpp"
+#include "timing/engine.hpp"
 
 namespace zerosim {
 

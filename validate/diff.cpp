@@ -7,7 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "sim/outputs/comms_log.hpp"
+#include "formats/comms_log.hpp"
 
 namespace zerosim {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend.hpp"
+#include "backends/backend.hpp"
 
 using namespace zerorun;
 

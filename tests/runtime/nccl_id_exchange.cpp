@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "runtime/nccl_backend.hpp"
+#include "backends/nccl_backend.hpp"
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <limits>
 
-#include "runtime/dtype.hpp"
-#include "runtime/loss.hpp"
+#include "backends/dtype.hpp"
+#include "executor/loss.hpp"
 
 using namespace zerorun;
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <sys/wait.h>
 
-#include "runtime/nccl_backend.hpp"
+#include "backends/nccl_backend.hpp"
 #include "runtime_test_helpers.hpp"
 
 namespace {

@@ -23,13 +23,13 @@
 #include <unistd.h>
 
 #include "nlohmann/json.hpp"
-#include "runtime/executor.hpp"
-#include "runtime/loss.hpp"
-#include "sim/ds_config.hpp"
-#include "sim/model.hpp"
-#include "sim/outputs/comms_log.hpp"
-#include "sim/outputs/schedule_outputs.hpp"
-#include "sim/schedule.hpp"
+#include "executor/executor.hpp"
+#include "executor/loss.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "formats/comms_log.hpp"
+#include "formats/schedule_outputs.hpp"
+#include "schedule/schedule.hpp"
 #include "runtime_test_helpers.hpp"
 
 namespace {

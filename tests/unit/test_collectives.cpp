@@ -12,11 +12,11 @@
 #include <regex>
 #include <sstream>
 
-#include "sim/collectives.hpp"
-#include "sim/engine.hpp"
-#include "sim/topology.hpp"
+#include "timing/collectives.hpp"
+#include "timing/engine.hpp"
+#include "timing/topology.hpp"
 #include "test_helpers.hpp"
-#include "validate/nccl_tests.hpp"
+#include "formats/nccl_tests.hpp"
 
 using namespace zerosim;
 
@@ -507,9 +507,9 @@ TEST(NcclTests, H200PyTorchSweepIsPrinted) {
 
 }  // namespace
 
-#include "sim/ds_config.hpp"
-#include "sim/model.hpp"
-#include "sim/schedule.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "schedule/schedule.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "sim/outputs/comms_log.hpp"
+#include "formats/comms_log.hpp"
 
 using namespace zerosim;
 

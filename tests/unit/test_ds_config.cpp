@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "sim/ds_config.hpp"
+#include "inputs/ds_config.hpp"
 
 using namespace zerosim;
 

@@ -4,11 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/ds_config.hpp"
-#include "sim/explain.hpp"
-#include "sim/memory.hpp"
-#include "sim/model.hpp"
-#include "sim/schedule.hpp"
+#include "inputs/ds_config.hpp"
+#include "analysis/explain.hpp"
+#include "analysis/memory.hpp"
+#include "inputs/model.hpp"
+#include "schedule/schedule.hpp"
 #include "test_helpers.hpp"
 
 using namespace zerosim;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/model.hpp"
+#include "inputs/model.hpp"
 #include "test_helpers.hpp"
 
 using namespace zerosim;

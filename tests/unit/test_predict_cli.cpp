@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "sim/ds_config.hpp"
-#include "sim/model.hpp"
-#include "sim/outputs/comms_log.hpp"
-#include "sim/schedule.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "formats/comms_log.hpp"
+#include "schedule/schedule.hpp"
 #include "test_helpers.hpp"
-#include "validate/nccl_tests.hpp"
+#include "formats/nccl_tests.hpp"
 
 using namespace zerosim;
 using zerosim::test::run_zerosim;

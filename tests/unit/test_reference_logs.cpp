@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "sim/ds_config.hpp"
-#include "sim/model.hpp"
-#include "sim/outputs/schedule_outputs.hpp"
-#include "sim/schedule.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "formats/schedule_outputs.hpp"
+#include "schedule/schedule.hpp"
 #include "test_helpers.hpp"
 
 using namespace zerosim;

@@ -4,9 +4,9 @@
 
 #include <functional>
 
-#include "sim/ds_config.hpp"
-#include "sim/model.hpp"
-#include "sim/schedule.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "schedule/schedule.hpp"
 #include "test_helpers.hpp"
 
 using namespace zerosim;

@@ -9,12 +9,12 @@
 #include <random>
 #include <sstream>
 
-#include "sim/collectives.hpp"
-#include "sim/topology.hpp"
+#include "timing/collectives.hpp"
+#include "timing/topology.hpp"
 #include "test_helpers.hpp"
 #include "validate/calibrate.hpp"
 #include "validate/diff.hpp"
-#include "validate/logs.hpp"
+#include "formats/measured_logs.hpp"
 
 using namespace zerosim;
 using zerosim::test::run_zerosim;

@@ -1,0 +1,192 @@
+// zerorun: the real ZeRO runtime, one process per rank under mpirun.
+//   mpirun -np 4 zerorun --ds-config ds.json --model model.json --steps 5 -o measured.log --json measured.json
+//   mpirun -np 4 zerorun bench --op all_reduce --min 8 --max 256M
+//   --backend nccl|mpi (default: nccl when a CUDA device is visible, else mpi; stderr says which).
+// Exit codes: 0 success, 2 bad input (one line naming file and field), 1 a failed result check,
+// 3 a communication failure (MPI error, a peer that died, the watchdog's timeout).
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "backends/backend.hpp"
+#include "collbench/bench.hpp"
+#include "executor/executor.hpp"
+#include "backends/nccl_backend.hpp"
+
+using namespace zerorun;
+
+namespace {
+
+int input_error(Backend& be, const zerosim::Error& e) {
+    // Every rank reads the same inputs and fails the same way; one line is enough.
+    if (be.rank() == 0) std::cerr << "zerorun: error: " << e.what() << '\n';
+    return 2;
+}
+
+struct BenchArgs {
+    std::string op = "all_reduce";
+    std::string min = "8", max = "32M", dtype = "float", redop = "sum";
+    int64_t factor = 2;
+    int iters = 20, warmup = 5, root = 0;
+    int check = 1;
+    bool fenced = false;
+    std::string evict = "64M";
+    int corrupt_rank = -1;
+};
+
+int run_bench_cmd(Backend& be, const BenchArgs& a) {
+    BenchOptions o;
+    if (!bench_op_known(a.op))
+        return input_error(be, {"", "--op", "expected all_reduce, all_gather, reduce_scatter, broadcast or reduce, found '" + a.op + "'"});
+    o.op = a.op;
+    auto mn = parse_byte_size(a.min, "--min");
+    if (!mn) return input_error(be, mn.error());
+    auto mx = parse_byte_size(a.max, "--max");
+    if (!mx) return input_error(be, mx.error());
+    if (*mx < *mn) return input_error(be, {"", "--max", "is smaller than --min"});
+    auto dt = parse_bench_dtype(a.dtype);
+    if (!dt) return input_error(be, dt.error());
+    if (a.redop != "sum" && a.redop != "max") return input_error(be, {"", "--redop", "expected sum or max, found '" + a.redop + "'"});
+    if (a.root < 0 || a.root >= be.world()) return input_error(be, {"", "--root", "expected a rank below " + std::to_string(be.world())});
+    if (a.iters < 1 || a.warmup < 0) return input_error(be, {"", "--iters", "expected at least 1 iteration"});
+    if (a.factor < 2) return input_error(be, {"", "--step-factor", "expected a factor of at least 2"});
+    o.min_bytes = mn.value();
+    o.max_bytes = mx.value();
+    o.dtype = dt.value();
+    o.redop = a.redop == "max" ? ReduceOp::Max : ReduceOp::Sum;
+    o.factor = a.factor;
+    o.iters = a.iters;
+    o.warmup = a.warmup;
+    o.root = a.root;
+    o.check = a.check != 0;
+    o.fenced = a.fenced;
+    if (a.evict == "0") {
+        o.evict_bytes = 0;   // warm caches
+    } else {
+        auto ev = parse_byte_size(a.evict, "--evict");
+        if (!ev) return input_error(be, ev.error());
+        o.evict_bytes = ev.value();
+    }
+    o.test_corrupt_rank = a.corrupt_rank;
+    auto rows = run_bench(be, o, std::cout);
+    int64_t wrong = 0;
+    for (const auto& r : rows) wrong += std::max<int64_t>(0, r.wrong[0]) + std::max<int64_t>(0, r.wrong[1]);
+    return wrong ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // MPI always: it starts the job, and the NCCL backend runs over it (unique id, barrier, logs).
+    std::unique_ptr<Backend> mpi_be = make_mpi_backend(&argc, &argv);
+    std::unique_ptr<Backend> nccl_be;
+    Backend* be = mpi_be.get();
+    auto finish = [&] {
+        nccl_be.reset();
+        finalize_mpi();
+    };
+    std::string backend;   // --backend; empty: the default
+
+    CLI::App app{"zerorun: the real ZeRO runtime (run it under mpirun, one process per rank)"};
+    app.require_subcommand(0, 1);
+    app.set_version_flag("--version", "zerorun 0.1.0 (DeepSpeed dialect 0.14.2, backend mpi)");
+
+    RunArgs ra;
+    app.add_option("--ds-config", ra.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize");
+    app.add_option("--model", ra.model, "Hugging Face config.json or a parameter-list JSON");
+    app.add_option("--schedule", ra.schedule, "Run this schedule IR (zerosim schedule --format json) instead of building one");
+    app.add_option("--steps", ra.steps, "Optimizer steps to run")->capture_default_str();
+    app.add_option("--seq-len", ra.seq_len, "Sequence length for compute segments (default: the model's, else 1024)");
+    app.add_option("-o,--output", ra.output, "rank 0's comms_logger lines and summary (default: standard output)");
+    app.add_option("--json", ra.json, "JSON log of every op on every rank (written by rank 0)");
+    app.add_option("--compute-scale", ra.compute_scale, "Fraction of each compute segment's FLOPs run as real GEMMs (0: none)")
+        ->capture_default_str();
+    app.add_flag("--sync-each-op", ra.sync_each_op, "Finish every op before the next starts (DeepSpeed comms_logger timing)");
+    app.add_option("--op-time", ra.op_time,
+                   "Op time in the comms_logger lines: rank (rank 0's own call, as DeepSpeed logs it) or skew-free "
+                   "(shortest call over ranks: the collective without waiting for late ranks)")
+        ->capture_default_str();
+    app.add_option("--timeout", ra.timeout_s, "Seconds without progress before every rank is stopped")->capture_default_str();
+    app.add_option("--lr", ra.lr, "Adam learning rate")->capture_default_str();
+    app.add_option("--seed", ra.seed, "Seed of initial weights and loss targets")->capture_default_str();
+    app.add_flag("--no-verify", ra.no_verify, "Skip checking collective results (no full-model reference state)");
+    app.add_option("--dump-weights", ra.dump_weights, "Each rank writes its fp32 master partition to PREFIX.rank<N>.bin");
+    app.add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
+        ->check(CLI::IsMember({"nccl", "mpi"}));
+    app.add_flag("--quiet", ra.quiet, "No memory report on standard output");
+    // Hidden (empty group): make one rank fail on purpose, for the fault tests.
+    app.add_option("--test-fail-rank", ra.test_fail_rank)->group("");
+    app.add_option("--test-fail-op", ra.test_fail_op)->group("");
+    app.add_option("--test-fail-mode", ra.test_fail_mode)->group("");
+
+    BenchArgs ba;
+    auto* bench = app.add_subcommand("bench", "Sweep one collective over sizes; print an nccl-tests table");
+    bench->add_option("--op", ba.op, "all_reduce, all_gather, reduce_scatter, broadcast or reduce")->capture_default_str();
+    bench->add_option("-b,--min", ba.min, "Smallest size in bytes (K, M, G suffixes)")->capture_default_str();
+    bench->add_option("-e,--max", ba.max, "Largest size in bytes")->capture_default_str();
+    bench->add_option("-f,--step-factor", ba.factor, "Size multiplier between rows")->capture_default_str();
+    bench->add_option("-n,--iters", ba.iters, "Timed calls per size")->capture_default_str();
+    bench->add_option("-w,--warmup", ba.warmup, "Untimed calls per size")->capture_default_str();
+    bench->add_option("-d,--dtype", ba.dtype, "float, half, bfloat16, double, int64, uint8")->capture_default_str();
+    bench->add_option("-o,--redop", ba.redop, "sum or max")->capture_default_str();
+    bench->add_option("-r,--root", ba.root, "Root of broadcast and reduce")->capture_default_str();
+    bench->add_option("-c,--check", ba.check, "Check every result (1) or not (0)")->capture_default_str();
+    bench->add_flag("--fenced", ba.fenced,
+                    "Time single calls each after a barrier, as zerorun --sync-each-op does (default: back-to-back, as nccl-tests)");
+    bench->add_option("--evict", ba.evict,
+                      "With --fenced: bytes each rank writes over before every call, so it finds cold caches as an op "
+                      "inside a training step does (0: warm)")
+        ->capture_default_str();
+    bench->add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
+        ->check(CLI::IsMember({"nccl", "mpi"}));
+    bench->add_option("--test-corrupt-rank", ba.corrupt_rank)->group("");
+
+    int code = 1;
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int c = 0;
+        if (be->rank() == 0) c = app.exit(e);
+        else c = e.get_exit_code();
+        finalize_mpi();
+        return c == 0 ? 0 : 2;
+    }
+    // The backend: as asked, else NCCL when a GPU is visible. One line on stderr says which.
+    std::string why_default;
+    if (backend.empty()) {
+        std::string no_gpu = gpu_unavailable_reason();
+        backend = no_gpu.empty() ? "nccl" : "mpi";
+        why_default = no_gpu.empty() ? "default: a CUDA device is visible" : "default: " + no_gpu;
+    }
+    if (be->rank() == 0)
+        std::cerr << "# zerorun: backend " << backend << " (" << (why_default.empty() ? "--backend" : why_default) << ")\n";
+    if (backend == "nccl") {
+        try {
+            nccl_be = make_nccl_backend(*mpi_be, ra.timeout_s);
+            be = nccl_be.get();
+        } catch (const NcclInitError& e) {
+            if (*e.what()) std::cerr << "zerorun: error: --backend nccl: " << e.what() << '\n';
+            std::cerr.flush();
+            finish();
+            return 2;
+        } catch (const std::exception& e) {
+            std::cerr << "zerorun: error: rank " << be->rank() << ": --backend nccl: " << e.what() << '\n';
+            be->abort(2);
+        }
+    }
+    try {
+        if (app.got_subcommand(bench)) code = run_bench_cmd(*be, ba);
+        else code = run_zero(*be, ra);
+    } catch (const std::bad_alloc&) {
+        std::cerr << "zerorun: error: rank " << be->rank() << ": out of memory\n";
+        be->abort(1);
+    } catch (const std::exception& e) {
+        std::cerr << "zerorun: error: rank " << be->rank() << ": " << e.what() << '\n';
+        be->abort(1);
+    }
+    std::cout.flush();
+    finish();
+    return code;
+}

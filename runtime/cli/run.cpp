@@ -1,0 +1,131 @@
+// `zerorun` (the run command): inputs -> schedule IR -> execution on every rank -> logs.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "executor/executor.hpp"
+#include "executor/run_log.hpp"
+#include "executor/watchdog.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "formats/schedule_outputs.hpp"
+#include "schedule/schedule.hpp"
+
+namespace zerorun {
+
+namespace {
+
+int input_error(Backend& be, const zerosim::Error& e) {
+    // Every rank reads the same inputs and fails the same way: rank 0 says it once.
+    if (be.rank() == 0) std::cerr << "zerorun: error: " << e.what() << '\n';
+    return 2;
+}
+
+zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) {
+    if (!a.schedule.empty()) {
+        if (!a.ds_config.empty() || !a.model.empty())
+            return zerosim::Error{"", "--schedule", "give either --schedule or --ds-config and --model, not both"};
+        auto s = zerosim::read_schedule_json(a.schedule);
+        if (!s) return s.error();
+        if (s->meta.world != be.world())
+            return zerosim::Error{a.schedule, "meta.world",
+                                  "the schedule is for " + std::to_string(s->meta.world) + " ranks; mpirun started " +
+                                      std::to_string(be.world())};
+        if (s->params.empty()) return zerosim::Error{a.schedule, "parameters", "the schedule lists no parameters"};
+        return s;
+    }
+    if (a.ds_config.empty()) return zerosim::Error{"", "--ds-config", "required (or --schedule)"};
+    if (a.model.empty()) return zerosim::Error{"", "--model", "required (or --schedule)"};
+    auto cfg = zerosim::load_ds_config(a.ds_config);
+    if (!cfg) return cfg.error();
+    if (!cfg->ignored_keys.empty() && be.rank() == 0) {
+        std::string keys;
+        for (const auto& k : cfg->ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
+        std::cerr << "zerorun: warning: " << a.ds_config << ": ignoring keys zerosim does not know: " << keys << '\n';
+    }
+    auto model = zerosim::load_model(a.model);
+    if (!model) return model.error();
+    zerosim::ScheduleOptions opt;
+    opt.world = be.world();
+    opt.steps = a.steps;
+    opt.seq_len = a.seq_len;
+    return zerosim::build_schedule(model.value(), cfg.value(), opt);
+}
+
+// Writes through a temporary file and a rename, as zerosim does, so a failed run leaves no half file.
+bool write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
+    namespace fs = std::filesystem;
+    std::string tmp = path + ".tmp-zerorun";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) {
+            std::cerr << "zerorun: error: " << path << ": cannot open for writing\n";
+            return false;
+        }
+        write(f);
+        f.flush();
+        if (!f) {
+            std::cerr << "zerorun: error: " << path << ": write failed\n";
+            return false;
+        }
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        std::cerr << "zerorun: error: " << path << ": " << ec.message() << '\n';
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int run_zero(Backend& be, const RunArgs& a) {
+    if (a.steps < 1) return input_error(be, {"", "--steps", "expected at least 1 step"});
+    if (a.compute_scale < 0) return input_error(be, {"", "--compute-scale", "expected a fraction >= 0"});
+    if (a.timeout_s < 0) return input_error(be, {"", "--timeout", "expected seconds >= 0 (0 turns the watchdog off)"});
+    if (!(a.lr > 0)) return input_error(be, {"", "--lr", "expected a positive learning rate"});
+    if (a.op_time != "rank" && a.op_time != "skew-free")
+        return input_error(be, {"", "--op-time", "expected rank or skew-free, found '" + a.op_time + "'"});
+    if (a.test_fail_mode != "exit" && a.test_fail_mode != "hang" && a.test_fail_mode != "delay")
+        return input_error(be, {"", "--test-fail-mode", "expected exit, hang or delay"});
+    auto sched = load_schedule(be, a);
+    if (!sched) return input_error(be, sched.error());
+    const zerosim::Schedule& s = sched.value();
+    if (auto e = validate_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
+
+    install_termination_report(be.rank());
+    MemoryTracker mem;
+    RankResult result = execute_schedule(be, s, a, mem);
+
+    // After the schedule: the per-rank logs go to rank 0 (the runtime's own bookkeeping, not an IR
+    // op: never logged, never timed).
+    std::string mine = rank_json(be.rank(), s, result).dump();
+    std::string all = be.gather_text_to_root(mine + "\n");
+    if (be.rank() != 0) return result.wrong_total ? 1 : 0;
+
+    std::vector<nlohmann::json> ranks;
+    size_t at = 0;
+    while (at < all.size()) {
+        size_t nl = all.find('\n', at);
+        ranks.push_back(nlohmann::json::parse(all.substr(at, nl - at)));
+        at = nl + 1;
+    }
+    int64_t wrong = 0;
+    for (const auto& r : ranks) wrong += r.at("wrong").get<int64_t>();
+    nlohmann::json log = run_json(s, a, be.name(), ranks);
+    bool ok = true;
+    if (a.output.empty() || a.output == "-") {
+        write_measured_deepspeed(std::cout, s, log);
+    } else {
+        ok &= write_file(a.output, [&](std::ostream& o) { write_measured_deepspeed(o, s, log); });
+    }
+    if (!a.json.empty()) ok &= write_file(a.json, [&](std::ostream& o) { o << log.dump(1) << '\n'; });
+    if (!a.quiet) write_memory_report(std::cout, s, ranks);
+    if (wrong) std::cerr << "zerorun: error: " << wrong << " result elements failed their check (see the JSON log)\n";
+    std::cout.flush();
+    return wrong ? 1 : ok ? 0 : 1;
+}
+
+}  // namespace zerorun

@@ -1,0 +1,83 @@
+// The ZeRO executor: one rank's real ZeRO state, driven op by op by the schedule IR.
+//
+// Nothing here decides what ZeRO sends: every collective is an IR op, issued in IR order with the
+// IR's size, dtype and root. What the executor adds is the data: which bytes go into each buffer
+// (the op's `segments` / `params`, laid out as schedule/partition.hpp says) and where the results go
+// (the rank's own partition). docs/runtime.md describes the state per stage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "executor/loss.hpp"
+#include "executor/memory.hpp"
+#include "core/error.hpp"
+#include "schedule/ir.hpp"
+
+namespace zerorun {
+
+struct RunArgs {
+    std::string ds_config, model, schedule;
+    int steps = 2;
+    int64_t seq_len = 0;
+    std::string output;                 // comms_logger lines (rank 0); "" = standard output
+    std::string json;                   // JSON log of all ranks (rank 0)
+    double compute_scale = 1.0;
+    bool sync_each_op = false;
+    // What the comms_logger lines report per op: "rank" (rank 0's own call, as DeepSpeed's logger:
+    // it includes waiting for ranks that arrive late) or "skew-free" (the shortest call over ranks:
+    // the rank that arrived last waited for nobody, so its time is the collective's own). The JSON
+    // log keeps every rank's call either way.
+    std::string op_time = "rank";
+    double timeout_s = 60.0;
+    float lr = 1e-3f;
+    uint64_t seed = 1;
+    bool no_verify = false;
+    std::string dump_weights;
+    bool quiet = false;
+    int test_fail_rank = -1;
+    int64_t test_fail_op = -1;
+    std::string test_fail_mode = "exit";   // exit | hang | delay (400 ms, then go on)
+};
+
+// What happened to one op on this rank.
+struct OpRecord {
+    double start_us = 0.0;     // wall clock (system_clock), microseconds since the Unix epoch
+    double end_us = 0.0;
+    // Collectives: microseconds inside the backend call alone (after a fence with --sync-each-op),
+    // which is what a comms logger times; start/end also cover staging and result checks.
+    double call_us = -1.0;
+    int64_t checked = 0;       // elements compared with an independently computed expectation
+    int64_t wrong = 0;         // of those, how many were outside tolerance
+    double flops_run = 0.0;    // compute: FLOPs of the GEMMs actually run
+    const char* check = "unchecked";   // ok | wrong | unchecked | none (no output on this rank)
+};
+
+struct RankResult {
+    std::vector<OpRecord> ops;            // one per IR op
+    MemoryTracker* memory = nullptr;
+    int64_t peak_rss = 0;
+    int64_t wrong_total = 0;
+};
+
+// Checks the schedule against the layout the runtime derives from it (sizes, parameter indices);
+// the error names the op (field "ops[N]").
+zerosim::Status validate_schedule(const zerosim::Schedule& s, const std::string& file);
+
+// Executes the schedule on this rank. Throws std::runtime_error on a broken invariant.
+RankResult execute_schedule(Backend& be, const zerosim::Schedule& s, const RunArgs& args, MemoryTracker& mem);
+
+// The whole `zerorun` run command: inputs, schedule, execution, logs. Returns the exit code.
+int run_zero(Backend& be, const RunArgs& args);
+
+// Where each rank's fp32 master elements live (for --dump-weights readers and tests):
+// records of {int32 param, int64 offset, int64 count, float[count]}, little-endian.
+std::string dump_path(const std::string& prefix, int rank);
+// Reads the dumps of ranks 0..world-1 into full per-parameter vectors; elements nobody wrote
+// stay NaN.
+zerosim::Result<std::vector<std::vector<float>>> read_weight_dumps(const std::string& prefix, int world,
+                                                                   const std::vector<zerosim::ScheduleParam>& params);
+
+}  // namespace zerorun

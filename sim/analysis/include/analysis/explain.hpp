@@ -1,0 +1,20 @@
+// `zerosim explain`: why each kind of op is in the schedule (the rule, the config keys and their
+// values against DeepSpeed's defaults, what changing them does), the classic "I set reduce_scatter
+// and see all_reduce" answer, and per stage the ZeRO paper's volume beside what DeepSpeed sends.
+#pragma once
+
+#include <string>
+
+#include "inputs/ds_config.hpp"
+#include "schedule/ir.hpp"
+#include "inputs/model.hpp"
+
+namespace zerosim {
+
+// Bytes one rank puts on the wire for the collectives of `step` (ring accounting, as the ZeRO
+// paper counts: all_reduce 2(n-1)/n S, reduce_scatter (n-1)/n S, all_gather (n-1) x shard).
+double wire_bytes_per_rank(const Schedule& s, int step);
+
+std::string explain_schedule(const Model& model, const DsConfig& cfg, const Schedule& schedule);
+
+}  // namespace zerosim

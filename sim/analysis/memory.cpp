@@ -1,0 +1,130 @@
+#include "analysis/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "schedule/partition.hpp"
+
+namespace zerosim {
+
+int64_t MemoryEstimate::total() const {
+    int64_t t = 0;
+    for (const auto& i : items) t += i.bytes;
+    return t;
+}
+
+int64_t MemoryEstimate::category(const std::string& c) const {
+    int64_t t = 0;
+    for (const auto& i : items)
+        if (i.category == c) t += i.bytes;
+    return t;
+}
+
+int64_t zero_paper_bytes(int stage, double psi, double n) {
+    const double K = 12;
+    switch (stage) {
+        case 0: return static_cast<int64_t>(std::llround((2 + 2 + K) * psi));
+        case 1: return static_cast<int64_t>(std::llround(2 * psi + 2 * psi + K * psi / n));
+        case 2: return static_cast<int64_t>(std::llround(2 * psi + (2 + K) * psi / n));
+        default: return static_cast<int64_t>(std::llround((2 + 2 + K) * psi / n));
+    }
+}
+
+MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedule& s) {
+    MemoryEstimate e;
+    const auto& z = cfg.zero;
+    e.stage = z.stage;
+    e.world = s.meta.world;
+    const int64_t N = s.meta.world;
+    const int64_t b = dtype_size(cfg.model_dtype);
+    const int64_t psi = m.total_numel();
+    const bool mixed = cfg.model_dtype != DType::FP32;
+    auto add = [&](std::string name, std::string cat, int64_t bytes, std::string why) {
+        e.items.push_back({std::move(name), std::move(cat), bytes, std::move(why)});
+    };
+    // Stage-1/2 style partitions (largest rank's share, padding included).
+    int64_t part = 0, padded = 0;
+    for (int g = 0; g < m.num_groups; ++g) {
+        auto L = flat_group_layout(m, g, N, z.round_robin_gradients);
+        part += L.partition_size;
+        padded += L.padded_numel;
+    }
+    int64_t part3 = 0;
+    for (const auto& p : m.params) part3 += stage3_partition_numel(p.numel, N);
+    bool bf16_optimizer = cfg.model_dtype == DType::BF16 &&
+                          (z.stage == 0 || (z.stage == 1 && cfg.grad_accum_dtype == DType::FP32));
+    int64_t bucket_bytes = z.reduce_bucket_size * b;
+
+    if (z.stage == 0 && !bf16_optimizer) {
+        add("parameters", "parameters", psi * b, "every rank holds the whole model in the training dtype");
+        add("gradients", "gradients", psi * b, "every rank holds every gradient");
+        if (mixed) add("fp32 master weights", "optimizer", psi * 4, "the fp16 optimizer keeps an fp32 copy to update");
+        add("Adam moments (m, v)", "optimizer", psi * 8, "two fp32 moments per parameter, unpartitioned");
+    } else if (bf16_optimizer) {
+        add("parameters", "parameters", psi * b, "bf16 working copy of the whole model");
+        add("gradients (bf16)", "gradients", psi * b, "bf16 gradients from backward");
+        add("fp32 gradient accumulation buffers", "gradients", padded * 4,
+            "the BF16 optimizer accumulates gradients in fp32 flat buffers padded to 2N per group");
+        add("fp32 master partition, Adam m and v", "optimizer", part * 12,
+            "this rank's partition (padded group / N) of fp32 weights and both moments");
+    } else if (z.stage == 1 || z.stage == 2) {
+        add("parameters", "parameters", psi * b, "stages 1 and 2 keep the whole model on every rank");
+        if (z.stage == 1)
+            add("gradients", "gradients", psi * b, "stage 1 keeps full gradients until the boundary reduction");
+        else
+            add("gradient partition", "gradients", part * b, "stage 2 keeps only this rank's reduced gradients");
+        add("fp32 gradient partition for the step", "gradients", part * 4,
+            "the owned reduced gradients are copied to fp32 for the optimizer");
+        add("fp32 master partition, Adam m and v", "optimizer", part * 12,
+            "DeepSpeedZeroOptimizer copies this rank's partition to fp32 (also in fp32 training) and keeps two moments");
+        if (z.contiguous_gradients)
+            add(z.overlap_comm ? "gradient buckets (2 x reduce_bucket_size)" : "gradient bucket (reduce_bucket_size)", "buckets",
+                bucket_bytes * (z.overlap_comm ? 2 : 1),
+                "contiguous_gradients copies gradients into an IPG buffer; overlap_comm double-buffers it");
+    } else {
+        add("parameter partitions", "parameters", part3 * b, "each parameter split into ceil(numel / N) per rank");
+        int64_t gathered = s.meta.stage3_peak_gathered_elements;
+        add("gathered parameters (peak)", "parameters", gathered * b,
+            "whole parameters alive at once: fetched and prefetched modules, kept for reuse, persistent ones");
+        add("gradient partitions", "gradients", part3 * b, "reduce-scatter leaves this rank's share of each gradient");
+        add("fp32 gradient partition for the step", "gradients", part3 * 4, "copied to fp32 for the optimizer");
+        add("fp32 master partition, Adam m and v", "optimizer", part3 * 12, "this rank's shards in fp32 with two moments");
+        add("gradient bucket (reduce_bucket_size)", "buckets", bucket_bytes, "the IPG bucket gradients are copied into");
+    }
+
+    e.paper_bytes = zero_paper_bytes(z.stage, static_cast<double>(psi), static_cast<double>(N));
+    static const char* formulas[] = {"(2 + 2 + K) Ψ", "2Ψ + 2Ψ + KΨ/N", "2Ψ + (2 + K)Ψ/N", "(2 + 2 + K)Ψ/N"};
+    e.paper_formula = std::string(formulas[std::clamp(z.stage, 0, 3)]) + ", K = 12";
+    int64_t largest = 0;
+    for (const auto& mod : m.modules) {
+        int64_t n = 0;
+        for (int p : mod.params) n += m.params[p].numel;
+        largest = std::max(largest, n);
+    }
+    if (z.stage == 2 || z.stage == 1) {
+        e.deepspeed_estimator_bytes = 4 * psi + 16 * psi / N;
+        e.deepspeed_estimator_formula = "estimate_zero2_model_states_mem_needs: 4Ψ + 16Ψ/N";
+    } else if (z.stage == 3) {
+        e.deepspeed_estimator_bytes = 4 * largest + 18 * psi / N;
+        e.deepspeed_estimator_formula = "estimate_zero3_model_states_mem_needs: 4 x largest layer + 18Ψ/N";
+    }
+    if (bf16_optimizer)
+        e.differences.push_back("bf16 without ZeRO runs DeepSpeed's BF16 optimizer: fp32 gradient buffers on every rank, "
+                                "but the fp32 weights and moments partitioned as in stage 1");
+    if (!mixed) e.differences.push_back("fp32 training: parameters and gradients take 4 bytes, not the paper's 2");
+    if (padded != psi && z.stage != 3)
+        e.differences.push_back("partitions are padded to a multiple of 2N elements per group (" +
+                                std::to_string(padded - psi) + " padding elements)");
+    if (e.category("buckets") > 0)
+        e.differences.push_back("gradient buckets (reduce_bucket_size = " + std::to_string(z.reduce_bucket_size) +
+                                " elements) are not in the paper's model states");
+    if (z.stage == 1 || z.stage == 2)
+        e.differences.push_back("the fp32 copy of the owned gradient partition for the step (4Ψ/N) is extra");
+    if (z.stage == 3)
+        e.differences.push_back("stage 3 must gather whole parameters to use them: the peak gathered set (" +
+                                std::to_string(s.meta.stage3_peak_gathered_elements) +
+                                " elements, persistent ones included) comes on top of the partitions");
+    return e;
+}
+
+}  // namespace zerosim

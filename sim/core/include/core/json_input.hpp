@@ -1,0 +1,75 @@
+// Reading user-supplied JSON files with errors that name the file, the field and what was expected.
+//
+// Readers walk a document with the typed accessors below. A bad value raises InputFailure, which
+// the reader's public entry point turns into an Error value (see error.hpp); the exception never
+// crosses a library boundary.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace zerosim {
+
+using Json = nlohmann::ordered_json;
+
+struct InputFailure {
+    Error error;
+};
+
+[[noreturn]] inline void fail(std::string file, std::string field, std::string message) {
+    throw InputFailure{Error{std::move(file), std::move(field), std::move(message)}};
+}
+
+// A whole file as text; `what` names it in the error ("DeepSpeed config", "topology file").
+Result<std::string> read_text_file(const std::string& path, const std::string& what);
+
+// The candidate closest to `key` by edit distance, for "did you mean" hints; "" if none is close.
+std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);
+
+// Parse a whole file; malformed JSON is reported with its line and column.
+Result<Json> read_json_file(const std::string& path);
+// Parse text (for tests and for stdin); `name` stands for the file in messages.
+Result<Json> parse_json_text(const std::string& text, const std::string& name);
+
+// A view of one JSON value with its file and its path inside the file.
+class JsonField {
+  public:
+    JsonField(const Json& value, std::string file, std::string path)
+        : v_(&value), file_(std::move(file)), path_(std::move(path)) {}
+
+    const Json& raw() const { return *v_; }
+    const std::string& file() const { return file_; }
+    const std::string& path() const { return path_; }
+
+    bool has(const std::string& key) const { return v_->is_object() && v_->contains(key); }
+    JsonField at(const std::string& key) const;  // required key
+    JsonField at(size_t index) const;
+    size_t size() const { return v_->size(); }
+    std::string child_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+    void expect_object() const;
+    void expect_array() const;
+    bool is_null() const { return v_->is_null(); }
+    bool is_string() const { return v_->is_string(); }
+
+    std::string as_string() const;
+    bool as_bool() const;
+    double as_number() const;
+    // A count that must be a whole number (DeepSpeed configs often write 5e8 for 500000000).
+    int64_t as_integer() const;
+
+    [[noreturn]] void fail_here(const std::string& message) const { fail(file_, path_, message); }
+
+  private:
+    const Json* v_;
+    std::string file_;
+    std::string path_;
+};
+
+std::string json_type_name(const Json& v);
+
+}  // namespace zerosim

@@ -1,0 +1,202 @@
+#include "formats/measured_logs.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/json_input.hpp"
+#include "formats/comms_log.hpp"
+
+namespace zerosim {
+
+const char* log_format_name(LogFormat f) {
+    switch (f) {
+        case LogFormat::DeepSpeed: return "DeepSpeed comms_logger";
+        case LogFormat::NcclTests: return "nccl-tests";
+        case LogFormat::ZerosimJson: return "zerosim/zerorun JSON";
+    }
+    return "?";
+}
+
+namespace {
+
+Error at(const std::string& name, int line, const std::string& msg) {
+    return Error{name + ":" + std::to_string(line), "", msg};
+}
+
+bool looks_like_nccl_row(const std::string& raw) {
+    std::istringstream in(strip_launcher_prefix(raw));
+    std::string a, b, type;
+    if (!(in >> a >> b >> type)) return false;
+    auto digits = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+    return digits(a) && digits(b) && (type == "float" || type == "half" || type == "bfloat16" || type == "double" ||
+                                       type == "int8" || type == "uint8" || type == "int32" || type == "int64");
+}
+
+Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& name) {
+    auto parsed = parse_json_text(text, name);
+    if (!parsed) return parsed.error();
+    Json& j = parsed.value();
+    MeasuredLog log;
+    log.path = name;
+    log.format = LogFormat::ZerosimJson;
+    if (!j.is_object() || !j.contains("ops") || !j["ops"].is_array())
+        return Error{name, "ops", "expected a zerosim JSON log with an \"ops\" array"};
+    int i = 0;
+    try {
+    for (const auto& o : j["ops"]) {
+        ++i;
+        if (!o.is_object() || !o.contains("kind")) return Error{name, "ops[" + std::to_string(i - 1) + "]", "expected an op object"};
+        std::string kind = o["kind"].get<std::string>();
+        if (kind == "forward" || kind == "backward" || kind == "optimizer_step" || kind == "compute") continue;
+        LogOp op;
+        op.record = kind;
+        op.caller = o.value("caller", "");
+        op.bytes = o.value("bytes", 0.0);
+        op.size_text = ds_size_string(static_cast<int64_t>(op.bytes));
+        op.time_ms = o.contains("logged_ms") ? o["logged_ms"].get<double>() : o.value("time_ms", 0.0);
+        op.line = i;
+        int step = o.value("step", -1);
+        op.phase = step < 0 ? "initialize"
+                            : "step" + std::to_string(step) + ".micro" + (o.value("phase", "") == "step" ? std::string("*")
+                                                                                                          : std::to_string(o.value("micro", 0))) +
+                                  "." + o.value("phase", "");
+        log.ops.push_back(std::move(op));
+    }
+    } catch (const nlohmann::json::exception& e) {
+        // A field of the wrong type (found by fuzzing): an error naming the op, never an abort.
+        return Error{name, "ops[" + std::to_string(i - 1) + "]", std::string("unexpected value: ") + e.what()};
+    }
+    return log;
+}
+
+}  // namespace
+
+Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) {
+    size_t first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) return Error{name, "", "the file is empty"};
+    if (text[first] == '{') return parse_json_log(text, name);
+
+    MeasuredLog log;
+    log.path = name;
+    std::istringstream in(text);
+    std::string line, phase, record;
+    int n = 0, nccl_rows = 0, ds_lines = 0, first_ds = 0, first_nccl = 0;
+    bool in_summary = false;
+    int record_line = 0;
+    size_t rows_under_record = 0;
+    // A summary record whose table ends before any of its rows: the file was cut short.
+    auto record_has_no_rows = [&] { return record_line && rows_under_record == 0; };
+    auto no_rows_error = [&] { return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)"); };
+    while (std::getline(in, line)) {
+        ++n;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.rfind("##### PHASE ", 0) == 0) {
+            auto end = line.find(" #####", 12);
+            phase = line.substr(12, end == std::string::npos ? std::string::npos : end - 12);
+            continue;
+        }
+        if (line.find("comm op:") != std::string::npos) {
+            auto p = parse_ds_verbose_line(line);
+            if (!p) return at(name, n, "malformed comm op line: expected 'comm op: <op> | ... | msg size: <size> | ...'");
+            if (!first_ds) first_ds = n;
+            ++ds_lines;
+            if (in_summary) {
+                if (record_has_no_rows()) return no_rows_error();
+                in_summary = false;
+            }
+            if (p->op.record == "log_summary_barrier") continue;
+            LogOp op;
+            op.record = p->op.record;
+            op.caller = p->op.caller;
+            op.size_text = p->size_text;
+            op.bytes = static_cast<double>(p->op.bytes);
+            op.time_ms = p->op.time_ms;
+            op.line = n;
+            op.phase = phase;
+            log.ops.push_back(std::move(op));
+            continue;
+        }
+        if (line.rfind("Comm. Op", 0) == 0 && line.find("Message Size") != std::string::npos) {
+            in_summary = true;
+            record_line = 0;
+            continue;
+        }
+        if (in_summary) {
+            if (line.empty()) continue;
+            if (line[0] != ' ') {
+                if (record_has_no_rows()) return no_rows_error();
+                if (line.rfind("#", 0) == 0 || line.rfind("[", 0) == 0) {  // the table has ended
+                    in_summary = false;
+                    continue;
+                }
+                record = line;
+                while (!record.empty() && record.back() == ' ') record.pop_back();
+                record_line = n;
+                rows_under_record = 0;
+                continue;
+            }
+            std::istringstream ls(line);
+            std::vector<std::string> tok;
+            std::string t;
+            while (ls >> t) tok.push_back(t);
+            SummaryRow r;
+            r.record_key = record;
+            r.line = n;
+            size_t k = 0;
+            if (!tok.empty() && tok[0] == "0B") {
+                r.size_text = "0B";
+                k = 1;
+            } else if (tok.size() >= 2) {
+                r.size_text = tok[0] + " " + tok[1];
+                k = 2;
+            }
+            if (record.empty() || tok.size() != k + 5 || !parse_ds_size_string(r.size_text))
+                return at(name, n, "malformed log_summary row: expected size, count, total, average, tput and busbw columns");
+            try {
+                r.count = std::stoll(tok[k]);
+                r.total_ms = std::stod(tok[k + 1]);
+                r.avg_ms = std::stod(tok[k + 2]);
+                r.tput_gbps = std::stod(tok[k + 3]);
+                r.busbw_gbps = std::stod(tok[k + 4]);
+            } catch (const std::exception&) {
+                return at(name, n, "malformed log_summary row: a column is not a number");
+            }
+            log.summary.push_back(r);
+            ++rows_under_record;
+            continue;
+        }
+        if (looks_like_nccl_row(line)) {
+            if (!first_nccl) first_nccl = n;
+            ++nccl_rows;
+        }
+    }
+    if (in_summary && record_has_no_rows()) return no_rows_error();
+    if (ds_lines > 0 && nccl_rows > 0)
+        return at(name, std::max(first_ds, first_nccl),
+                  "mixed formats: DeepSpeed comms_logger lines (from line " + std::to_string(first_ds) +
+                      ") and nccl-tests rows (from line " + std::to_string(first_nccl) + ") in one file");
+    if (nccl_rows > 0) {
+        log.format = LogFormat::NcclTests;
+        log.tables = parse_nccl_tests(text);
+        if (log.tables.empty())
+            return at(name, first_nccl, "nccl-tests rows without a '#  size  count  type ...' header");
+        size_t parsed = 0;
+        for (const auto& t : log.tables) parsed += t.rows.size();
+        if (parsed != static_cast<size_t>(nccl_rows))
+            return Error{name, "", "only " + std::to_string(parsed) + " of " + std::to_string(nccl_rows) +
+                                       " nccl-tests rows could be read (truncated or malformed rows)"};
+        return log;
+    }
+    if (ds_lines == 0 && log.summary.empty())
+        return Error{name, "", "no DeepSpeed comms_logger lines ('comm op: ...'), log_summary table or nccl-tests table found"};
+    return log;
+}
+
+Result<MeasuredLog> read_log(const std::string& path) {
+    auto text = read_text_file(path, "log");
+    if (!text) return text.error();
+    return parse_log(text.value(), path);
+}
+
+}  // namespace zerosim

@@ -1,0 +1,267 @@
+#include "formats/schedule_outputs.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/json_input.hpp"
+
+namespace zerosim {
+
+std::vector<LoggedOp> logged_ops(const Schedule& s) {
+    std::vector<LoggedOp> out;
+    for (const auto& op : s.ops) {
+        if (!is_collective(op.kind)) continue;
+        LoggedOp l;
+        l.record = op_record_name(op.kind);
+        l.caller = op.caller;
+        l.bytes = op.bytes();
+        out.push_back(std::move(l));
+    }
+    return out;
+}
+
+void write_schedule_deepspeed(std::ostream& out, const Schedule& s, const DeepSpeedLogOptions& opt) {
+    const auto& m = s.meta;
+    if (opt.header)
+        out << "# zerosim schedule (" << m.dialect << "): ZeRO stage " << m.stage << ", world " << m.world << ", "
+            << m.steps << " step(s), model " << m.model_name << "; times and bandwidths are not simulated here (0.00)\n";
+    std::vector<LoggedOp> ops = logged_ops(s);
+    for (const auto& l : ops) write_ds_verbose_line(out, l);
+    if (opt.log_summary) {
+        // log_summary() runs a barrier that the logger records before it prints the table, and the
+        // table's own barrier afterwards.
+        LoggedOp barrier;
+        barrier.record = "log_summary_barrier";
+        barrier.caller = "log_summary";
+        write_ds_verbose_line(out, barrier);
+        ops.push_back(barrier);
+        write_ds_summary(out, ops);
+        write_ds_verbose_line(out, barrier);
+    }
+}
+
+void write_schedule_table(std::ostream& out, const Schedule& s, const TableOptions& opt) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%-5s %-5s %-6s %-8s %-23s %14s %-10s %-5s %-34s %s\n", "#", "step", "micro",
+                  "phase", "op", "bytes", "size", "dtype", "caller", "rule");
+    out << line;
+    for (const auto& op : s.ops) {
+        if (!is_collective(op.kind) && !opt.compute) continue;
+        std::string step = op.step < 0 ? "init" : std::to_string(op.step);
+        std::string micro = op.micro < 0 ? "-" : std::to_string(op.micro);
+        std::string what = is_collective(op.kind) ? op_record_name(op.kind) : compute_kind_name(op.compute);
+        std::string caller = is_collective(op.kind) ? op.caller : op.module_name;
+        int64_t bytes = is_collective(op.kind) ? op.bytes() : op.mem_bytes;
+        std::snprintf(line, sizeof line, "%-5lld %-5s %-6s %-8s %-23s %14lld %-10s %-5s %-34s %s\n",
+                      static_cast<long long>(op.id), step.c_str(), micro.c_str(), phase_name(op.phase), what.c_str(),
+                      static_cast<long long>(bytes), ds_size_string(bytes).c_str(),
+                      is_collective(op.kind) ? dtype_name(op.dtype) : "-", caller.c_str(), op.rule.c_str());
+        out << line;
+    }
+    // Totals per phase, for a quick read of volume.
+    std::map<std::string, std::pair<int64_t, int64_t>> totals;
+    for (const auto& op : s.ops) {
+        if (!is_collective(op.kind)) continue;
+        std::string key = op.step < 0 ? "init" : "steps";
+        totals[key].first += 1;
+        totals[key].second += op.bytes();
+    }
+    for (const auto& [k, v] : totals)
+        out << "# " << k << ": " << v.first << " collectives, " << v.second << " bytes (" << ds_size_string(v.second)
+            << ") as logged\n";
+}
+
+namespace {
+
+Json op_to_json(const Op& op) {
+    Json j;
+    j["id"] = op.id;
+    j["kind"] = is_collective(op.kind) ? op_record_name(op.kind) : "compute";
+    j["step"] = op.step;
+    j["micro"] = op.micro;
+    j["phase"] = phase_name(op.phase);
+    j["stream"] = stream_name(op.stream);
+    if (is_collective(op.kind)) {
+        j["elements"] = op.elements;
+        j["bytes"] = op.bytes();
+        j["dtype"] = dtype_name(op.dtype);
+        j["redop"] = reduce_op_name(op.redop);
+        if (op.root >= 0) j["root"] = op.root;
+        j["group"] = op.group;
+        j["caller"] = op.caller;
+        if (op.bucket >= 0) j["bucket"] = op.bucket;
+    } else {
+        j["compute"] = compute_kind_name(op.compute);
+        if (op.module >= 0) {
+            j["module"] = op.module;
+            j["module_name"] = op.module_name;
+        }
+        if (op.compute == ComputeKind::OptimizerStep) j["elements"] = op.elements;
+        j["flops"] = op.flops;
+        j["mem_bytes"] = op.mem_bytes;
+    }
+    if (op.param_group >= 0) j["param_group"] = op.param_group;
+    j["rule"] = op.rule;
+    std::string keys = rule_info(op.rule).config_keys;
+    Json ks = Json::array();
+    std::stringstream ss(keys);
+    std::string k;
+    while (std::getline(ss, k, ','))
+        if (!k.empty()) ks.push_back(k);
+    j["config_keys"] = ks;
+    j["params"] = op.params;
+    if (!op.segments.empty()) {
+        Json segs = Json::array();
+        for (const auto& sg : op.segments) segs.push_back(Json::array({sg.param, sg.offset, sg.numel}));
+        j["segments"] = std::move(segs);
+    }
+    j["deps"] = op.deps;
+    return j;
+}
+
+}  // namespace
+
+void write_schedule_json(std::ostream& out, const Schedule& s) {
+    const auto& m = s.meta;
+    Json j;
+    j["format"] = "zerosim-schedule";
+    j["version"] = 1;
+    Json meta;
+    meta["dialect"] = m.dialect;
+    meta["model"] = m.model_name;
+    meta["model_file"] = m.model_file;
+    meta["ds_config_file"] = m.ds_config_file;
+    meta["world"] = m.world;
+    meta["stage"] = m.stage;
+    meta["steps"] = m.steps;
+    meta["micro_batch"] = m.micro_batch;
+    meta["grad_accum"] = m.grad_accum;
+    meta["seq_len"] = m.seq_len;
+    meta["total_params"] = m.total_params;
+    meta["param_groups"] = m.num_groups;
+    meta["model_dtype"] = dtype_name(m.model_dtype);
+    meta["comm_dtype"] = dtype_name(m.comm_dtype);
+    meta["overflow_steps"] = m.overflow_steps;
+    meta["round_robin_gradients"] = m.round_robin_gradients;
+    meta["ranks"] = "every data-parallel rank runs these ops in this order";
+    j["meta"] = meta;
+    Json params = Json::array();
+    for (const auto& p : s.params)
+        params.push_back(Json{{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}, {"group", p.group}});
+    j["parameters"] = std::move(params);
+    Json ops = Json::array();
+    for (const auto& op : s.ops) ops.push_back(op_to_json(op));
+    j["ops"] = std::move(ops);
+    out << j.dump(1) << '\n';
+}
+
+Result<Schedule> read_schedule_json(const std::string& path) {
+    auto doc = read_json_file(path);
+    if (!doc) return doc.error();
+    try {
+        JsonField root(doc.value(), path, "");
+        root.expect_object();
+        if (root.at("format").as_string() != "zerosim-schedule")
+            root.at("format").fail_here("expected \"zerosim-schedule\"");
+        Schedule s;
+        auto meta = root.at("meta");
+        s.meta.dialect = meta.at("dialect").as_string();
+        s.meta.model_name = meta.at("model").as_string();
+        s.meta.world = meta.at("world").as_integer();
+        s.meta.stage = static_cast<int>(meta.at("stage").as_integer());
+        s.meta.steps = static_cast<int>(meta.at("steps").as_integer());
+        s.meta.micro_batch = meta.at("micro_batch").as_integer();
+        s.meta.grad_accum = meta.at("grad_accum").as_integer();
+        s.meta.seq_len = meta.at("seq_len").as_integer();
+        s.meta.total_params = meta.at("total_params").as_integer();
+        s.meta.num_groups = static_cast<int>(meta.at("param_groups").as_integer());
+        auto dt = [](const JsonField& f) {
+            auto t = dtype_from_name(f.as_string());
+            if (!t) f.fail_here("unknown dtype \"" + f.as_string() + "\"");
+            return *t;
+        };
+        s.meta.model_dtype = dt(meta.at("model_dtype"));
+        s.meta.comm_dtype = dt(meta.at("comm_dtype"));
+        if (meta.has("round_robin_gradients")) s.meta.round_robin_gradients = meta.at("round_robin_gradients").as_bool();
+        auto params = root.at("parameters");
+        params.expect_array();
+        for (size_t i = 0; i < params.size(); ++i) {
+            auto p = params.at(i);
+            ScheduleParam sp;
+            sp.name = p.at("name").as_string();
+            auto shape = p.at("shape");
+            for (size_t k = 0; k < shape.size(); ++k) sp.shape.push_back(shape.at(k).as_integer());
+            sp.numel = p.at("numel").as_integer();
+            sp.group = static_cast<int>(p.at("group").as_integer());
+            s.params.push_back(std::move(sp));
+        }
+        auto ops = root.at("ops");
+        ops.expect_array();
+        static const std::map<std::string, OpKind> kinds = {
+            {"all_reduce", OpKind::AllReduce}, {"all_gather_into_tensor", OpKind::AllGather},
+            {"reduce_scatter_tensor", OpKind::ReduceScatter}, {"broadcast", OpKind::Broadcast},
+            {"reduce", OpKind::Reduce}, {"barrier", OpKind::Barrier}, {"compute", OpKind::Compute}};
+        static const std::map<std::string, Phase> phases = {
+            {"init", Phase::Init}, {"forward", Phase::Forward}, {"backward", Phase::Backward}, {"step", Phase::Step}};
+        static const std::map<std::string, Stream> streams = {
+            {"compute", Stream::Compute}, {"comm", Stream::Comm}, {"reduce", Stream::Reduce}, {"fetch", Stream::Fetch}};
+        static const std::map<std::string, ComputeKind> computes = {{"forward", ComputeKind::Forward},
+                                                                    {"backward", ComputeKind::Backward},
+                                                                    {"optimizer_step", ComputeKind::OptimizerStep}};
+        static const std::map<std::string, ReduceOp> redops = {
+            {"none", ReduceOp::None}, {"sum", ReduceOp::Sum}, {"max", ReduceOp::Max}};
+        auto pick = [](const auto& table, const JsonField& f) {
+            auto it = table.find(f.as_string());
+            if (it == table.end()) f.fail_here("unknown value \"" + f.as_string() + "\"");
+            return it->second;
+        };
+        for (size_t i = 0; i < ops.size(); ++i) {
+            auto o = ops.at(i);
+            Op op;
+            op.kind = pick(kinds, o.at("kind"));
+            op.step = static_cast<int>(o.at("step").as_integer());
+            op.micro = static_cast<int>(o.at("micro").as_integer());
+            op.phase = pick(phases, o.at("phase"));
+            op.stream = pick(streams, o.at("stream"));
+            op.rule = o.at("rule").as_string();
+            if (is_collective(op.kind)) {
+                op.elements = o.at("elements").as_integer();
+                op.dtype = dt(o.at("dtype"));
+                op.redop = pick(redops, o.at("redop"));
+                if (o.has("root")) op.root = static_cast<int>(o.at("root").as_integer());
+                op.group = o.at("group").as_string();
+                op.caller = o.at("caller").as_string();
+                if (o.has("bucket")) op.bucket = static_cast<int>(o.at("bucket").as_integer());
+            } else {
+                op.compute = pick(computes, o.at("compute"));
+                if (o.has("module")) {
+                    op.module = static_cast<int>(o.at("module").as_integer());
+                    op.module_name = o.at("module_name").as_string();
+                }
+                if (o.has("elements")) op.elements = o.at("elements").as_integer();
+                op.flops = o.at("flops").as_number();
+                op.mem_bytes = o.at("mem_bytes").as_integer();
+            }
+            if (o.has("param_group")) op.param_group = static_cast<int>(o.at("param_group").as_integer());
+            auto ps = o.at("params");
+            for (size_t k = 0; k < ps.size(); ++k) op.params.push_back(static_cast<int>(ps.at(k).as_integer()));
+            if (o.has("segments")) {
+                auto segs = o.at("segments");
+                for (size_t k = 0; k < segs.size(); ++k) {
+                    auto sg = segs.at(k);
+                    op.segments.push_back({static_cast<int>(sg.at(0).as_integer()), sg.at(1).as_integer(), sg.at(2).as_integer()});
+                }
+            }
+            auto ds = o.at("deps");
+            for (size_t k = 0; k < ds.size(); ++k) op.deps.push_back(ds.at(k).as_integer());
+            s.add(std::move(op));
+        }
+        return s;
+    } catch (const InputFailure& f) {
+        return f.error;
+    }
+}
+
+}  // namespace zerosim

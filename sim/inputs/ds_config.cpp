@@ -1,0 +1,244 @@
+#include "inputs/ds_config.hpp"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/json_input.hpp"
+
+namespace zerosim {
+
+namespace {
+
+// Which Hugging Face Trainer argument fills an "auto" value, so the error can say what to set.
+const std::map<std::string, std::string>& auto_sources() {
+    static const std::map<std::string, std::string> m = {
+        {"train_micro_batch_size_per_gpu", "--per_device_train_batch_size (zerosim: --micro-batch)"},
+        {"gradient_accumulation_steps", "--gradient_accumulation_steps (zerosim: --grad-accum)"},
+        {"train_batch_size", "world size x --per_device_train_batch_size x --gradient_accumulation_steps"},
+        {"gradient_clipping", "--max_grad_norm"},
+        {"fp16.enabled", "--fp16 (or --fp16_full_eval)"},
+        {"bf16.enabled", "--bf16 (or --bf16_full_eval)"},
+        {"zero_optimization.reduce_bucket_size", "the model: hidden_size * hidden_size"},
+        {"zero_optimization.stage3_prefetch_bucket_size", "the model: 0.9 * hidden_size * hidden_size"},
+        {"zero_optimization.stage3_param_persistence_threshold", "the model: 10 * hidden_size"},
+    };
+    return m;
+}
+
+// Top-level keys DeepSpeed knows that do not change which collectives ZeRO issues.
+const std::set<std::string>& known_inert_keys() {
+    static const std::set<std::string> s = {
+        "optimizer", "scheduler", "steps_per_print", "wall_clock_breakdown", "comms_logger",
+        "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "dump_state", "prescale_gradients",
+        "gradient_predivide_factor", "sparse_gradients", "amp", "activation_checkpointing", "flops_profiler",
+        "tensorboard", "wandb", "csv_monitor", "comet", "monitor_config", "elasticity", "autotuning",
+        "checkpoint", "data_efficiency", "curriculum_learning", "compression_training", "aio",
+        "memory_breakdown", "seed", "dataloader_drop_last", "disable_allgather", "load_universal_checkpoint",
+        "pipeline", "sparse_attention", "eigenvalue", "progressive_layer_drop", "quantize_training",
+        "hybrid_engine", "nebula", "use_node_local_storage", "data_types", "compile", "timers",
+        "weight_quantization", "graph_harvesting", "zero_quantized_weights", "fp16_master_weights_and_grads",
+        "bf16_immediate_grad_update", "seq_parallel_communication_data_type", "mics_shard_size",
+        "mics_hierarchical_params_gather", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+        "train_batch_size", "fp16", "bf16", "bfloat16", "communication_data_type", "gradient_clipping",
+        "zero_optimization"};
+    return s;
+}
+
+const std::set<std::string>& known_zero_keys() {
+    static const std::set<std::string> s = {
+        "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "use_multi_rank_bucket_allreduce",
+        "allgather_partitions", "allgather_bucket_size", "overlap_comm", "round_robin_gradients", "sub_group_size",
+        "stage3_prefetch_bucket_size", "prefetch_bucket_size", "stage3_param_persistence_threshold",
+        "param_persistence_threshold", "stage3_model_persistence_threshold", "model_persistence_threshold",
+        "stage3_max_live_parameters", "max_live_parameters", "stage3_max_reuse_distance", "max_reuse_distance",
+        "offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
+        "load_from_fp32_weights", "elastic_checkpoint", "stage3_gather_16bit_weights_on_model_save",
+        "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", "ignore_unused_parameters",
+        "legacy_stage1", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+        "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
+        "pipeline_loading_checkpoint", "override_module_apply"};
+    return s;
+}
+
+void reject_auto(const JsonField& f) {
+    if (f.is_string() && f.raw().get<std::string>() == "auto") {
+        auto it = auto_sources().find(f.path());
+        std::string from = it == auto_sources().end() ? "the Hugging Face Trainer" : it->second;
+        f.fail_here("is \"auto\", which the Hugging Face Trainer fills in from " + from +
+                    "; zerosim reads the config as DeepSpeed would see it, so write the number (or true/false) here");
+    }
+}
+
+int64_t positive_count(const JsonField& f) {
+    reject_auto(f);
+    int64_t v = f.as_integer();
+    if (v <= 0) f.fail_here("expected a positive whole number, found " + f.raw().dump());
+    return v;
+}
+
+int64_t non_negative_count(const JsonField& f) {
+    reject_auto(f);
+    int64_t v = f.as_integer();
+    if (v < 0) f.fail_here("expected a whole number >= 0, found " + f.raw().dump());
+    return v;
+}
+
+bool flag(const JsonField& f) {
+    reject_auto(f);
+    return f.as_bool();
+}
+
+bool section_enabled(const JsonField& root, const std::string& key) {
+    if (!root.has(key)) return false;
+    auto sec = root.at(key);
+    sec.expect_object();
+    if (!sec.has("enabled")) return false;
+    return flag(sec.at("enabled"));
+}
+
+}  // namespace
+
+Result<DsConfig> parse_ds_config(const std::string& file, const std::string& text) {
+    auto doc = parse_json_text(text, file);
+    if (!doc) return doc.error();
+    try {
+        JsonField root(doc.value(), file, "");
+        root.expect_object();
+        DsConfig c;
+        c.source = file;
+        for (auto it = doc->begin(); it != doc->end(); ++it)
+            if (!known_inert_keys().count(it.key())) c.ignored_keys.push_back(it.key());
+
+        if (root.has("train_micro_batch_size_per_gpu")) c.micro_batch = positive_count(root.at("train_micro_batch_size_per_gpu"));
+        if (root.has("gradient_accumulation_steps")) c.grad_accum = positive_count(root.at("gradient_accumulation_steps"));
+        if (root.has("train_batch_size")) c.train_batch = positive_count(root.at("train_batch_size"));
+        if (root.has("gradient_clipping")) {
+            auto g = root.at("gradient_clipping");
+            reject_auto(g);
+            c.gradient_clipping = g.as_number();
+        }
+
+        bool fp16 = section_enabled(root, "fp16");
+        bool bf16 = section_enabled(root, "bf16") || section_enabled(root, "bfloat16");
+        if (fp16 && bf16)
+            root.at(root.has("bf16") ? "bf16" : "bfloat16").fail_here("fp16 and bf16 are both enabled; DeepSpeed accepts only one");
+        c.model_dtype = fp16 ? DType::FP16 : bf16 ? DType::BF16 : DType::FP32;
+        if (root.has("communication_data_type")) {
+            auto f = root.at("communication_data_type");
+            if (!f.is_null()) {
+                std::string v = f.as_string();
+                auto t = dtype_from_name(v);
+                if (!t || (*t != DType::FP32 && *t != DType::FP16 && *t != DType::BF16))
+                    f.fail_here("expected \"fp32\", \"fp16\" or \"bf16\", found \"" + v + "\"");
+                c.communication_data_type = *t;
+            }
+        }
+
+        if (root.has("data_types")) {
+            auto dt = root.at("data_types");
+            dt.expect_object();
+            if (dt.has("grad_accum_dtype") && !dt.at("grad_accum_dtype").is_null()) {
+                auto f = dt.at("grad_accum_dtype");
+                auto t = dtype_from_name(f.as_string());
+                if (!t || (*t != DType::FP32 && *t != DType::FP16 && *t != DType::BF16))
+                    f.fail_here("expected \"fp32\", \"fp16\" or \"bf16\", found \"" + f.as_string() + "\"");
+                c.grad_accum_dtype = *t;
+            }
+        }
+
+        bool overlap_set = false;
+        if (root.has("zero_optimization")) {
+            auto z = root.at("zero_optimization");
+            z.expect_object();
+            for (auto it = z.raw().begin(); it != z.raw().end(); ++it)
+                if (!known_zero_keys().count(it.key())) c.ignored_keys.push_back("zero_optimization." + it.key());
+            auto& zc = c.zero;
+            if (z.has("stage")) {
+                auto s = z.at("stage");
+                reject_auto(s);
+                int64_t v = s.as_integer();
+                if (v < 0 || v > 3) s.fail_here("expected a ZeRO stage 0, 1, 2 or 3, found " + std::to_string(v));
+                zc.stage = static_cast<int>(v);
+            }
+            auto read_bool = [&](const char* key, bool& out) {
+                if (z.has(key)) out = flag(z.at(key));
+            };
+            auto read_count = [&](std::initializer_list<const char*> keys, int64_t& out, bool allow_zero) {
+                for (const char* key : keys)
+                    if (z.has(key)) out = allow_zero ? non_negative_count(z.at(key)) : positive_count(z.at(key));
+            };
+            read_bool("contiguous_gradients", zc.contiguous_gradients);
+            read_bool("reduce_scatter", zc.reduce_scatter);
+            read_bool("use_multi_rank_bucket_allreduce", zc.use_multi_rank_bucket_allreduce);
+            read_bool("allgather_partitions", zc.allgather_partitions);
+            read_bool("round_robin_gradients", zc.round_robin_gradients);
+            if (z.has("overlap_comm") && !z.at("overlap_comm").is_null()) {
+                zc.overlap_comm = flag(z.at("overlap_comm"));
+                overlap_set = true;
+            }
+            read_count({"reduce_bucket_size"}, zc.reduce_bucket_size, false);
+            read_count({"allgather_bucket_size"}, zc.allgather_bucket_size, false);
+            read_count({"sub_group_size"}, zc.sub_group_size, false);
+            read_count({"prefetch_bucket_size", "stage3_prefetch_bucket_size"}, zc.prefetch_bucket_size, true);
+            read_count({"param_persistence_threshold", "stage3_param_persistence_threshold"},
+                       zc.param_persistence_threshold, true);
+            read_count({"model_persistence_threshold", "stage3_model_persistence_threshold"},
+                       zc.model_persistence_threshold, true);
+            read_count({"max_live_parameters", "stage3_max_live_parameters"}, zc.max_live_parameters, true);
+            read_count({"max_reuse_distance", "stage3_max_reuse_distance"}, zc.max_reuse_distance, true);
+            auto offload = [&](const char* key) {
+                if (!z.has(key) || z.at(key).is_null()) return false;
+                auto o = z.at(key);
+                o.expect_object();
+                return o.has("device") && o.at("device").as_string() != "none";
+            };
+            zc.offload_optimizer = offload("offload_optimizer");
+            zc.offload_param = offload("offload_param");
+        }
+        if (!overlap_set) c.zero.overlap_comm = c.zero.stage == 3;
+        return c;
+    } catch (const InputFailure& f) {
+        return f.error;
+    }
+}
+
+Result<DsConfig> load_ds_config(const std::string& path) {
+    auto text = read_text_file(path, "DeepSpeed config");
+    if (!text) return text.error();
+    return parse_ds_config(path, text.value());
+}
+
+Result<BatchPlan> resolve_batch(const DsConfig& c, int64_t world) {
+    BatchPlan b;
+    const std::string& f = c.source;
+    if (c.train_batch && c.micro_batch && c.grad_accum) {
+        if (*c.train_batch != *c.micro_batch * *c.grad_accum * world)
+            return Error{f, "train_batch_size",
+                         "must equal train_micro_batch_size_per_gpu * gradient_accumulation_steps * world = " +
+                             std::to_string(*c.micro_batch) + " * " + std::to_string(*c.grad_accum) + " * " +
+                             std::to_string(world) + ", found " + std::to_string(*c.train_batch)};
+        b = {*c.micro_batch, *c.grad_accum, *c.train_batch};
+    } else if (c.train_batch && c.micro_batch) {
+        if (*c.train_batch % (*c.micro_batch * world) != 0)
+            return Error{f, "train_batch_size", "is not divisible by train_micro_batch_size_per_gpu * world"};
+        b = {*c.micro_batch, *c.train_batch / (*c.micro_batch * world), *c.train_batch};
+    } else if (c.train_batch && c.grad_accum) {
+        if (*c.train_batch % (*c.grad_accum * world) != 0)
+            return Error{f, "train_batch_size", "is not divisible by gradient_accumulation_steps * world"};
+        b = {*c.train_batch / (*c.grad_accum * world), *c.grad_accum, *c.train_batch};
+    } else if (c.train_batch) {
+        if (*c.train_batch % world != 0) return Error{f, "train_batch_size", "is not divisible by the world size"};
+        b = {*c.train_batch / world, 1, *c.train_batch};
+    } else if (c.micro_batch) {
+        int64_t gas = c.grad_accum.value_or(1);
+        b = {*c.micro_batch, gas, *c.micro_batch * gas * world};
+    } else {
+        return Error{f, "train_micro_batch_size_per_gpu",
+                     "DeepSpeed needs train_batch_size or train_micro_batch_size_per_gpu; neither is set"};
+    }
+    return b;
+}
+
+}  // namespace zerosim

@@ -1,0 +1,305 @@
+// Hugging Face config.json -> the parameters, modules and forward order that transformers'
+// implementation builds (GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM and relatives),
+// with decay/no-decay parameter groups as the HF Trainer makes them.
+#include <functional>
+#include <map>
+
+#include "core/json_input.hpp"
+#include "inputs/model.hpp"
+
+namespace zerosim {
+
+namespace {
+
+// Collects parameters in registration order and the call tree of one forward pass.
+struct HfBuilder {
+    Model m;
+    std::vector<int> stack;               // open container calls
+    std::vector<std::pair<std::string, int64_t>> attention_outputs;  // output projection -> heads' width
+
+    HfBuilder() { m.calls.push_back(CallNode{"", -1, {}, true, true}); stack.push_back(0); }
+
+    void param(const std::string& name, std::vector<int64_t> shape) {
+        Parameter p;
+        p.name = name;
+        p.shape = std::move(shape);
+        p.group = -1;  // decay/no-decay decided by finish_model
+        m.params.push_back(std::move(p));
+    }
+    void linear(const std::string& name, int64_t in, int64_t out, bool bias) {
+        param(name + ".weight", {out, in});
+        if (bias) param(name + ".bias", {out});
+    }
+    void norm(const std::string& name, int64_t dim, bool bias) {
+        param(name + ".weight", {dim});
+        if (bias) param(name + ".bias", {dim});
+    }
+    int node(const std::string& name, bool grad_out) {
+        int idx = static_cast<int>(m.calls.size());
+        m.calls.push_back(CallNode{name, -1, {}, grad_out, true});
+        m.calls[stack.back()].children.push_back(idx);
+        return idx;
+    }
+    // A module call; `grad_out` false for modules whose output carries no gradient (rotary
+    // embeddings compute cos/sin from buffers), which get no backward hooks.
+    void call(const std::string& name, bool grad_out = true) { node(name, grad_out); }
+    void enter(const std::string& name) { stack.push_back(node(name, true)); }
+    void exit() { stack.pop_back(); }
+};
+
+struct HfConfig {
+    JsonField root;
+    int64_t count(const char* key) const {
+        auto f = root.at(key);
+        int64_t v = f.as_integer();
+        if (v <= 0) f.fail_here("expected a positive whole number, found " + f.raw().dump());
+        return v;
+    }
+    int64_t count_or(const char* key, int64_t fallback) const {
+        if (!root.has(key) || root.at(key).is_null()) return fallback;
+        return count(key);
+    }
+    bool flag_or(const char* key, bool fallback) const {
+        if (!root.has(key) || root.at(key).is_null()) return fallback;
+        return root.at(key).as_bool();
+    }
+    void divisible(int64_t a, const char* a_key, int64_t b, const char* b_key) const {
+        if (b <= 0 || a % b != 0)
+            root.at(a_key).fail_here("must be divisible by " + std::string(b_key) + " (" + std::to_string(b) + ")");
+    }
+};
+
+// GPT2LMHeadModel. Conv1D weights are stored [in, out]. lm_head shares transformer.wte.weight
+// unless tie_word_embeddings is false, so named_parameters() lists it once.
+void build_gpt2(const HfConfig& c, HfBuilder& b) {
+    // Defaults are GPT2Config's, for keys a config.json leaves out.
+    int64_t V = c.count_or("vocab_size", 50257), E = c.count_or("n_embd", 768), L = c.count_or("n_layer", 12),
+            H = c.count_or("n_head", 12);
+    int64_t P = c.count_or("n_positions", 1024);
+    int64_t I = c.count_or("n_inner", 4 * E);
+    c.divisible(E, "n_embd", H, "n_head");
+    bool tied = c.flag_or("tie_word_embeddings", true);
+    b.m.default_seq_len = P;
+    b.enter("transformer");
+    b.param("transformer.wte.weight", {V, E});
+    b.param("transformer.wpe.weight", {P, E});
+    b.call("transformer.wte");
+    b.call("transformer.wpe");
+    b.call("transformer.drop");
+    for (int64_t l = 0; l < L; ++l) {
+        std::string h = "transformer.h." + std::to_string(l);
+        b.norm(h + ".ln_1", E, true);
+        b.param(h + ".attn.c_attn.weight", {E, 3 * E});
+        b.param(h + ".attn.c_attn.bias", {3 * E});
+        b.param(h + ".attn.c_proj.weight", {E, E});
+        b.param(h + ".attn.c_proj.bias", {E});
+        b.norm(h + ".ln_2", E, true);
+        b.param(h + ".mlp.c_fc.weight", {E, I});
+        b.param(h + ".mlp.c_fc.bias", {I});
+        b.param(h + ".mlp.c_proj.weight", {I, E});
+        b.param(h + ".mlp.c_proj.bias", {E});
+        b.enter(h);
+        b.call(h + ".ln_1");
+        b.enter(h + ".attn");
+        b.call(h + ".attn.c_attn");
+        b.call(h + ".attn.attn_dropout");
+        b.call(h + ".attn.c_proj");
+        b.attention_outputs.emplace_back(h + ".attn.c_proj", E);
+        b.call(h + ".attn.resid_dropout");
+        b.exit();
+        b.call(h + ".ln_2");
+        b.enter(h + ".mlp");
+        b.call(h + ".mlp.c_fc");
+        b.call(h + ".mlp.act");
+        b.call(h + ".mlp.c_proj");
+        b.call(h + ".mlp.dropout");
+        b.exit();
+        b.exit();
+    }
+    b.norm("transformer.ln_f", E, true);
+    b.call("transformer.ln_f");
+    b.exit();
+    if (!tied) b.param("lm_head.weight", {V, E});
+    b.call("lm_head");
+}
+
+// GPTNeoXForCausalLM. The layer registers both norms before attention and MLP; it runs
+// input_layernorm, attention, post_attention_layernorm, mlp.
+void build_gpt_neox(const HfConfig& c, HfBuilder& b) {
+    // Defaults are GPTNeoXConfig's (note: intermediate_size is a literal default, not 4 * hidden).
+    int64_t V = c.count_or("vocab_size", 50432), Hd = c.count_or("hidden_size", 6144),
+            L = c.count_or("num_hidden_layers", 44);
+    int64_t nh = c.count_or("num_attention_heads", 64);
+    int64_t I = c.count_or("intermediate_size", 24576);
+    c.divisible(Hd, "hidden_size", nh, "num_attention_heads");
+    bool bias = c.flag_or("attention_bias", true);
+    bool tied = c.flag_or("tie_word_embeddings", false);
+    b.m.default_seq_len = c.count_or("max_position_embeddings", 2048);
+    b.enter("gpt_neox");
+    b.param("gpt_neox.embed_in.weight", {V, Hd});
+    b.call("gpt_neox.embed_in");
+    b.call("gpt_neox.emb_dropout");
+    for (int64_t l = 0; l < L; ++l) {
+        std::string h = "gpt_neox.layers." + std::to_string(l);
+        b.norm(h + ".input_layernorm", Hd, true);
+        b.norm(h + ".post_attention_layernorm", Hd, true);
+        b.linear(h + ".attention.query_key_value", Hd, 3 * Hd, bias);
+        b.linear(h + ".attention.dense", Hd, Hd, bias);
+        b.linear(h + ".mlp.dense_h_to_4h", Hd, I, true);
+        b.linear(h + ".mlp.dense_4h_to_h", I, Hd, true);
+        b.enter(h);
+        b.call(h + ".input_layernorm");
+        b.enter(h + ".attention");
+        b.call(h + ".attention.query_key_value");
+        b.call(h + ".attention.rotary_emb", false);
+        b.call(h + ".attention.attention_dropout");
+        b.call(h + ".attention.dense");
+        b.attention_outputs.emplace_back(h + ".attention.dense", Hd);
+        b.exit();
+        b.call(h + ".post_attention_dropout");
+        b.call(h + ".post_attention_layernorm");
+        b.enter(h + ".mlp");
+        b.call(h + ".mlp.dense_h_to_4h");
+        b.call(h + ".mlp.act");
+        b.call(h + ".mlp.dense_4h_to_h");
+        b.exit();
+        b.call(h + ".post_mlp_dropout");
+        b.exit();
+    }
+    b.norm("gpt_neox.final_layer_norm", Hd, true);
+    b.call("gpt_neox.final_layer_norm");
+    b.exit();
+    if (!tied) b.param("embed_out.weight", {V, Hd});
+    b.call("embed_out");
+}
+
+// LlamaForCausalLM and relatives (mistral, qwen2: q/k/v biases for qwen2). The decoder layer
+// registers self_attn, mlp, input_layernorm, post_attention_layernorm and runs input_layernorm,
+// self_attn (q, k, v, o), post_attention_layernorm, mlp (gate, up, down).
+void build_llama(const HfConfig& c, HfBuilder& b, const std::string& type) {
+    // Defaults are LlamaConfig's / MistralConfig's / Qwen2Config's.
+    bool mistral = type == "mistral", qwen2 = type == "qwen2";
+    int64_t V = c.count_or("vocab_size", qwen2 ? 151936 : 32000), Hd = c.count_or("hidden_size", 4096),
+            L = c.count_or("num_hidden_layers", 32);
+    int64_t nh = c.count_or("num_attention_heads", 32);
+    int64_t nkv = c.count_or("num_key_value_heads", mistral ? 8 : nh);
+    int64_t I = c.count_or("intermediate_size", mistral ? 14336 : qwen2 ? 22016 : 11008);
+    c.divisible(Hd, "hidden_size", nh, "num_attention_heads");
+    c.divisible(nh, "num_attention_heads", nkv, "num_key_value_heads");
+    int64_t hd = c.count_or("head_dim", Hd / nh);
+    // Qwen2 hard-codes biases on q, k, v only; Mistral has none; Llama's attention_bias covers q, k, v, o.
+    bool qkv_bias = qwen2 ? true : mistral ? false : c.flag_or("attention_bias", false);
+    bool o_bias = (qwen2 || mistral) ? false : c.flag_or("attention_bias", false);
+    bool mlp_bias = c.flag_or("mlp_bias", false);
+    bool tied = c.flag_or("tie_word_embeddings", false);
+    b.m.default_seq_len = std::min<int64_t>(c.count_or("max_position_embeddings", 4096), 4096);
+    b.enter("model");
+    b.param("model.embed_tokens.weight", {V, Hd});
+    b.call("model.embed_tokens");
+    for (int64_t l = 0; l < L; ++l) {
+        std::string h = "model.layers." + std::to_string(l);
+        b.linear(h + ".self_attn.q_proj", Hd, nh * hd, qkv_bias);
+        b.linear(h + ".self_attn.k_proj", Hd, nkv * hd, qkv_bias);
+        b.linear(h + ".self_attn.v_proj", Hd, nkv * hd, qkv_bias);
+        b.linear(h + ".self_attn.o_proj", nh * hd, Hd, o_bias);
+        b.linear(h + ".mlp.gate_proj", Hd, I, mlp_bias);
+        b.linear(h + ".mlp.up_proj", Hd, I, mlp_bias);
+        b.linear(h + ".mlp.down_proj", I, Hd, mlp_bias);
+        b.norm(h + ".input_layernorm", Hd, false);
+        b.norm(h + ".post_attention_layernorm", Hd, false);
+        b.enter(h);
+        b.call(h + ".input_layernorm");
+        b.enter(h + ".self_attn");
+        b.call(h + ".self_attn.q_proj");
+        b.call(h + ".self_attn.k_proj");
+        b.call(h + ".self_attn.v_proj");
+        b.call(h + ".self_attn.rotary_emb", false);
+        b.call(h + ".self_attn.o_proj");
+        b.attention_outputs.emplace_back(h + ".self_attn.o_proj", nh * hd);
+        b.exit();
+        b.call(h + ".post_attention_layernorm");
+        b.enter(h + ".mlp");
+        b.call(h + ".mlp.gate_proj");
+        b.call(h + ".mlp.act_fn");
+        b.call(h + ".mlp.up_proj");
+        b.call(h + ".mlp.down_proj");
+        b.exit();
+        b.exit();
+    }
+    b.norm("model.norm", Hd, false);
+    b.call("model.norm");
+    b.exit();
+    if (!tied) b.param("lm_head.weight", {V, Hd});
+    b.call("lm_head");
+}
+
+}  // namespace
+
+Result<Model> model_from_hf_config_json(const std::string& file, const std::string& text) {
+    auto doc = parse_json_text(text, file);
+    if (!doc) return doc.error();
+    try {
+        JsonField root(doc.value(), file, "");
+        root.expect_object();
+        HfConfig c{root};
+        std::string type = root.at("model_type").as_string();
+        HfBuilder b;
+        b.m.source = file;
+        b.m.name = root.has("_name_or_path") && root.at("_name_or_path").is_string() ? root.at("_name_or_path").as_string() : type;
+        if (b.m.name.empty()) b.m.name = type;
+        bool tied_head = false;
+        std::string head, embed;
+        if (type == "gpt2") {
+            build_gpt2(c, b);
+            tied_head = c.flag_or("tie_word_embeddings", true);
+            head = "lm_head";
+            embed = "transformer.wte.weight";
+        } else if (type == "gpt_neox") {
+            build_gpt_neox(c, b);
+            tied_head = c.flag_or("tie_word_embeddings", false);
+            head = "embed_out";
+            embed = "gpt_neox.embed_in.weight";
+        } else if (type == "llama" || type == "mistral" || type == "qwen2") {
+            build_llama(c, b, type);
+            tied_head = c.flag_or("tie_word_embeddings", false);
+            head = "lm_head";
+            embed = "model.embed_tokens.weight";
+        } else {
+            root.at("model_type").fail_here("unsupported model_type \"" + type +
+                                            "\"; zerosim builds gpt2, gpt_neox, llama, mistral and qwen2 "
+                                            "(or give a parameter-list JSON)");
+        }
+        // Resolve each call to the module that uses parameters directly, then derive the forward
+        // order from the tree. A tied head owns no parameter of its own: it uses the embedding's.
+        auto calls = std::move(b.m.calls);
+        b.m.calls.clear();
+        b.m.calls.push_back(CallNode{});  // placeholder so finish_model keeps our tree
+        if (auto err = finish_model(b.m, GroupPolicy::DecayNoDecay, {})) return *err;
+        b.m.calls = std::move(calls);
+        if (tied_head) {
+            int embed_idx = -1;
+            for (size_t i = 0; i < b.m.params.size(); ++i)
+                if (b.m.params[i].name == embed) embed_idx = static_cast<int>(i);
+            b.m.modules.push_back(Module{head, {embed_idx}, ModuleKind::Linear, 0});
+        }
+        std::map<std::string, int> idx;
+        for (size_t i = 0; i < b.m.modules.size(); ++i) idx[b.m.modules[i].name] = static_cast<int>(i);
+        b.m.forward_order.clear();
+        for (auto& node : b.m.calls) {
+            auto it = idx.find(node.name);
+            if (it != idx.end() && !node.name.empty()) {
+                node.module = it->second;
+                b.m.forward_order.push_back(it->second);
+            }
+        }
+        mark_gradient_inputs(b.m);
+        for (auto& mod : b.m.modules)
+            for (const auto& [suffix, width] : b.attention_outputs)
+                if (mod.name == suffix) mod.attention_width = width;
+        return std::move(b.m);
+    } catch (const InputFailure& f) {
+        return f.error;
+    }
+}
+
+}  // namespace zerosim

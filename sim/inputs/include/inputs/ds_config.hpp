@@ -1,0 +1,63 @@
+// A real DeepSpeed config file, read the way DeepSpeed v0.14.2 reads it: only the keys that change
+// what ZeRO sends, each with DeepSpeed's own default.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+namespace zerosim {
+
+struct ZeroConfig {
+    int stage = 0;
+    bool contiguous_gradients = true;
+    bool reduce_scatter = true;
+    int64_t reduce_bucket_size = 500000000;
+    bool use_multi_rank_bucket_allreduce = true;
+    bool allgather_partitions = true;
+    int64_t allgather_bucket_size = 500000000;
+    bool overlap_comm = false;          // DeepSpeed: true for stage 3, false otherwise, unless set
+    bool round_robin_gradients = false;
+    int64_t sub_group_size = 1000000000;
+    int64_t prefetch_bucket_size = 50000000;          // stage3_prefetch_bucket_size
+    int64_t param_persistence_threshold = 100000;     // stage3_param_persistence_threshold
+    int64_t model_persistence_threshold = INT64_MAX;  // stage3_model_persistence_threshold (sys.maxsize)
+    int64_t max_live_parameters = 1000000000;         // stage3_max_live_parameters
+    int64_t max_reuse_distance = 1000000000;          // stage3_max_reuse_distance
+    bool offload_optimizer = false;
+    bool offload_param = false;
+};
+
+struct DsConfig {
+    std::string source;
+    std::optional<int64_t> micro_batch;       // train_micro_batch_size_per_gpu
+    std::optional<int64_t> grad_accum;        // gradient_accumulation_steps
+    std::optional<int64_t> train_batch;       // train_batch_size
+    DType model_dtype = DType::FP32;          // fp16.enabled / bf16.enabled
+    std::optional<DType> communication_data_type;
+    double gradient_clipping = 0.0;
+    std::optional<DType> grad_accum_dtype;    // data_types.grad_accum_dtype
+    ZeroConfig zero;
+    std::vector<std::string> ignored_keys;    // keys zerosim does not know, reported in one warning
+
+    // The dtype gradients travel in: communication_data_type if set, else the model's dtype.
+    DType comm_dtype() const { return communication_data_type.value_or(model_dtype); }
+};
+
+// Micro batch and accumulation once the world size is known, with DeepSpeed's consistency rule
+// train_batch_size = micro_batch * gradient_accumulation_steps * world.
+struct BatchPlan {
+    int64_t micro_batch = 1;
+    int64_t grad_accum = 1;
+    int64_t train_batch = 1;
+};
+Result<BatchPlan> resolve_batch(const DsConfig& cfg, int64_t world);
+
+Result<DsConfig> load_ds_config(const std::string& path);
+Result<DsConfig> parse_ds_config(const std::string& file_name, const std::string& text);
+
+}  // namespace zerosim

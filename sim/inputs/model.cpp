@@ -1,0 +1,275 @@
+#include "inputs/model.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/json_input.hpp"
+
+namespace zerosim {
+
+int64_t Model::total_numel() const {
+    int64_t n = 0;
+    for (const auto& p : params) n += p.numel;
+    return n;
+}
+
+int64_t Model::group_numel(int g) const {
+    int64_t n = 0;
+    for (const auto& p : params)
+        if (p.group == g) n += p.numel;
+    return n;
+}
+
+namespace {
+
+std::string module_of(const std::string& param_name) {
+    auto dot = param_name.rfind('.');
+    return dot == std::string::npos ? std::string() : param_name.substr(0, dot);
+}
+
+bool all_digits(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The call tree of a parameter list: the prefix tree of module names, children in the order
+// the forward order first reaches them. Prefixes whose children are all numbered are
+// nn.ModuleList containers and are skipped (never called).
+void build_calls_from_names(Model& m) {
+    std::map<std::string, std::set<std::string>> children;
+    for (const auto& mod : m.modules) {
+        std::string parent, prefix, part;
+        std::stringstream ss(mod.name);
+        while (std::getline(ss, part, '.')) {
+            prefix = prefix.empty() ? part : prefix + "." + part;
+            children[parent].insert(part);
+            parent = prefix;
+        }
+    }
+    auto is_module_list = [&](const std::string& prefix) {
+        auto it = children.find(prefix);
+        return it != children.end() && std::all_of(it->second.begin(), it->second.end(), all_digits);
+    };
+    m.calls.clear();
+    m.calls.push_back(CallNode{"", -1, {}, true, true});
+    std::map<std::string, int> node_of;
+    node_of[""] = 0;
+    for (size_t i = 0; i < m.modules.size(); ++i)
+        if (m.modules[i].name.empty()) m.calls[0].module = static_cast<int>(i);
+    for (int mi : m.forward_order) {
+        const std::string& name = m.modules[mi].name;
+        if (name.empty()) continue;
+        int cur = 0;
+        std::string prefix, part;
+        std::stringstream ss(name);
+        while (std::getline(ss, part, '.')) {
+            prefix = prefix.empty() ? part : prefix + "." + part;
+            if (prefix != name && is_module_list(prefix)) continue;
+            auto it = node_of.find(prefix);
+            if (it == node_of.end()) {
+                int idx = static_cast<int>(m.calls.size());
+                m.calls.push_back(CallNode{prefix, -1, {}, true, true});
+                m.calls[cur].children.push_back(idx);
+                it = node_of.emplace(prefix, idx).first;
+            }
+            cur = it->second;
+        }
+        m.calls[cur].module = mi;
+    }
+}
+
+}  // namespace
+
+// Modules fed token ids (embeddings, and the containers around them, root included) get no
+// post-backward hook: nothing upstream of them needs a gradient.
+void mark_gradient_inputs(Model& m) {
+    std::function<bool(int)> holds_embedding = [&](int n) {
+        auto& node = m.calls[n];
+        bool emb = node.module >= 0 && m.modules[node.module].kind == ModuleKind::Embedding;
+        for (int c : node.children) emb = holds_embedding(c) || emb;
+        if (emb) node.grad_in = false;
+        return emb;
+    };
+    if (!m.calls.empty()) holds_embedding(0);
+}
+
+namespace {
+
+ModuleKind guess_kind(const Model& m, const Module& mod) {
+    std::string last = mod.name.substr(mod.name.rfind('.') == std::string::npos ? 0 : mod.name.rfind('.') + 1);
+    static const char* embed_names[] = {"wte", "wpe", "embed", "emb", "embedding", "embeddings", "embed_in",
+                                        "embed_tokens", "word_embeddings", "position_embeddings"};
+    for (const char* e : embed_names)
+        if (last == e) return ModuleKind::Embedding;
+    bool has_matrix = false;
+    for (int p : mod.params)
+        if (m.params[p].shape.size() >= 2) has_matrix = true;
+    if (has_matrix) return ModuleKind::Linear;
+    if (last.find("norm") != std::string::npos || last.rfind("ln", 0) == 0) return ModuleKind::Norm;
+    return ModuleKind::Other;
+}
+
+}  // namespace
+
+Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names,
+                    const std::vector<TiedUse>& tied) {
+    if (m.params.empty()) return Error{m.source, "parameters", "the model has no parameters"};
+    std::unordered_map<std::string, int> module_index;
+    for (const auto& mod : m.modules) module_index[mod.name] = static_cast<int>(&mod - m.modules.data());
+    std::set<std::string> seen;
+    for (size_t i = 0; i < m.params.size(); ++i) {
+        auto& p = m.params[i];
+        std::string field = "parameters[" + std::to_string(i) + "]";
+        if (p.name.empty()) return Error{m.source, field + ".name", "expected a non-empty parameter name"};
+        if (!seen.insert(p.name).second)
+            return Error{m.source, field + ".name", "parameter '" + p.name + "' appears twice"};
+        if (p.shape.empty()) return Error{m.source, field + ".shape", "expected at least one dimension"};
+        p.numel = 1;
+        for (auto d : p.shape) {
+            if (d <= 0)
+                return Error{m.source, field + ".shape",
+                             "dimensions must be positive, found " + std::to_string(d) + " in '" + p.name + "'"};
+            p.numel *= d;
+        }
+        if (policy == GroupPolicy::DecayNoDecay && p.group < 0) p.group = p.shape.size() == 1 ? 1 : 0;
+        if (p.group < 0) p.group = 0;
+        std::string mod = module_of(p.name);
+        auto it = module_index.find(mod);
+        if (it == module_index.end()) {
+            it = module_index.emplace(mod, static_cast<int>(m.modules.size())).first;
+            m.modules.push_back(Module{mod, {}, ModuleKind::Other, 0});
+        }
+        p.module = it->second;
+        m.modules[it->second].params.push_back(static_cast<int>(i));
+    }
+    // Tied parameters: another module also uses a parameter registered elsewhere (an LM head
+    // sharing the token embedding). named_parameters() lists it once; ZeRO-3 fetches it for every
+    // module that uses it.
+    for (size_t i = 0; i < tied.size(); ++i) {
+        std::string field = "tied[" + std::to_string(i) + "]";
+        auto pit = std::find_if(m.params.begin(), m.params.end(),
+                                [&](const Parameter& p) { return p.name == tied[i].parameter; });
+        if (pit == m.params.end())
+            return Error{m.source, field + ".parameter", "no parameter named '" + tied[i].parameter + "'"};
+        auto it = module_index.find(tied[i].module);
+        if (it == module_index.end()) {
+            it = module_index.emplace(tied[i].module, static_cast<int>(m.modules.size())).first;
+            m.modules.push_back(Module{tied[i].module, {}, ModuleKind::Linear, 0});
+        }
+        m.modules[it->second].params.push_back(static_cast<int>(pit - m.params.begin()));
+    }
+    // Empty optimizer groups are dropped (DeepSpeed removes param groups with no params); the
+    // remaining ids keep their order.
+    std::set<int> ids;
+    for (const auto& p : m.params) ids.insert(p.group);
+    std::map<int, int> compact;
+    for (int id : ids) compact[id] = static_cast<int>(compact.size());
+    for (auto& p : m.params) p.group = compact[p.group];
+    m.num_groups = static_cast<int>(compact.size());
+
+    if (!forward_order_names.empty()) {
+        m.forward_order.clear();
+        for (size_t i = 0; i < forward_order_names.size(); ++i) {
+            auto it = module_index.find(forward_order_names[i]);
+            if (it == module_index.end())
+                return Error{m.source, "forward_order[" + std::to_string(i) + "]",
+                             "'" + forward_order_names[i] + "' is not a module that owns parameters"};
+            m.forward_order.push_back(it->second);
+        }
+    }
+    if (m.forward_order.empty())
+        for (size_t i = 0; i < m.modules.size(); ++i) m.forward_order.push_back(static_cast<int>(i));
+    // Every module with parameters must run, or its gradients would never be produced.
+    std::vector<bool> runs(m.modules.size(), false);
+    for (int i : m.forward_order) runs[i] = true;
+    for (size_t i = 0; i < m.modules.size(); ++i)
+        if (!runs[i])
+            return Error{m.source, "forward_order", "module '" + m.modules[i].name + "' owns parameters but never runs"};
+    for (auto& mod : m.modules)
+        if (mod.kind == ModuleKind::Other) mod.kind = guess_kind(m, mod);
+    if (m.calls.empty()) {
+        build_calls_from_names(m);
+        mark_gradient_inputs(m);
+    }
+    return std::nullopt;
+}
+
+Result<Model> model_from_param_list_json(const std::string& file, const std::string& text) {
+    auto doc = parse_json_text(text, file);
+    if (!doc) return doc.error();
+    try {
+        JsonField root(doc.value(), file, "");
+        root.expect_object();
+        Model m;
+        m.source = file;
+        m.name = root.has("name") ? root.at("name").as_string() : file;
+        GroupPolicy policy = GroupPolicy::AllInOne;
+        if (root.has("param_groups")) {
+            auto pg = root.at("param_groups");
+            std::string v = pg.as_string();
+            if (v == "decay_no_decay")
+                policy = GroupPolicy::DecayNoDecay;
+            else if (v != "single")
+                pg.fail_here("expected \"decay_no_decay\" or \"single\", found \"" + v + "\"");
+        }
+        auto params = root.at("parameters");
+        params.expect_array();
+        for (size_t i = 0; i < params.size(); ++i) {
+            auto p = params.at(i);
+            p.expect_object();
+            Parameter par;
+            par.name = p.at("name").as_string();
+            auto shape = p.at("shape");
+            shape.expect_array();
+            for (size_t d = 0; d < shape.size(); ++d) par.shape.push_back(shape.at(d).as_integer());
+            par.group = -1;
+            if (p.has("group")) {
+                auto g = p.at("group");
+                int64_t gv = g.as_integer();
+                if (gv < 0 || gv > 1000) g.fail_here("expected a group index from 0 to 1000, found " + std::to_string(gv));
+                par.group = static_cast<int>(gv);
+            }
+            m.params.push_back(std::move(par));
+        }
+        std::vector<std::string> order;
+        if (root.has("forward_order")) {
+            auto fo = root.at("forward_order");
+            fo.expect_array();
+            for (size_t i = 0; i < fo.size(); ++i) order.push_back(fo.at(i).as_string());
+        }
+        if (root.has("seq_len")) m.default_seq_len = root.at("seq_len").as_integer();
+        std::vector<TiedUse> tied_uses;
+        if (root.has("tied")) {
+            auto tied = root.at("tied");
+            tied.expect_array();
+            for (size_t i = 0; i < tied.size(); ++i) {
+                auto t = tied.at(i);
+                tied_uses.push_back({t.at("module").as_string(), t.at("parameter").as_string()});
+            }
+        }
+        if (auto err = finish_model(m, policy, order, tied_uses)) return *err;
+        return m;
+    } catch (const InputFailure& f) {
+        return f.error;
+    }
+}
+
+Result<Model> load_model(const std::string& path) {
+    auto read = read_text_file(path, "model file");
+    if (!read) return read.error();
+    const std::string& text = read.value();
+    auto doc = parse_json_text(text, path);
+    if (!doc) return doc.error();
+    if (!doc->is_object())
+        return Error{path, "", "expected a JSON object (a parameter list or a Hugging Face config.json), found " +
+                                   json_type_name(doc.value())};
+    if (doc->contains("model_type")) return model_from_hf_config_json(path, text);
+    if (doc->contains("parameters")) return model_from_param_list_json(path, text);
+    return Error{path, "", "not a model description: expected \"parameters\" (a parameter list) or \"model_type\" (a Hugging Face config.json)"};
+}
+
+}  // namespace zerosim

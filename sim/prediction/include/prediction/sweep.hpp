@@ -1,0 +1,78 @@
+// `zerosim sweep`: a grid of predictions over topologies, node counts, ZeRO stages and any
+// DeepSpeed config keys, run in parallel worker processes (SimGrid keeps one engine per process),
+// written as CSV and plotted as SVG.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <map>
+
+#include "core/error.hpp"
+#include "core/json_input.hpp"
+#include "inputs/model.hpp"
+#include "timing/topology.hpp"
+
+namespace zerosim {
+
+struct SweepSetting {
+    std::string key;                  // dotted path in the DeepSpeed config
+    std::vector<std::string> values;  // as written on the command line
+};
+
+struct SweepSpec {
+    std::string model;
+    std::string ds_config;            // optional: DeepSpeed's defaults with micro batch 1 otherwise
+    std::vector<std::string> topologies;
+    std::vector<int> stages;
+    std::vector<int64_t> nodes;
+    std::vector<SweepSetting> settings;
+    int steps = 2;
+    int64_t seq_len = 0;
+    int jobs = 1;
+    int shard = 0, shards = 1;
+};
+
+struct SweepPoint {
+    size_t index = 0;
+    std::string topology;
+    int64_t nodes = 1;
+    int stage = 0;
+    std::vector<std::string> values;  // one per setting
+};
+
+struct SweepResult {
+    SweepPoint point;
+    int64_t world = 0;
+    double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_ms = 0;
+    double wire_bytes = 0;            // per rank, last step
+    int64_t memory_bytes = 0;         // model states per rank
+    std::string error;                // non-empty when the point could not be predicted
+};
+
+// Parses "key=v1,v2", checking the key against the DeepSpeed keys zerosim reads (the closest is
+// suggested for a typo).
+Result<SweepSetting> parse_sweep_setting(const std::string& text);
+// Every point of the grid, in a fixed order; a shard takes a contiguous block of it.
+std::vector<SweepPoint> sweep_points(const SweepSpec& spec);
+std::vector<SweepPoint> shard_points(const std::vector<SweepPoint>& all, int shard, int shards);
+// The files a sweep reads, read once before the workers start.
+struct SweepInputs {
+    Model model;
+    Json ds_config = Json::object();           // the user's config, or {} for DeepSpeed's defaults
+    std::map<std::string, Topology> topologies;  // by path, as the file says (nodes set per point)
+};
+Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec);
+// Predicts the points with `jobs` worker processes; `progress(done, total)` after each result.
+Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
+                                           const std::function<void(size_t, size_t)>& progress);
+// One point in this process (what each worker runs).
+SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const SweepPoint& p);
+
+void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows, bool header);
+void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows);
+
+}  // namespace zerosim

@@ -1,0 +1,214 @@
+#include "prediction/predict_outputs.hpp"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "formats/comms_log.hpp"
+
+namespace zerosim {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+std::vector<LoggedOp> logged_with_times(const Schedule& s, const Prediction& p) {
+    std::vector<LoggedOp> out;
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        const Op& op = s.ops[i];
+        if (!is_collective(op.kind)) continue;
+        LoggedOp l;
+        l.record = op_record_name(op.kind);
+        l.caller = op.caller;
+        l.bytes = op.bytes();
+        l.time_ms = p.ops[i].duration() * 1e3;
+        Bandwidth bw = ds_bandwidth(l.record, l.bytes, l.time_ms, s.meta.world);
+        l.algbw_gbps = bw.algbw_gbps;
+        l.busbw_gbps = bw.busbw_gbps;
+        l.timestamp_s = p.ops[i].end_s;
+        out.push_back(std::move(l));
+    }
+    return out;
+}
+
+}  // namespace
+
+void write_step_summary(std::ostream& out, const PredictReport& r, const std::string& prefix) {
+    out << prefix << "per step (" << timing_mode_name(r.overlapped.mode) << "), milliseconds:\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "%s%-6s %12s %12s %14s %12s\n", prefix.c_str(), "step", "compute", "comm",
+                  "exposed comm", "step time");
+    out << line;
+    for (const auto& st : r.overlapped.steps) {
+        std::snprintf(line, sizeof line, "%s%-6d %12.3f %12.3f %14.3f %12.3f\n", prefix.c_str(), st.step, st.compute_s * 1e3,
+                      st.comm_s * 1e3, st.exposed_comm_s * 1e3, st.step_s() * 1e3);
+        out << line;
+    }
+    std::snprintf(line, sizeof line, "%sengine start %.3f ms\n", prefix.c_str(), r.overlapped.init_s * 1e3);
+    out << line;
+}
+
+void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary) {
+    const auto& m = r.schedule.meta;
+    out << "# zerosim predict (" << m.dialect << "): ZeRO stage " << m.stage << ", world " << m.world << ", topology "
+        << r.topology.name << " (" << r.topology.nodes << " x " << r.topology.gpus_per_node
+        << "); op times: " << timing_mode_name(r.logged.mode) << "\n";
+    // Phase markers in the style of the reference runs' training script ("##### PHASE
+    // step0.micro0.forward #####"), so the validator can break errors down by step and phase;
+    // parsers of comms_logger lines skip them.
+    std::vector<LoggedOp> ops = logged_with_times(r.schedule, r.logged);
+    size_t k = 0;
+    std::string phase;
+    for (const auto& op : r.schedule.ops) {
+        if (!is_collective(op.kind)) continue;
+        std::string ph = phase_label(op, r.schedule.meta.grad_accum);
+        if (ph != phase) {
+            out << "##### PHASE " << ph << " #####\n";
+            phase = ph;
+        }
+        write_ds_verbose_line(out, ops[k++]);
+    }
+    if (log_summary) {
+        LoggedOp barrier;
+        barrier.record = "log_summary_barrier";
+        barrier.caller = "log_summary";
+        barrier.timestamp_s = r.logged.total_s;
+        write_ds_verbose_line(out, barrier);
+        ops.push_back(barrier);
+        write_ds_summary(out, ops);
+        write_ds_verbose_line(out, barrier);
+    }
+    write_step_summary(out, r, "# ");
+}
+
+void write_predicted_json(std::ostream& out, const PredictReport& r) {
+    nlohmann::ordered_json j;
+    j["format"] = "zerosim-prediction";
+    j["topology"] = r.topology.name;
+    j["world"] = r.schedule.meta.world;
+    j["stage"] = r.schedule.meta.stage;
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const auto& st : r.overlapped.steps)
+        steps.push_back({{"step", st.step}, {"compute_ms", st.compute_s * 1e3}, {"comm_ms", st.comm_s * 1e3},
+                         {"exposed_comm_ms", st.exposed_comm_s * 1e3}, {"step_ms", st.step_s() * 1e3}});
+    j["steps"] = steps;
+    j["engine_start_ms"] = r.overlapped.init_s * 1e3;
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < r.schedule.ops.size(); ++i) {
+        const Op& op = r.schedule.ops[i];
+        nlohmann::ordered_json o;
+        o["id"] = op.id;
+        o["step"] = op.step;
+        o["micro"] = op.micro;
+        o["phase"] = phase_name(op.phase);
+        o["stream"] = stream_name(op.stream);
+        o["kind"] = is_collective(op.kind) ? op_record_name(op.kind) : compute_kind_name(op.compute);
+        o["caller"] = is_collective(op.kind) ? op.caller : op.module_name;
+        o["bytes"] = is_collective(op.kind) ? op.bytes() : op.mem_bytes;
+        if (is_collective(op.kind)) {
+            o["algorithm"] = algorithm_name(r.logged.ops[i].algorithm);
+            o["protocol"] = protocol_name(r.logged.ops[i].protocol);
+        }
+        o["logged_ms"] = r.logged.ops[i].duration() * 1e3;
+        o["start_ms"] = r.overlapped.ops[i].start_s * 1e3;
+        o["end_ms"] = r.overlapped.ops[i].end_s * 1e3;
+        ops.push_back(std::move(o));
+    }
+    j["ops"] = std::move(ops);
+    out << j.dump(1) << '\n';
+}
+
+void write_predicted_csv(std::ostream& out, const PredictReport& r) {
+    out << "id,step,micro,phase,stream,kind,caller,bytes,algorithm,protocol,logged_ms,start_ms,end_ms\n";
+    for (size_t i = 0; i < r.schedule.ops.size(); ++i) {
+        const Op& op = r.schedule.ops[i];
+        bool c = is_collective(op.kind);
+        out << op.id << ',' << op.step << ',' << op.micro << ',' << phase_name(op.phase) << ',' << stream_name(op.stream)
+            << ',' << (c ? op_record_name(op.kind) : compute_kind_name(op.compute)) << ','
+            << (c ? op.caller : op.module_name) << ',' << (c ? op.bytes() : op.mem_bytes) << ','
+            << (c ? algorithm_name(r.logged.ops[i].algorithm) : "") << ',' << (c ? protocol_name(r.logged.ops[i].protocol) : "")
+            << ',' << fmt("%.6f", r.logged.ops[i].duration() * 1e3) << ',' << fmt("%.6f", r.overlapped.ops[i].start_s * 1e3)
+            << ',' << fmt("%.6f", r.overlapped.ops[i].end_s * 1e3) << '\n';
+    }
+}
+
+void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& p) {
+    nlohmann::ordered_json events = nlohmann::ordered_json::array();
+    std::string ranks = s.meta.world > 1 ? "ranks 0-" + std::to_string(s.meta.world - 1) + " (identical)" : "rank 0";
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", ranks}}}});
+    const char* streams[] = {"compute", "comm", "reduce", "fetch"};
+    for (int tid = 0; tid < 4; ++tid)
+        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"args", {{"name", streams[tid]}}}});
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        const Op& op = s.ops[i];
+        const OpTiming& t = p.ops[i];
+        if (!t.simulated) continue;
+        bool c = is_collective(op.kind);
+        nlohmann::ordered_json e;
+        e["name"] = c ? std::string(op_record_name(op.kind)) + " " + op.caller
+                      : std::string(compute_kind_name(op.compute)) + (op.module_name.empty() ? "" : " " + op.module_name);
+        e["cat"] = c ? "comm" : "compute";
+        e["ph"] = "X";
+        e["ts"] = t.start_s * 1e6;
+        e["dur"] = t.duration() * 1e6;
+        e["pid"] = 0;
+        e["tid"] = static_cast<int>(op.stream);
+        nlohmann::ordered_json args;
+        args["step"] = op.step;
+        args["micro"] = op.micro;
+        args["phase"] = phase_name(op.phase);
+        args["rule"] = op.rule;
+        if (c) {
+            args["bytes"] = op.bytes();
+            args["algorithm"] = algorithm_name(t.algorithm);
+            args["protocol"] = protocol_name(t.protocol);
+        } else {
+            args["flops"] = op.flops;
+        }
+        e["args"] = args;
+        events.push_back(std::move(e));
+    }
+    nlohmann::ordered_json j;
+    j["displayTimeUnit"] = "ms";
+    j["traceEvents"] = std::move(events);
+    out << j.dump() << '\n';
+}
+
+void write_nccl_tests_table(std::ostream& out, const std::string& op, const std::string& header,
+                            const std::vector<BenchRow>& rows) {
+    out << "# zerosim bench: predicted " << op << " (" << header << ")\n";
+    out << "#                                                              out-of-place                       in-place          \n";
+    out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+    out << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";
+    bool reduces = op == "all_reduce" || op == "reduce_scatter" || op == "reduce";
+    bool rooted = op == "broadcast" || op == "reduce";
+    double sum_bus = 0;
+    char line[256];
+    for (const auto& r : rows) {
+        std::string t = r.time_us >= 10000 ? fmt("%.0f", r.time_us) : r.time_us >= 1000 ? fmt("%.1f", r.time_us) : fmt("%.2f", r.time_us);
+        std::snprintf(line, sizeof line, "%12lld  %12lld  %8s  %6s  %6s  %7s  %6.2f  %6.2f  %5s  %7s  %6.2f  %6.2f  %5s\n",
+                      static_cast<long long>(r.bytes), static_cast<long long>(r.count), "float", reduces ? "sum" : "none",
+                      rooted ? "0" : "-1", t.c_str(), r.algbw_gbs, r.busbw_gbs, "N/A", t.c_str(), r.algbw_gbs, r.busbw_gbs, "N/A");
+        out << line;
+        sum_bus += r.busbw_gbs;
+    }
+    // What NCCL_DEBUG_SUBSYS=TUNING would name, as size ranges: a comment, so the table stays
+    // nccl-tests' own.
+    std::string picks;
+    for (size_t i = 0; i < rows.size();) {
+        size_t j = i;
+        while (j + 1 < rows.size() && rows[j + 1].algorithm == rows[i].algorithm) ++j;
+        if (!rows[i].algorithm.empty())
+            picks += (picks.empty() ? "" : "; ") + rows[i].algorithm + " " + ds_size_string(rows[i].bytes) +
+                     (j > i ? " to " + ds_size_string(rows[j].bytes) : "");
+        i = j + 1;
+    }
+    if (!picks.empty()) out << "# Algorithm/protocol (predicted tuner choice): " << picks << "\n";
+    out << "# Out of bounds values : N/A (predicted)\n";
+    out << "# Avg bus bandwidth    : " << fmt("%.4f", rows.empty() ? 0.0 : sum_bus / static_cast<double>(rows.size())) << " \n";
+}
+
+}  // namespace zerosim

@@ -1,0 +1,362 @@
+#include "prediction/sweep.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "inputs/ds_config.hpp"
+#include "timing/engine.hpp"
+#include "analysis/explain.hpp"
+#include "analysis/memory.hpp"
+#include "inputs/model.hpp"
+#include "schedule/schedule.hpp"
+#include "timing/topology.hpp"
+
+namespace zerosim {
+
+namespace {
+
+// The DeepSpeed keys a sweep may set: those zerosim reads.
+const std::vector<std::string>& settable_keys() {
+    static const std::vector<std::string> keys = {
+        "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size", "gradient_clipping",
+        "communication_data_type", "fp16.enabled", "bf16.enabled", "data_types.grad_accum_dtype",
+        "zero_optimization.stage", "zero_optimization.contiguous_gradients", "zero_optimization.reduce_scatter",
+        "zero_optimization.reduce_bucket_size", "zero_optimization.use_multi_rank_bucket_allreduce",
+        "zero_optimization.allgather_partitions", "zero_optimization.allgather_bucket_size",
+        "zero_optimization.overlap_comm", "zero_optimization.round_robin_gradients", "zero_optimization.sub_group_size",
+        "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.stage3_param_persistence_threshold",
+        "zero_optimization.stage3_model_persistence_threshold", "zero_optimization.stage3_max_live_parameters",
+        "zero_optimization.stage3_max_reuse_distance"};
+    return keys;
+}
+
+// A command-line value as JSON: true/false, a number, else a string.
+Json value_of(const std::string& v) {
+    if (v == "true") return true;
+    if (v == "false") return false;
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (end && *end == '\0' && !v.empty()) {
+        if (d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+        return d;
+    }
+    return v;
+}
+
+void set_path(Json& doc, const std::string& key, const Json& value) {
+    Json* cur = &doc;
+    std::stringstream ss(key);
+    std::string part;
+    std::vector<std::string> parts;
+    while (std::getline(ss, part, '.')) parts.push_back(part);
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        if (!cur->contains(parts[i]) || !(*cur)[parts[i]].is_object()) (*cur)[parts[i]] = Json::object();
+        cur = &(*cur)[parts[i]];
+    }
+    (*cur)[parts.back()] = value;
+}
+
+}  // namespace
+
+Result<SweepSetting> parse_sweep_setting(const std::string& text) {
+    auto eq = text.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+        return Error{"", "--set", "expected key=value[,value...], found '" + text + "'"};
+    SweepSetting s;
+    s.key = text.substr(0, eq);
+    const auto& keys = settable_keys();
+    if (std::find(keys.begin(), keys.end(), s.key) == keys.end()) {
+        std::string best = closest_key(s.key, keys);
+        return Error{"", "--set", "unknown DeepSpeed key '" + s.key + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?")};
+    }
+    std::stringstream ss(text.substr(eq + 1));
+    std::string v;
+    while (std::getline(ss, v, ','))
+        if (!v.empty()) s.values.push_back(v);
+    if (s.values.empty()) return Error{"", "--set", "no values for '" + s.key + "'"};
+    return s;
+}
+
+std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
+    std::vector<SweepPoint> out;
+    std::vector<std::vector<std::string>> combos = {{}};
+    for (const auto& s : spec.settings) {
+        std::vector<std::vector<std::string>> next;
+        for (const auto& c : combos)
+            for (const auto& v : s.values) {
+                auto d = c;
+                d.push_back(v);
+                next.push_back(std::move(d));
+            }
+        combos = std::move(next);
+    }
+    for (const auto& t : spec.topologies)
+        for (int st : spec.stages)
+            for (const auto& c : combos)
+                for (int64_t n : spec.nodes) {
+                    SweepPoint p;
+                    p.index = out.size();
+                    p.topology = t;
+                    p.nodes = n;
+                    p.stage = st;
+                    p.values = c;
+                    out.push_back(std::move(p));
+                }
+    return out;
+}
+
+std::vector<SweepPoint> shard_points(const std::vector<SweepPoint>& all, int shard, int shards) {
+    size_t n = all.size(), lo = n * static_cast<size_t>(shard) / static_cast<size_t>(shards),
+           hi = n * static_cast<size_t>(shard + 1) / static_cast<size_t>(shards);
+    return std::vector<SweepPoint>(all.begin() + static_cast<long>(lo), all.begin() + static_cast<long>(hi));
+}
+
+Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec) {
+    SweepInputs in;
+    auto model = load_model(spec.model);
+    if (!model) return model.error();
+    in.model = std::move(model).value();
+    if (!spec.ds_config.empty()) {
+        auto d = read_json_file(spec.ds_config);
+        if (!d) return d.error();
+        in.ds_config = std::move(d).value();
+    }
+    for (const auto& path : spec.topologies) {
+        auto t = load_topology(path);
+        if (!t) return t.error();
+        in.topologies[path] = std::move(t).value();
+    }
+    return in;
+}
+
+SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const SweepPoint& p) {
+    SweepResult r;
+    r.point = p;
+    auto fail = [&](const Error& e) {
+        r.error = e.what();
+        return r;
+    };
+    Json doc = in.ds_config;
+    if (!doc.contains("train_micro_batch_size_per_gpu") && !doc.contains("train_batch_size"))
+        doc["train_micro_batch_size_per_gpu"] = 1;
+    set_path(doc, "zero_optimization.stage", p.stage);
+    for (size_t i = 0; i < spec.settings.size(); ++i) set_path(doc, spec.settings[i].key, value_of(p.values[i]));
+    auto cfg = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump());
+    if (!cfg) return fail(cfg.error());
+    const Model& model = in.model;
+    auto scaled = scale_to_nodes(in.topologies.at(p.topology), p.nodes);  // --nodes scales the node design
+    if (!scaled) return fail(scaled.error());
+    const Topology& topo = scaled.value();
+    r.world = topo.total_gpus();
+    ScheduleOptions o;
+    o.world = r.world;
+    o.steps = spec.steps;
+    o.seq_len = spec.seq_len;
+    auto s = build_schedule(model, cfg.value(), o);
+    if (!s) return fail(s.error());
+    auto pred = simulate(s.value(), topo, TimingMode::Overlapped);
+    if (!pred) return fail(pred.error());
+    const auto& last = pred->steps.back();
+    r.step_ms = last.step_s() * 1e3;
+    r.compute_ms = last.compute_s * 1e3;
+    r.comm_ms = last.comm_s * 1e3;
+    r.exposed_ms = last.exposed_comm_s * 1e3;
+    r.wire_bytes = wire_bytes_per_rank(s.value(), spec.steps - 1);
+    r.memory_bytes = estimate_memory(model, cfg.value(), s.value()).total();
+    return r;
+}
+
+namespace {
+
+std::string encode(const SweepResult& r) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%zu\t%lld\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%lld\t", r.point.index,
+                  static_cast<long long>(r.world), r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms, r.wire_bytes,
+                  static_cast<long long>(r.memory_bytes));
+    std::string err = r.error;
+    std::replace(err.begin(), err.end(), '\n', ' ');
+    return buf + err + "\n";
+}
+
+bool decode(std::string line, SweepResult& r) {
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    std::istringstream in(line);
+    std::string field;
+    std::vector<std::string> f;
+    while (std::getline(in, field, '\t')) f.push_back(field);
+    if (f.size() < 8) return false;
+    r.point.index = std::stoul(f[0]);
+    r.world = std::stoll(f[1]);
+    r.step_ms = std::stod(f[2]);
+    r.compute_ms = std::stod(f[3]);
+    r.comm_ms = std::stod(f[4]);
+    r.exposed_ms = std::stod(f[5]);
+    r.wire_bytes = std::stod(f[6]);
+    r.memory_bytes = std::stoll(f[7]);
+    r.error = f.size() > 8 ? f[8] : "";
+    return true;
+}
+
+}  // namespace
+
+Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
+                                           const std::function<void(size_t, size_t)>& progress) {
+    if (points.empty()) return Error{"", "--stages/--nodes/--topology", "the grid is empty: nothing to predict"};
+    int jobs = std::max(1, std::min<int>(spec.jobs, static_cast<int>(points.size())));
+    struct Worker {
+        pid_t pid;
+        FILE* in;
+    };
+    std::vector<Worker> workers;
+    for (int w = 0; w < jobs; ++w) {
+        int fds[2];
+        if (pipe(fds) != 0) return Error{"", "", "cannot create a pipe for the sweep workers"};
+        std::fflush(nullptr);
+        pid_t pid = fork();
+        if (pid < 0) return Error{"", "", "cannot start sweep worker processes"};
+        if (pid == 0) {
+            close(fds[0]);
+            FILE* out = fdopen(fds[1], "w");
+            for (size_t i = static_cast<size_t>(w); i < points.size(); i += static_cast<size_t>(jobs)) {
+                std::string line = encode(predict_point(spec, inputs, points[i]));
+                std::fputs(line.c_str(), out);
+                std::fflush(out);
+            }
+            std::fclose(out);
+            _exit(0);
+        }
+        close(fds[1]);
+        workers.push_back({pid, fdopen(fds[0], "r")});
+    }
+    std::map<size_t, SweepResult> by_index;
+    for (const auto& p : points) by_index[p.index].point = p;
+    size_t done = 0;
+    // Read the workers in turn; each line is one finished point.
+    std::vector<bool> open(workers.size(), true);
+    size_t open_count = workers.size();
+    char buf[4096];
+    while (open_count > 0) {
+        for (size_t w = 0; w < workers.size(); ++w) {
+            if (!open[w]) continue;
+            if (!std::fgets(buf, sizeof buf, workers[w].in)) {
+                open[w] = false;
+                --open_count;
+                continue;
+            }
+            SweepResult r;
+            if (decode(buf, r)) {
+                SweepPoint p = by_index[r.point.index].point;
+                r.point = p;
+                by_index[r.point.index] = r;
+                ++done;
+                if (progress) progress(done, points.size());
+            }
+        }
+    }
+    for (auto& w : workers) {
+        std::fclose(w.in);
+        int st = 0;
+        waitpid(w.pid, &st, 0);
+    }
+    if (done != points.size()) return Error{"", "", "a sweep worker stopped early (" + std::to_string(done) + " of " +
+                                                        std::to_string(points.size()) + " points done)"};
+    std::vector<SweepResult> out;
+    for (auto& [i, r] : by_index) out.push_back(std::move(r));
+    return out;
+}
+
+void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows, bool header) {
+    if (header) {
+        out << "topology,nodes,world,stage";
+        for (const auto& s : spec.settings) out << ',' << s.key;
+        out << ",step_ms,compute_ms,comm_ms,exposed_comm_ms,wire_bytes_per_rank,memory_bytes_per_rank,error\n";
+    }
+    char buf[256];
+    for (const auto& r : rows) {
+        std::string topo = r.point.topology.substr(r.point.topology.find_last_of('/') + 1);
+        out << topo << ',' << r.point.nodes << ',' << r.world << ',' << r.point.stage;
+        for (const auto& v : r.point.values) out << ',' << v;
+        std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.6f,%.0f,%lld,", r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms,
+                      r.wire_bytes, static_cast<long long>(r.memory_bytes));
+        std::string err = r.error;
+        std::replace(err.begin(), err.end(), ',', ';');
+        out << buf << err << '\n';
+    }
+}
+
+void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows) {
+    // Two panels (step time, memory per rank) against world size on a log2 axis; one line per
+    // series (topology, stage, settings).
+    std::map<std::string, std::vector<const SweepResult*>> series;
+    for (const auto& r : rows) {
+        if (!r.error.empty()) continue;
+        std::string name = r.point.topology.substr(r.point.topology.find_last_of('/') + 1) + " stage " +
+                           std::to_string(r.point.stage);
+        for (size_t i = 0; i < spec.settings.size(); ++i) name += " " + spec.settings[i].key + "=" + r.point.values[i];
+        series[name].push_back(&r);
+    }
+    const double W = 900, H = 380, L = 80, R = 20, T = 40, B = 50;
+    double wmin = 1e300, wmax = 0, tmax = 0, mmax = 0;
+    for (const auto& r : rows) {
+        if (!r.error.empty()) continue;
+        wmin = std::min(wmin, static_cast<double>(r.world));
+        wmax = std::max(wmax, static_cast<double>(r.world));
+        tmax = std::max(tmax, r.step_ms);
+        mmax = std::max(mmax, static_cast<double>(r.memory_bytes) / (1 << 30));
+    }
+    if (wmax <= 0) wmin = wmax = 1;
+    if (wmax == wmin) wmax = wmin * 2;
+    static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+    out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << 2 * H + 30 * (series.size() + 1)
+        << "' font-family='sans-serif' font-size='12'>\n";
+    auto panel = [&](double y0, const std::string& title, double vmax, auto value) {
+        if (vmax <= 0) vmax = 1;
+        out << "<text x='" << L << "' y='" << y0 + 20 << "' font-size='14'>" << title << "</text>\n";
+        out << "<rect x='" << L << "' y='" << y0 + T << "' width='" << W - L - R << "' height='" << H - T - B
+            << "' fill='none' stroke='#999'/>\n";
+        auto X = [&](double w) { return L + (std::log2(w) - std::log2(wmin)) / (std::log2(wmax) - std::log2(wmin)) * (W - L - R); };
+        auto Y = [&](double v) { return y0 + H - B - v / vmax * (H - T - B); };
+        for (double w = wmin; w <= wmax * 1.0001; w *= 2)
+            out << "<text x='" << X(w) << "' y='" << y0 + H - B + 16 << "' text-anchor='middle'>" << static_cast<int64_t>(w)
+                << "</text>\n";
+        out << "<text x='" << (L + W - R) / 2 << "' y='" << y0 + H - 10 << "' text-anchor='middle'>ranks</text>\n";
+        for (int k = 0; k <= 4; ++k) {
+            double v = vmax * k / 4;
+            char lab[32];
+            std::snprintf(lab, sizeof lab, "%.3g", v);
+            out << "<text x='" << L - 6 << "' y='" << Y(v) + 4 << "' text-anchor='end'>" << lab << "</text>\n";
+        }
+        size_t c = 0;
+        for (const auto& [name, pts] : series) {
+            std::string d;
+            for (const auto* r : pts) {
+                char seg[64];
+                std::snprintf(seg, sizeof seg, "%s%.1f,%.1f", d.empty() ? "M" : " L", X(static_cast<double>(r->world)), Y(value(*r)));
+                d += seg;
+            }
+            out << "<path d='" << d << "' fill='none' stroke='" << colors[c % 8] << "' stroke-width='2'/>\n";
+            ++c;
+        }
+    };
+    panel(0, "step time (ms)", tmax * 1.05, [](const SweepResult& r) { return r.step_ms; });
+    panel(H, "model-state memory per rank (GiB)", mmax * 1.05,
+          [](const SweepResult& r) { return static_cast<double>(r.memory_bytes) / (1 << 30); });
+    size_t c = 0;
+    for (const auto& [name, pts] : series) {
+        double y = 2 * H + 20 + 22 * static_cast<double>(c);
+        out << "<rect x='" << L << "' y='" << y - 10 << "' width='14' height='4' fill='" << colors[c % 8] << "'/>"
+            << "<text x='" << L + 20 << "' y='" << y - 5 << "'>" << name << "</text>\n";
+        ++c;
+    }
+    out << "</svg>\n";
+}
+
+}  // namespace zerosim

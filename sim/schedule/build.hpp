@@ -1,0 +1,48 @@
+// The schedule generator's internals, private to sim/schedule: the state one generation run shares
+// between schedule.cpp and the stage files.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "schedule/ir.hpp"
+#include "schedule/schedule.hpp"
+
+namespace zerosim {
+namespace detail {
+
+// Shared state of one generation run; the stage files append to `out`.
+struct Build {
+    const Model& model;
+    const DsConfig& cfg;
+    const ScheduleOptions& opt;
+    BatchPlan batch;
+    int64_t seq_len = 0;
+    Schedule out;
+    int step = -1;
+    int micro = -1;
+    Phase phase = Phase::Init;
+
+    Op& collective(OpKind kind, int64_t elements, DType dtype, const char* caller, const char* rule,
+                   Stream stream = Stream::Comm);
+    Op& forward(int module);
+    Op& backward(int module);
+    Op& optimizer_step(int group, int64_t elements);
+    bool is_boundary() const { return micro == batch.grad_accum - 1; }
+    bool overflows(int s) const;
+    // Parameters in the order their gradients become ready in backward: reverse of forward
+    // order by first use, reverse registration order within a module.
+    std::vector<int> grad_ready_order() const;
+    // Modules of the backward pass in execution order, with the parameters whose gradients become
+    // ready right after each one.
+    std::vector<std::pair<int, std::vector<int>>> backward_plan() const;
+};
+
+void engine_start_broadcasts(Build& b);
+void generate_stage012(Build& b);
+void generate_stage3(Build& b);
+
+}  // namespace detail
+}  // namespace zerosim

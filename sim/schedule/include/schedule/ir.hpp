@@ -1,0 +1,139 @@
+// The schedule IR: the one contract between the schedule generator (sim/schedule*), the timing
+// engine, the runtime and the validator. Nothing else derives ZeRO rules.
+//
+// A schedule is the program every data-parallel rank runs, in issue order. ZeRO's data-parallel
+// ranks issue the same collectives in the same order (a collective needs every rank), so one op
+// list serves all ranks; where a value differs by rank (the destination of a `reduce`, the owned
+// partition an optimizer step updates) the op says so. See docs/schedule-ir.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace zerosim {
+
+enum class OpKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Barrier, Compute };
+enum class Phase { Init, Forward, Backward, Step };
+enum class Stream { Compute, Comm, Reduce, Fetch };
+enum class ReduceOp { None, Sum, Max };
+enum class ComputeKind { None, Forward, Backward, OptimizerStep };
+
+// DeepSpeed's record names (what the comms logger prints), e.g. "all_gather_into_tensor".
+const char* op_record_name(OpKind k);
+const char* phase_name(Phase p);
+const char* stream_name(Stream s);
+const char* reduce_op_name(ReduceOp r);
+const char* compute_kind_name(ComputeKind k);
+bool is_collective(OpKind k);
+// Whether DeepSpeed calls this collective on one buffer (the gradient bucket's all_reduce, a
+// parameter's broadcast, reduce) or from an input into a separate output (all_gather_into_tensor,
+// reduce_scatter_tensor): which column of an nccl-tests table times it as DeepSpeed runs it.
+bool deepspeed_calls_in_place(OpKind k);
+
+
+// Why an op exists: one entry per ZeRO rule, with the config keys that shape it.
+struct Rule {
+    const char* id;             // e.g. "stage12.flush.multi_rank_allreduce"
+    const char* summary;        // one line, for tables and explain
+    const char* config_keys;    // comma separated
+};
+const Rule& rule_info(const std::string& id);   // aborts on an unknown id (a programming error)
+const std::vector<Rule>& all_rules();
+
+// A contiguous piece of one parameter's gradient or data carried by a collective, in the order
+// the op's buffer holds them.
+struct Segment {
+    int param = 0;
+    int64_t offset = 0;         // first element within the parameter
+    int64_t numel = 0;
+};
+
+struct Op {
+    int64_t id = 0;
+    OpKind kind = OpKind::Compute;
+    int step = -1;              // optimizer step, 0-based; -1 = engine start
+    int micro = -1;             // micro-step within the step; -1 where not tied to one
+    Phase phase = Phase::Init;
+    Stream stream = Stream::Comm;
+    std::string rule;           // Rule::id
+    std::string caller;         // DeepSpeed function the comms logger names (collectives)
+
+    // Collectives. `elements` follows DeepSpeed's logged-size convention: the full tensor for
+    // all_reduce, broadcast and reduce; one rank's input shard for all_gather_into_tensor; the
+    // full input for reduce_scatter_tensor. bytes() = elements * dtype size.
+    int64_t elements = 0;
+    DType dtype = DType::FP32;
+    ReduceOp redop = ReduceOp::None;
+    int root = -1;              // broadcast source / reduce destination (group rank)
+    std::string group = "dp";   // process group: the data-parallel group of all ranks
+    int bucket = -1;            // gradient bucket (flush) number within the micro-step
+    int param_group = -1;       // optimizer parameter group, where the op is per group
+
+    // Compute segments.
+    ComputeKind compute = ComputeKind::None;
+    int module = -1;            // Model::modules index for forward/backward
+    std::string module_name;
+    double flops = 0.0;
+    int64_t mem_bytes = 0;      // bytes read and written (optimizer: state traffic)
+
+    std::vector<int> params;    // parameters carried or computed (Model::params indices)
+    // Gradient reductions of stages 0-2: exactly which elements the buffer holds, in order
+    // (a bucket cut into per-owner slices, or one chunk of it). Empty where `params` says it all
+    // (whole parameters, or a stage-3 shard of each).
+    std::vector<Segment> segments;
+    std::vector<int64_t> deps;  // ops this one waits for beyond its own stream's order
+
+    int64_t bytes() const { return kind == OpKind::Barrier ? 0 : elements * dtype_size(dtype); }
+};
+
+struct ScheduleMeta {
+    std::string dialect = "deepspeed-0.14.2";
+    std::string model_name;
+    std::string model_file;
+    std::string ds_config_file;
+    int64_t world = 1;
+    int stage = 0;
+    int steps = 1;
+    int64_t micro_batch = 1;
+    int64_t grad_accum = 1;
+    int64_t seq_len = 0;
+    int64_t total_params = 0;
+    int num_groups = 1;
+    DType model_dtype = DType::FP32;
+    DType comm_dtype = DType::FP32;
+    std::vector<int> overflow_steps;
+    bool round_robin_gradients = false;  // the stage-1/2 partition layout (schedule/partition.hpp)
+    // Stage 3: the most parameter elements gathered (whole) at any moment of training, persistent
+    // ones included; the memory model's "gathered parameters".
+    int64_t stage3_peak_gathered_elements = 0;
+    int64_t stage3_persistent_elements = 0;
+};
+
+// The model's parameters as the schedule refers to them (Model::params order).
+struct ScheduleParam {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    int group = 0;
+};
+
+struct Schedule {
+    ScheduleMeta meta;
+    std::vector<ScheduleParam> params;
+    std::vector<Op> ops;        // issue order on every rank
+
+    Op& add(Op op) {
+        op.id = static_cast<int64_t>(ops.size());
+        ops.push_back(std::move(op));
+        return ops.back();
+    }
+};
+
+// The training phase an op falls in, in the form of the reference runs' markers: "initialize",
+// "step0.micro1.backward"; optimizer-step ops belong to the last micro-step ("step0.micro3.step").
+std::string phase_label(const Op& op, int64_t grad_accum);
+
+}  // namespace zerosim

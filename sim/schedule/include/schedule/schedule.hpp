@@ -1,0 +1,25 @@
+// The ZeRO schedule generator: (model, DeepSpeed config, world size, steps) -> schedule IR.
+// Rules live in stage012.cpp (stages 0, 1, 2 and the bf16 optimizer) and stage3.cpp (stage 3),
+// beside this library's private build.hpp; each emitted op names its rule (ir.cpp lists them).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "inputs/ds_config.hpp"
+#include "core/error.hpp"
+#include "schedule/ir.hpp"
+#include "inputs/model.hpp"
+
+namespace zerosim {
+
+struct ScheduleOptions {
+    int64_t world = 1;
+    int steps = 1;
+    int64_t seq_len = 0;                // 0: the model's default, else 1024
+    std::vector<int> overflow_steps;    // fp16: optimizer steps (0-based) whose gradients overflow
+};
+
+Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
+
+}  // namespace zerosim

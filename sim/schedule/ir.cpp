@@ -1,0 +1,144 @@
+#include "schedule/ir.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+namespace zerosim {
+
+const char* op_record_name(OpKind k) {
+    switch (k) {
+        case OpKind::AllReduce: return "all_reduce";
+        case OpKind::AllGather: return "all_gather_into_tensor";
+        case OpKind::ReduceScatter: return "reduce_scatter_tensor";
+        case OpKind::Broadcast: return "broadcast";
+        case OpKind::Reduce: return "reduce";
+        case OpKind::Barrier: return "barrier";
+        case OpKind::Compute: return "compute";
+    }
+    return "?";
+}
+
+const char* phase_name(Phase p) {
+    switch (p) {
+        case Phase::Init: return "init";
+        case Phase::Forward: return "forward";
+        case Phase::Backward: return "backward";
+        case Phase::Step: return "step";
+    }
+    return "?";
+}
+
+const char* stream_name(Stream s) {
+    switch (s) {
+        case Stream::Compute: return "compute";
+        case Stream::Comm: return "comm";
+        case Stream::Reduce: return "reduce";
+        case Stream::Fetch: return "fetch";
+    }
+    return "?";
+}
+
+const char* reduce_op_name(ReduceOp r) {
+    switch (r) {
+        case ReduceOp::None: return "none";
+        case ReduceOp::Sum: return "sum";
+        case ReduceOp::Max: return "max";
+    }
+    return "?";
+}
+
+const char* compute_kind_name(ComputeKind k) {
+    switch (k) {
+        case ComputeKind::None: return "none";
+        case ComputeKind::Forward: return "forward";
+        case ComputeKind::Backward: return "backward";
+        case ComputeKind::OptimizerStep: return "optimizer_step";
+    }
+    return "?";
+}
+
+bool is_collective(OpKind k) { return k != OpKind::Compute; }
+
+bool deepspeed_calls_in_place(OpKind k) {
+    return k == OpKind::AllReduce || k == OpKind::Broadcast || k == OpKind::Reduce;
+}
+
+std::string phase_label(const Op& op, int64_t grad_accum) {
+    if (op.step < 0) return "initialize";
+    int64_t micro = op.phase == Phase::Step ? grad_accum - 1 : op.micro;
+    return "step" + std::to_string(op.step) + ".micro" + std::to_string(micro) + "." + phase_name(op.phase);
+}
+
+// Every rule of docs/zero-comm.md that produces an op, in one table. The generator names the rule
+// of each op it emits; explain/table outputs print the summary.
+const std::vector<Rule>& all_rules() {
+    static const std::vector<Rule> rules = {
+        {"init.broadcast_model", "engine start: rank 0 broadcasts every parameter (registration order)", ""},
+        {"stage3.init.zero_init_param", "stage 3 start: each parameter broadcast again as it is partitioned",
+         "zero_optimization.stage"},
+        {"stage3.init.barrier", "stage 3 start: barriers around the optimizer set-up", "zero_optimization.stage"},
+        {"stage3.init.allgather_params", "stage 3 start: each parameter gathered once after partitioning",
+         "zero_optimization.stage"},
+        {"stage0.bucket_allreduce", "stage 0: all_reduce of gradient buckets at the accumulation boundary",
+         "gradient_accumulation_steps"},
+        {"stage12.flush.allreduce_predivide",
+         "stage 1/2 bucket flush with reduce_scatter off: one all_reduce of the whole bucket",
+         "zero_optimization.reduce_scatter,zero_optimization.reduce_bucket_size,zero_optimization.contiguous_gradients"},
+        {"stage12.flush.allreduce_per_dtype",
+         "stage 1/2 bucket flush without contiguous gradients: one all_reduce per dtype of the bucket",
+         "zero_optimization.contiguous_gradients,zero_optimization.reduce_bucket_size"},
+        {"stage12.flush.multi_rank_allreduce",
+         "stage 1/2 bucket flush: slices per owning rank, all_reduce each time reduce_bucket_size is passed",
+         "zero_optimization.reduce_scatter,zero_optimization.use_multi_rank_bucket_allreduce,"
+         "zero_optimization.reduce_bucket_size,zero_optimization.round_robin_gradients"},
+        {"stage12.flush.reduce_per_rank",
+         "stage 1/2 bucket flush: one reduce per destination rank, sized to its share of the bucket",
+         "zero_optimization.reduce_scatter,zero_optimization.use_multi_rank_bucket_allreduce,"
+         "zero_optimization.reduce_bucket_size,zero_optimization.round_robin_gradients"},
+        {"stage0.clip_grad_norm", "stage 0, fp32 with gradient_clipping: all_reduce of the gradient norm",
+         "gradient_clipping"},
+        {"bf16.grad_allreduce",
+         "bf16 optimizer: all_reduce of the padded fp32 gradient buffers (in the communication dtype)",
+         "bf16.enabled,communication_data_type"},
+        {"step.overflow_check", "fp16: all_reduce(MAX) of the overflow flag before the step", "fp16.enabled"},
+        {"stage12.step.grad_norm", "gradient norm: one fp32 all_reduce per parameter group", ""},
+        {"stage12.step.allgather_partitions", "updated partitions gathered: one all_gather per parameter group",
+         "zero_optimization.stage"},
+        {"bf16.step.allgather_partitions", "bf16 optimizer (stage 0): updated fp32 partitions gathered per group",
+         "bf16.enabled"},
+        {"stage3.fetch", "stage 3: gather a module's parameters before it runs", "zero_optimization.stage"},
+        {"stage3.prefetch",
+         "stage 3: gather a module's parameters bundled with upcoming ones (prefetch from the recorded trace)",
+         "zero_optimization.stage3_prefetch_bucket_size,zero_optimization.stage3_max_live_parameters"},
+        {"stage3.trace_check", "stage 3, first step: rank 0 broadcasts the recorded trace for a consistency check",
+         "zero_optimization.stage"},
+        {"stage3.flush.reduce_scatter", "stage 3 bucket flush: reduce_scatter of the padded, interleaved gradients",
+         "zero_optimization.reduce_bucket_size,zero_optimization.reduce_scatter"},
+        {"stage3.flush.allreduce", "stage 3 bucket flush with reduce_scatter off: all_reduce of the bucket",
+         "zero_optimization.reduce_bucket_size,zero_optimization.reduce_scatter,zero_optimization.contiguous_gradients"},
+        {"stage3.step.grad_norm", "stage 3 gradient norm: fp64 all_reduce per sub-group", "zero_optimization.sub_group_size"},
+        {"stage3.step.persistent_regather", "stage 3 after the step: re-gather each persistent parameter",
+         "zero_optimization.stage3_param_persistence_threshold"},
+        {"compute.forward", "forward of one module for the micro batch", "train_micro_batch_size_per_gpu"},
+        {"compute.backward", "backward of one module (about twice its forward)", "train_micro_batch_size_per_gpu"},
+        {"compute.optimizer_step", "Adam update of this rank's partition of a parameter group", "zero_optimization.stage"},
+    };
+    return rules;
+}
+
+const Rule& rule_info(const std::string& id) {
+    static const std::map<std::string, const Rule*> index = [] {
+        std::map<std::string, const Rule*> m;
+        for (const auto& r : all_rules()) m[r.id] = &r;
+        return m;
+    }();
+    auto it = index.find(id);
+    if (it == index.end()) {
+        std::fprintf(stderr, "zerosim: internal error: unknown rule id '%s'\n", id.c_str());
+        std::abort();
+    }
+    return *it->second;
+}
+
+}  // namespace zerosim

@@ -1,0 +1,179 @@
+#include "build.hpp"
+
+#include <algorithm>
+
+namespace zerosim {
+namespace detail {
+
+Op& Build::collective(OpKind kind, int64_t elements, DType dtype, const char* caller, const char* rule, Stream stream) {
+    Op op;
+    op.kind = kind;
+    op.step = step;
+    op.micro = micro;
+    op.phase = phase;
+    op.stream = stream;
+    op.elements = elements;
+    op.dtype = dtype;
+    op.caller = caller;
+    op.rule = rule_info(rule).id;
+    op.redop = (kind == OpKind::AllReduce || kind == OpKind::ReduceScatter || kind == OpKind::Reduce) ? ReduceOp::Sum
+                                                                                                         : ReduceOp::None;
+    if (kind == OpKind::Broadcast) op.root = 0;
+    return out.add(std::move(op));
+}
+
+namespace {
+
+// Forward FLOPs and bytes of one module for `tokens` tokens (one micro batch on one rank).
+// Weight matrices cost a multiply-add per element per token; vectors (biases, norm weights) a
+// few element-wise operations; embeddings are lookups. Attention's score and value matmuls are
+// charged to the module after them (Module::attention_width).
+void module_cost(const Model& m, int module, int64_t tokens, int64_t seq_len, DType dt, double& flops, int64_t& bytes) {
+    const Module& mod = m.modules[module];
+    flops = 0.0;
+    bytes = 0;
+    int es = dtype_size(dt);
+    for (int p : mod.params) {
+        const auto& par = m.params[p];
+        bytes += par.numel * es;
+        if (mod.kind == ModuleKind::Embedding) {
+            bytes += tokens * par.shape.back() * es;
+        } else if (par.shape.size() >= 2) {
+            flops += 2.0 * static_cast<double>(tokens) * static_cast<double>(par.numel);
+            bytes += tokens * (par.shape[0] + par.shape[1]) * es;
+        } else {
+            flops += (mod.kind == ModuleKind::Norm ? 5.0 : 1.0) * static_cast<double>(tokens) * static_cast<double>(par.numel);
+        }
+    }
+    flops += 4.0 * static_cast<double>(tokens) * static_cast<double>(seq_len) * static_cast<double>(mod.attention_width);
+}
+
+}  // namespace
+
+Op& Build::forward(int module) {
+    Op op;
+    op.kind = OpKind::Compute;
+    op.compute = ComputeKind::Forward;
+    op.step = step;
+    op.micro = micro;
+    op.phase = Phase::Forward;
+    op.stream = Stream::Compute;
+    op.rule = "compute.forward";
+    op.module = module;
+    op.module_name = model.modules[module].name;
+    op.params = model.modules[module].params;
+    module_cost(model, module, batch.micro_batch * seq_len, seq_len, cfg.model_dtype, op.flops, op.mem_bytes);
+    return out.add(std::move(op));
+}
+
+Op& Build::backward(int module) {
+    Op& op = forward(module);
+    op.compute = ComputeKind::Backward;
+    op.phase = Phase::Backward;
+    op.rule = "compute.backward";
+    op.flops *= 2.0;       // gradients for inputs and for weights
+    op.mem_bytes *= 2;
+    return op;
+}
+
+Op& Build::optimizer_step(int group, int64_t elements) {
+    Op op;
+    op.kind = OpKind::Compute;
+    op.compute = ComputeKind::OptimizerStep;
+    op.step = step;
+    op.micro = micro;
+    op.phase = Phase::Step;
+    op.stream = Stream::Compute;
+    op.rule = "compute.optimizer_step";
+    op.param_group = group;
+    op.elements = elements;
+    op.dtype = DType::FP32;
+    // Adam on fp32 master weights: read weight, gradient, two moments; write weight and moments;
+    // about a dozen floating-point operations per element.
+    op.flops = 12.0 * static_cast<double>(elements);
+    op.mem_bytes = elements * 28;
+    return out.add(std::move(op));
+}
+
+bool Build::overflows(int s) const {
+    return std::find(opt.overflow_steps.begin(), opt.overflow_steps.end(), s) != opt.overflow_steps.end();
+}
+
+std::vector<std::pair<int, std::vector<int>>> Build::backward_plan() const {
+    // A parameter's gradient is complete once the backward of its first forward use has run
+    // (autograd sums all uses before the accumulate-grad hook fires).
+    std::vector<int> first_use_pos(model.params.size(), -1);
+    for (size_t pos = 0; pos < model.forward_order.size(); ++pos)
+        for (int p : model.modules[model.forward_order[pos]].params)
+            if (first_use_pos[p] < 0) first_use_pos[p] = static_cast<int>(pos);
+    std::vector<std::pair<int, std::vector<int>>> plan;
+    for (size_t k = model.forward_order.size(); k-- > 0;) {
+        int module = model.forward_order[k];
+        std::vector<int> ready;
+        const auto& ps = model.modules[module].params;
+        for (size_t j = ps.size(); j-- > 0;)
+            if (first_use_pos[ps[j]] == static_cast<int>(k)) ready.push_back(ps[j]);
+        plan.emplace_back(module, std::move(ready));
+    }
+    return plan;
+}
+
+std::vector<int> Build::grad_ready_order() const {
+    std::vector<int> order;
+    for (const auto& [module, ready] : backward_plan()) order.insert(order.end(), ready.begin(), ready.end());
+    return order;
+}
+
+void engine_start_broadcasts(Build& b) {
+    // DeepSpeedEngine._broadcast_model: every parameter, registration order, in the model's dtype
+    // (the engine casts the module to fp16/bf16 before broadcasting).
+    b.step = -1;
+    b.micro = -1;
+    b.phase = Phase::Init;
+    for (size_t i = 0; i < b.model.params.size(); ++i) {
+        Op& op = b.collective(OpKind::Broadcast, b.model.params[i].numel, b.cfg.model_dtype, "_broadcast_model",
+                              "init.broadcast_model");
+        op.params = {static_cast<int>(i)};
+    }
+}
+
+}  // namespace detail
+
+Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt) {
+    if (opt.world < 1) return Error{"", "--world", "expected a world size of at least 1, found " + std::to_string(opt.world)};
+    if (opt.steps < 1) return Error{"", "--steps", "expected at least 1 step, found " + std::to_string(opt.steps)};
+    if (opt.seq_len < 0) return Error{"", "--seq-len", "expected a positive sequence length"};
+    for (int s : opt.overflow_steps)
+        if (s < 0 || s >= opt.steps)
+            return Error{"", "--overflow-steps", "step " + std::to_string(s) + " is outside 0.." + std::to_string(opt.steps - 1)};
+    if (!opt.overflow_steps.empty() && cfg.model_dtype != DType::FP16)
+        return Error{cfg.source, "fp16.enabled", "--overflow-steps needs fp16 training (only fp16 checks for overflow)"};
+    auto batch = resolve_batch(cfg, opt.world);
+    if (!batch) return batch.error();
+    detail::Build b{model, cfg, opt, batch.value(), 0, {}, -1, -1, Phase::Init};
+    b.seq_len = opt.seq_len > 0 ? opt.seq_len : model.default_seq_len > 0 ? model.default_seq_len : 1024;
+    auto& meta = b.out.meta;
+    meta.model_name = model.name;
+    meta.model_file = model.source;
+    meta.ds_config_file = cfg.source;
+    meta.world = opt.world;
+    meta.stage = cfg.zero.stage;
+    meta.steps = opt.steps;
+    meta.micro_batch = b.batch.micro_batch;
+    meta.grad_accum = b.batch.grad_accum;
+    meta.seq_len = b.seq_len;
+    meta.total_params = model.total_numel();
+    meta.num_groups = model.num_groups;
+    meta.model_dtype = cfg.model_dtype;
+    meta.comm_dtype = cfg.comm_dtype();
+    meta.overflow_steps = opt.overflow_steps;
+    meta.round_robin_gradients = cfg.zero.round_robin_gradients;
+    for (const auto& p : model.params) b.out.params.push_back({p.name, p.shape, p.numel, p.group});
+    if (cfg.zero.stage == 3)
+        detail::generate_stage3(b);
+    else
+        detail::generate_stage012(b);
+    return std::move(b.out);
+}
+
+}  // namespace zerosim

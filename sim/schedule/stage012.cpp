@@ -1,0 +1,281 @@
+// ZeRO stages 0, 1 and 2 (and DeepSpeed's BF16 optimizer) as DeepSpeed v0.14.2 runs them:
+// deepspeed/runtime/zero/stage_1_and_2.py, engine.py (allreduce_gradients,
+// buffered_allreduce_fallback) and bf16_optimizer.py. docs/zero-comm.md states the rules.
+#include <map>
+
+#include "schedule/partition.hpp"
+#include "build.hpp"
+
+namespace zerosim::detail {
+
+namespace {
+
+// The engine's fixed bucket for stage 0 and the BF16 optimizer (MEMORY_OPT_ALLREDUCE_SIZE): the
+// config's bucket sizes do not apply on that path.
+constexpr int64_t kEngineAllreduceBucket = 500000000;
+
+enum class Optimizer {
+    Plain,   // stage 0, fp32 or fp16: the engine all_reduces gradients itself
+    BF16,    // BF16_Optimizer: fp32 master partitions, engine all_reduce of padded group buffers
+    Zero12,  // DeepSpeedZeroOptimizer (stages 1 and 2)
+};
+
+// Splits a sequence of tensor sizes the way allreduce_no_retain / allreduce_and_scatter do: add a
+// tensor, and once the running count passes the limit send everything so far (the crossing
+// tensor included); send the rest at the end.
+// Returns [begin, end) index ranges into `sizes`.
+std::vector<std::pair<size_t, size_t>> chunk_after_crossing(const std::vector<int64_t>& sizes, int64_t limit) {
+    std::vector<std::pair<size_t, size_t>> out;
+    int64_t acc = 0;
+    size_t begin = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        acc += sizes[i];
+        if (acc > limit) {
+            out.emplace_back(begin, i + 1);
+            acc = 0;
+            begin = i + 1;
+        }
+    }
+    if (begin < sizes.size()) out.emplace_back(begin, sizes.size());
+    return out;
+}
+
+// A run of segments owned by one rank (DeepSpeed's rank_and_offsets entry).
+struct OwnerSlice {
+    int owner;
+    std::vector<Segment> segments;
+    int64_t numel() const {
+        int64_t n = 0;
+        for (const auto& s : segments) n += s.numel;
+        return n;
+    }
+};
+
+struct Stage012 {
+    Build& b;
+    const ZeroConfig& z;
+    Optimizer kind;
+    std::vector<FlatGroupLayout> layouts;   // one per optimizer parameter group
+    std::vector<int> bucket;                // the IPG bucket: parameters in fill order
+    int64_t bucket_elements = 0;
+    int flushes = 0;                        // flush counter within the micro-step
+    int64_t last_backward = -1;             // the compute op whose gradients feed the bucket
+
+    Stage012(Build& build, Optimizer k) : b(build), z(build.cfg.zero), kind(k) {
+        bool round_robin = k == Optimizer::Zero12 && z.round_robin_gradients;
+        for (int g = 0; g < b.model.num_groups; ++g)
+            layouts.push_back(flat_group_layout(b.model, g, b.opt.world, round_robin));
+    }
+
+    Stream reduce_stream() const { return z.overlap_comm ? Stream::Reduce : Stream::Comm; }
+
+    Op& reduction(OpKind kind_, int64_t elements, const char* caller, const char* rule,
+                  std::vector<Segment> segments = {}) {
+        Op& op = b.collective(kind_, elements, b.cfg.comm_dtype(), caller, rule, reduce_stream());
+        op.bucket = flushes;
+        if (segments.empty())
+            for (int p : bucket) segments.push_back({p, 0, b.model.params[p].numel});
+        for (const auto& sg : segments)
+            if (op.params.empty() || op.params.back() != sg.param) op.params.push_back(sg.param);
+        op.segments = std::move(segments);
+        if (last_backward >= 0) op.deps.push_back(last_backward);
+        return op;
+    }
+
+    // reduce_independent_p_g_buckets_and_remove_grads: flush first if the gradient would push the
+    // bucket past reduce_bucket_size. Stages 1/2 have no "bucket not empty" test, so a gradient
+    // larger than the bucket arriving first flushes an empty bucket.
+    void add(int p) {
+        int64_t n = b.model.params[p].numel;
+        if (bucket_elements + n > z.reduce_bucket_size) flush();
+        bucket.push_back(p);
+        bucket_elements += n;
+    }
+
+    // reduce_ipg_grads -> average_tensor / buffered_reduce_fallback.
+    void flush() {
+        if (!z.contiguous_gradients) {
+            // buffered_reduce_fallback: one all_reduce per dtype present (one dtype here).
+            if (!bucket.empty())
+                reduction(OpKind::AllReduce, bucket_elements, "allreduce_bucket", "stage12.flush.allreduce_per_dtype");
+        } else if (!z.reduce_scatter) {
+            // gradient_reduction_w_predivide: the whole bucket, even an empty one (v0.14.2 has no
+            // guard against a 0-element all_reduce).
+            reduction(OpKind::AllReduce, bucket_elements, "gradient_reduction_w_predivide",
+                      "stage12.flush.allreduce_predivide");
+        } else {
+            flush_by_owner();
+        }
+        bucket.clear();
+        bucket_elements = 0;
+        ++flushes;
+    }
+
+    // average_tensor with reduce_scatter: cut the bucket into (owner, elements) slices, merging
+    // neighbours with the same owner, then all_reduce (multi-rank) or reduce per owner.
+    void flush_by_owner() {
+        std::vector<OwnerSlice> slices;
+        for (int p : bucket) {
+            for (const auto& gs : layouts[b.model.params[p].group].slices(b.model, p)) {
+                Segment seg{p, gs.offset, gs.numel};
+                if (!slices.empty() && slices.back().owner == gs.partition)
+                    slices.back().segments.push_back(seg);
+                else
+                    slices.push_back({gs.partition, {seg}});
+            }
+        }
+        if (slices.empty()) return;
+        auto send = [&](const std::vector<const OwnerSlice*>& list, OpKind k, const char* rule, int root) {
+            std::vector<int64_t> sizes;
+            for (const auto* sl : list) sizes.push_back(sl->numel());
+            for (auto [lo, hi] : chunk_after_crossing(sizes, z.reduce_bucket_size)) {
+                std::vector<Segment> segs;
+                int64_t n = 0;
+                for (size_t i = lo; i < hi; ++i) {
+                    segs.insert(segs.end(), list[i]->segments.begin(), list[i]->segments.end());
+                    n += sizes[i];
+                }
+                Op& op = reduction(k, n, "allreduce_bucket", rule, std::move(segs));
+                if (root >= 0) op.root = root;
+            }
+        };
+        if (z.use_multi_rank_bucket_allreduce) {
+            std::vector<const OwnerSlice*> all;
+            for (const auto& sl : slices) all.push_back(&sl);
+            send(all, OpKind::AllReduce, "stage12.flush.multi_rank_allreduce", -1);
+        } else {
+            std::vector<int> owners;
+            std::map<int, std::vector<const OwnerSlice*>> by_owner;
+            for (const auto& sl : slices) {
+                if (!by_owner.count(sl.owner)) owners.push_back(sl.owner);
+                by_owner[sl.owner].push_back(&sl);
+            }
+            for (int dst : owners) send(by_owner[dst], OpKind::Reduce, "stage12.flush.reduce_per_rank", dst);
+        }
+    }
+
+    // engine.buffered_allreduce_fallback: gradients (or the BF16 optimizer's padded fp32 group
+    // buffers) in order, sent in chunks of the fixed engine bucket.
+    void engine_allreduce() {
+        // Plain: every gradient, registration order. BF16 optimizer: each group's padded fp32
+        // gradient buffer, i.e. its parameters in flat order (padding is not a segment).
+        std::vector<int64_t> sizes;
+        std::vector<std::vector<Segment>> pieces;
+        if (kind == Optimizer::BF16) {
+            for (const auto& L : layouts) {
+                sizes.push_back(L.padded_numel);
+                std::vector<Segment> segs;
+                for (int p : L.order) segs.push_back({p, 0, b.model.params[p].numel});
+                pieces.push_back(std::move(segs));
+            }
+        } else {
+            for (size_t p = 0; p < b.model.params.size(); ++p) {
+                sizes.push_back(b.model.params[p].numel);
+                pieces.push_back({{static_cast<int>(p), 0, b.model.params[p].numel}});
+            }
+        }
+        const char* rule = kind == Optimizer::BF16 ? "bf16.grad_allreduce" : "stage0.bucket_allreduce";
+        for (auto [lo, hi] : chunk_after_crossing(sizes, kEngineAllreduceBucket)) {
+            int64_t n = 0;
+            std::vector<Segment> segs;
+            for (size_t i = lo; i < hi; ++i) {
+                n += sizes[i];
+                segs.insert(segs.end(), pieces[i].begin(), pieces[i].end());
+            }
+            Op& op = b.collective(OpKind::AllReduce, n, b.cfg.comm_dtype(), "allreduce_bucket", rule);
+            for (const auto& sg : segs) op.params.push_back(sg.param);
+            op.segments = std::move(segs);
+            if (last_backward >= 0) op.deps.push_back(last_backward);
+        }
+    }
+
+    void micro_step(const std::vector<std::pair<int, std::vector<int>>>& plan) {
+        b.phase = Phase::Forward;
+        for (int m : b.model.forward_order) b.forward(m);
+        b.phase = Phase::Backward;
+        flushes = 0;
+        // Gradient hooks reduce as gradients become ready: stage 2 on every micro-step, stage 1
+        // (with overlap_comm, which installs the hooks) only on the boundary micro-step.
+        bool hooks = kind == Optimizer::Zero12 &&
+                     (z.stage == 2 || (z.stage == 1 && z.overlap_comm && b.is_boundary()));
+        for (const auto& [module, ready] : plan) {
+            last_backward = b.backward(module).id;
+            if (hooks)
+                for (int p : ready) add(p);
+        }
+        if (kind == Optimizer::Zero12) {
+            if (z.stage == 2) {
+                flush();  // the epilogue, every micro-step
+            } else if (b.is_boundary()) {
+                // reduce_gradients: without hooks, walk every group in registration order.
+                if (!z.overlap_comm)
+                    for (int g = 0; g < b.model.num_groups; ++g)
+                        for (size_t p = 0; p < b.model.params.size(); ++p)
+                            if (b.model.params[p].group == g) add(static_cast<int>(p));
+                flush();
+            }
+        } else if (b.is_boundary()) {
+            engine_allreduce();
+        }
+    }
+
+    void optimizer_step(int s) {
+        b.phase = Phase::Step;
+        b.micro = -1;
+        const DType model_dt = b.cfg.model_dtype;
+        if (kind == Optimizer::Plain) {
+            // fp16 checks overflow locally at stage 0; fp32 with clipping all_reduces the norm.
+            if (model_dt == DType::FP32 && b.cfg.gradient_clipping > 0.0)
+                b.collective(OpKind::AllReduce, 1, DType::FP32, "clip_grad_norm_", "stage0.clip_grad_norm");
+            if (!b.overflows(s)) {
+                Op& opt = b.optimizer_step(-1, b.model.total_numel());
+                for (size_t p = 0; p < b.model.params.size(); ++p) opt.params.push_back(static_cast<int>(p));
+            }
+            return;
+        }
+        if (kind == Optimizer::Zero12 && model_dt == DType::FP16) {
+            b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", "step.overflow_check").redop = ReduceOp::Max;
+            if (b.overflows(s)) return;  // gradients dropped, loss scale lowered, no update
+        }
+        if (kind == Optimizer::Zero12)
+            for (int g = 0; g < b.model.num_groups; ++g)
+                b.collective(OpKind::AllReduce, 1, DType::FP32, "get_grad_norm_direct", "stage12.step.grad_norm")
+                    .param_group = g;
+        // Each rank updates its partition of every group; `params` lists the group in flat order.
+        for (int g = 0; g < b.model.num_groups; ++g) b.optimizer_step(g, layouts[g].partition_size).params = layouts[g].order;
+        if (b.opt.world > 1)
+            for (int g = 0; g < b.model.num_groups; ++g) {
+                Op& op = b.collective(OpKind::AllGather, layouts[g].partition_size, model_dt,
+                                      "all_gather_into_tensor_dp_groups",
+                                      kind == Optimizer::BF16 ? "bf16.step.allgather_partitions"
+                                                              : "stage12.step.allgather_partitions");
+                op.param_group = g;
+            }
+    }
+};
+
+}  // namespace
+
+void generate_stage012(Build& b) {
+    engine_start_broadcasts(b);
+    const auto& c = b.cfg;
+    // bf16 without ZeRO, or with stage 1 and fp32 gradient accumulation, runs DeepSpeed's BF16
+    // optimizer instead (engine._do_optimizer_sanity_check).
+    bool bf16_optimizer = c.model_dtype == DType::BF16 &&
+                          (c.zero.stage == 0 || (c.zero.stage == 1 && c.grad_accum_dtype == DType::FP32));
+    Optimizer kind = bf16_optimizer ? Optimizer::BF16 : c.zero.stage == 0 ? Optimizer::Plain : Optimizer::Zero12;
+    Stage012 s(b, kind);
+    // The layout actually applied: the BF16 optimizer never reorders round robin.
+    b.out.meta.round_robin_gradients = kind == Optimizer::Zero12 && c.zero.round_robin_gradients;
+    auto plan = b.backward_plan();
+    for (int step = 0; step < b.opt.steps; ++step) {
+        b.step = step;
+        for (int micro = 0; micro < b.batch.grad_accum; ++micro) {
+            b.micro = micro;
+            s.micro_step(plan);
+        }
+        s.optimizer_step(step);
+    }
+}
+
+}  // namespace zerosim::detail

@@ -1,0 +1,427 @@
+// ZeRO stage 3 as DeepSpeed v0.14.2 runs it, for a model built outside zero.Init:
+// deepspeed/runtime/zero/stage3.py, partitioned_param_coordinator.py, parameter_offload.py and
+// partition_parameters.py. docs/zero-comm.md states the rules.
+//
+// The parameter coordinator is simulated as a state machine over module calls: which parameters
+// are gathered, when the trace is recorded, what the prefetcher bundles and when parameters are
+// released all follow from the same state DeepSpeed keeps, so first and later steps, gradient
+// accumulation and large models come out of one mechanism rather than special cases.
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "schedule/partition.hpp"
+#include "build.hpp"
+
+namespace zerosim::detail {
+
+namespace {
+
+enum class TraceMode { Record, Complete };
+
+struct HookEvent {
+    enum Kind { PreForward, PostForward, PreBackward, PostBackward } kind;
+    int node;
+};
+
+// Forward hooks in call order; backward hooks as autograd runs them: the reverse, with a call's
+// pre-backward where its post-forward was and its post-backward where its pre-forward was.
+// Calls whose output carries no gradient get no backward hooks; calls fed token ids get no
+// post-backward.
+void hook_events(const Model& m, std::vector<HookEvent>& fwd, std::vector<HookEvent>& bwd) {
+    std::function<void(int)> walk = [&](int n) {
+        fwd.push_back({HookEvent::PreForward, n});
+        for (int c : m.calls[n].children) walk(c);
+        fwd.push_back({HookEvent::PostForward, n});
+    };
+    walk(0);
+    for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
+        const CallNode& node = m.calls[it->node];
+        if (!node.grad_out) continue;
+        if (it->kind == HookEvent::PostForward)
+            bwd.push_back({HookEvent::PreBackward, it->node});
+        else if (node.grad_in)
+            bwd.push_back({HookEvent::PostBackward, it->node});
+    }
+}
+
+struct Stage3 {
+    Build& b;
+    const ZeroConfig& z;
+    const Model& m;
+    int64_t world;
+    std::vector<bool> persistent;
+    std::vector<bool> available;
+    std::vector<std::set<int>> active;       // modules currently using each parameter
+    std::vector<std::vector<int>> sub_groups; // optimizer sub-groups (stage3 fp16_groups)
+
+    // Coordinator state.
+    TraceMode mode = TraceMode::Record;
+    std::vector<int> trace_modules;          // recorded module of every fetch (-1: no parameters)
+    struct ParamUse {
+        int param;
+        int step_id;
+    };
+    std::vector<ParamUse> param_order;
+    std::deque<ParamUse> queue;
+    std::map<int, int64_t> most_recent;      // parameter -> latest trace step it was fetched for
+    int step_id = 0;
+    int64_t n_available = 0;
+    int64_t live = 0;                         // elements of all parameters gathered right now
+    std::map<int, int64_t> gathered_by;       // parameter -> the gather op that brought it
+    void set_available(int p, bool on) {
+        if (available[p] == on) return;
+        available[p] = on;
+        live += on ? m.params[p].numel : -m.params[p].numel;
+        b.out.meta.stage3_peak_gathered_elements = std::max(b.out.meta.stage3_peak_gathered_elements, live);
+    }
+    std::map<std::pair<int, int>, std::set<int>> release_cache;  // (module, step) -> params (lru_cache)
+
+    // Gradient bucket.
+    std::vector<int> bucket;
+    int64_t bucket_elements = 0;
+    int flushes = 0;
+    int64_t last_backward = -1;
+
+    explicit Stage3(Build& build)
+        : b(build), z(build.cfg.zero), m(build.model), world(build.opt.world),
+          persistent(m.params.size(), false), available(m.params.size(), false), active(m.params.size()) {
+        // mark_persistent_parameters: registration order, inclusive threshold, model-wide cap.
+        int64_t total = 0;
+        for (size_t p = 0; p < m.params.size(); ++p) {
+            int64_t n = m.params[p].numel;
+            if (n + total > z.model_persistence_threshold) continue;
+            if (n <= z.param_persistence_threshold) {
+                persistent[p] = true;
+                total += n;
+            }
+        }
+        b.out.meta.stage3_persistent_elements = total;
+        // _create_fp16_sub_groups: each parameter group cut after sub_group_size partition elements.
+        for (int g = 0; g < m.num_groups; ++g) {
+            std::vector<int> group;
+            int64_t group_numel = 0;
+            for (size_t p = 0; p < m.params.size(); ++p)
+                if (m.params[p].group == g) {
+                    group.push_back(static_cast<int>(p));
+                    group_numel += part(static_cast<int>(p));
+                }
+            if (z.sub_group_size >= group_numel) {
+                sub_groups.push_back(group);
+                continue;
+            }
+            std::vector<int> sub;
+            int64_t local = 0;
+            for (int p : group) {
+                sub.push_back(p);
+                local += part(p);
+                if (local >= z.sub_group_size || p == group.back()) {
+                    sub_groups.push_back(sub);
+                    sub.clear();
+                    local = 0;
+                }
+            }
+        }
+    }
+
+    int64_t part(int p) const { return stage3_partition_numel(m.params[p].numel, world); }
+
+    std::vector<int> module_params(int node) const {
+        int mod = m.calls[node].module;
+        if (mod < 0) return {};
+        std::vector<int> ps = m.modules[mod].params;
+        std::sort(ps.begin(), ps.end());  // sorted(set(iter_params(m)), key=ds_id)
+        ps.erase(std::unique(ps.begin(), ps.end()), ps.end());
+        return ps;
+    }
+
+    // all_gather_coalesced: the parameters still partitioned, by ds_id, one all_gather of their
+    // shards (one dtype here). No communication with a single rank.
+    void gather(const std::vector<int>& candidates, const char* rule, int node) {
+        std::vector<int> todo;
+        for (int p : candidates)
+            if (!available[p]) todo.push_back(p);
+        if (todo.empty()) return;
+        std::sort(todo.begin(), todo.end());
+        int64_t elements = 0;
+        for (int p : todo) {
+            elements += part(p);
+            n_available += m.params[p].numel;
+            set_available(p, true);
+        }
+        if (world == 1) return;
+        Op& op = b.collective(OpKind::AllGather, elements, b.cfg.model_dtype, "allgather_fn", rule, Stream::Fetch);
+        op.params = todo;
+        for (int p : todo) gathered_by[p] = op.id;
+        if (node >= 0 && m.calls[node].module >= 0) op.module_name = m.modules[m.calls[node].module].name;
+    }
+
+    // fetch_sub_module: gather this call's parameters, then (trace complete) prefetch upcoming ones.
+    void fetch(int node) {
+        if (mode == TraceMode::Record) trace_modules.push_back(node);
+        std::vector<int> ps = module_params(node);
+        for (int p : ps) active[p].insert(m.calls[node].module);
+        gather(ps, "stage3.fetch", node);
+        if (mode == TraceMode::Complete) {
+            std::set<int> not_yet_popped;
+            for (int p : ps)
+                if (recent(p) < step_id) not_yet_popped.insert(p);
+            std::set<int> discarded;
+            while (!queue.empty() && discarded.size() < not_yet_popped.size()) {
+                ParamUse u = queue.front();
+                queue.pop_front();
+                most_recent[u.param] = u.step_id;
+                discarded.insert(u.param);
+            }
+            if (z.prefetch_bucket_size > 0) {
+                int64_t limit = std::min(z.max_live_parameters - n_available, z.prefetch_bucket_size);
+                int64_t numel = 0;
+                std::set<int> chosen;
+                while (!queue.empty() && numel < limit) {
+                    ParamUse u = queue.front();
+                    queue.pop_front();
+                    if (!available[u.param]) {
+                        chosen.insert(u.param);
+                        numel += m.params[u.param].numel;  // counted per trace entry, as DeepSpeed does
+                    }
+                    most_recent[u.param] = std::max(recent(u.param), static_cast<int64_t>(u.step_id));
+                }
+                if (numel > 0) gather(std::vector<int>(chosen.begin(), chosen.end()), "stage3.prefetch", node);
+            }
+        }
+        ++step_id;
+    }
+
+    int64_t recent(int p) const {
+        auto it = most_recent.find(p);
+        return it == most_recent.end() ? static_cast<int64_t>(-1e10) : it->second;
+    }
+
+    // release_sub_module. While recording, everything the call used is released; with a complete
+    // trace, __params_to_release keeps persistent parameters, parameters already prefetched for a
+    // later use, and parameters used again within max_reuse_distance (cached per module and step).
+    void release(int node) {
+        int mod = m.calls[node].module;
+        if (mod < 0) return;
+        std::vector<int> ps = module_params(node);
+        std::set<int> to_release;
+        if (mode == TraceMode::Record) {
+            to_release.insert(ps.begin(), ps.end());
+        } else {
+            auto key = std::make_pair(mod, step_id);
+            auto it = release_cache.find(key);
+            if (it == release_cache.end()) {
+                std::set<int> r;
+                for (int p : ps)
+                    if (!persistent[p] && recent(p) <= step_id) r.insert(p);
+                int64_t traversed = 0;
+                for (size_t k = static_cast<size_t>(step_id); k < trace_modules.size(); ++k) {
+                    if (traversed >= z.max_reuse_distance) break;
+                    for (int p : module_params(trace_modules[k])) {
+                        r.erase(p);
+                        traversed += m.params[p].numel;
+                    }
+                }
+                it = release_cache.emplace(key, std::move(r)).first;
+            }
+            to_release = it->second;
+        }
+        for (int p : ps) {
+            active[p].erase(mod);
+            if (to_release.count(p) && available[p] && active[p].empty()) {
+                set_available(p, false);
+                n_available -= m.params[p].numel;
+            }
+        }
+    }
+
+    // A module's compute waits for the gathers (on the fetch stream) that brought its parameters.
+    void add_gather_deps(Op& op) {
+        for (int p : op.params) {
+            auto it = gathered_by.find(p);
+            if (it != gathered_by.end() &&
+                std::find(op.deps.begin(), op.deps.end(), it->second) == op.deps.end())
+                op.deps.push_back(it->second);
+        }
+    }
+
+    // reduce_independent_p_g_buckets_and_remove_grads: flush first when the gradient would pass
+    // the bucket, but never an empty bucket.
+    void add_gradient(int p) {
+        int64_t n = m.params[p].numel;
+        if (bucket_elements + n > z.reduce_bucket_size && bucket_elements > 0) flush();
+        bucket.push_back(p);
+        bucket_elements += n;
+    }
+
+    // __reduce_and_partition_ipg_grads.
+    void flush() {
+        if (bucket.empty()) return;
+        Stream st = z.overlap_comm ? Stream::Reduce : Stream::Comm;
+        Op* op;
+        if (z.contiguous_gradients && bucket_elements <= z.reduce_bucket_size && !z.reduce_scatter) {
+            op = &b.collective(OpKind::AllReduce, bucket_elements, b.cfg.comm_dtype(), "__avg_scatter_contiguous_grads",
+                               "stage3.flush.allreduce", st);
+        } else {
+            // reduce_scatter_coalesced: each gradient padded to world * ceil(numel / world) and
+            // interleaved by rank; one reduce_scatter per flush.
+            int64_t elements = 0;
+            for (int p : bucket) elements += world * part(p);
+            op = &b.collective(OpKind::ReduceScatter, elements, b.cfg.comm_dtype(), "reduce_scatter_fn",
+                               "stage3.flush.reduce_scatter", st);
+        }
+        op->bucket = flushes++;
+        op->params = bucket;
+        std::sort(op->params.begin(), op->params.end());
+        if (last_backward >= 0) op->deps.push_back(last_backward);
+        bucket.clear();
+        bucket_elements = 0;
+    }
+
+    // reset_step, after every backward: the first one checks the recorded trace across ranks
+    // (three int64 broadcasts from rank 0) and freezes it; every one restarts the fetch queue.
+    void reset_step() {
+        if (mode == TraceMode::Record) {
+            b.phase = Phase::Backward;
+            auto bcast = [&](int64_t n) {
+                b.collective(OpKind::Broadcast, n, DType::INT64, "get_lst_from_rank0", "stage3.trace_check");
+            };
+            param_order.clear();
+            for (size_t k = 0; k < trace_modules.size(); ++k)
+                for (int p : module_params(trace_modules[k])) param_order.push_back({p, static_cast<int>(k)});
+            bcast(static_cast<int64_t>(trace_modules.size()));
+            bcast(static_cast<int64_t>(param_order.size()));
+            bcast(static_cast<int64_t>(param_order.size()));
+            mode = TraceMode::Complete;
+        }
+        queue.assign(param_order.begin(), param_order.end());
+        most_recent.clear();
+        step_id = 0;
+        n_available = 0;
+    }
+
+    void micro_step(const std::vector<HookEvent>& fwd, const std::vector<HookEvent>& bwd,
+                    const std::vector<std::vector<int>>& ready_at_node) {
+        b.phase = Phase::Forward;
+        for (const auto& e : fwd) {
+            int mod = m.calls[e.node].module;
+            if (e.kind == HookEvent::PreForward) {
+                fetch(e.node);
+                if (mod >= 0) add_gather_deps(b.forward(mod));
+            } else {
+                release(e.node);
+            }
+        }
+        b.phase = Phase::Backward;
+        flushes = 0;
+        for (const auto& e : bwd) {
+            int mod = m.calls[e.node].module;
+            if (e.kind == HookEvent::PreBackward) {
+                fetch(e.node);
+                if (mod >= 0) {
+                    Op& bw = b.backward(mod);
+                    add_gather_deps(bw);
+                    last_backward = bw.id;
+                    for (int p : ready_at_node[e.node]) add_gradient(p);
+                }
+            } else {
+                release(e.node);
+            }
+        }
+        reset_step();
+        flush();  // the epilogue, every micro-step
+    }
+
+    void optimizer_step(int s) {
+        b.phase = Phase::Step;
+        b.micro = -1;
+        // _partition_all_parameters: everything back to its partition before the step.
+        for (size_t p = 0; p < m.params.size(); ++p) {
+            set_available(static_cast<int>(p), false);
+            active[p].clear();
+        }
+        n_available = 0;
+        if (b.cfg.model_dtype == DType::FP16) {
+            b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", "step.overflow_check").redop = ReduceOp::Max;
+            if (b.overflows(s)) return;  // skipped step: persistent parameters stay partitioned
+        }
+        for (size_t g = 0; g < sub_groups.size(); ++g)
+            b.collective(OpKind::AllReduce, 1, DType::FP64, "get_grad_norm_direct", "stage3.step.grad_norm");
+        for (size_t g = 0; g < sub_groups.size(); ++g) {
+            int64_t elements = 0;
+            for (int p : sub_groups[g]) elements += part(p);
+            b.optimizer_step(m.params[sub_groups[g].front()].group, elements).params = sub_groups[g];
+        }
+        // _post_step: persistent parameters gathered again, one all_gather each (or the single
+        // one through _allgather_params, which communicates even on one rank).
+        std::vector<int> pers;
+        for (size_t p = 0; p < m.params.size(); ++p)
+            if (persistent[p]) pers.push_back(static_cast<int>(p));
+        for (int p : pers) {
+            if (pers.size() == 1) {
+                b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params",
+                             "stage3.step.persistent_regather").params = {p};
+            } else if (world > 1) {
+                b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params_coalesced",
+                             "stage3.step.persistent_regather").params = {p};
+            }
+            set_available(p, true);
+        }
+    }
+};
+
+// Engine start for a model built outside zero.Init: after _broadcast_model, Init(module=...)
+// broadcasts each parameter as it partitions it, the optimizer set-up runs three barriers, and
+// the gradient hooks are created on gathered parameters (one all_gather each, group order).
+void stage3_engine_start(Stage3& s) {
+    Build& b = s.b;
+    for (size_t p = 0; p < s.m.params.size(); ++p)
+        b.collective(OpKind::Broadcast, s.m.params[p].numel, b.cfg.model_dtype, "_zero_init_param",
+                     "stage3.init.zero_init_param").params = {static_cast<int>(p)};
+    b.collective(OpKind::Barrier, 0, DType::FP32, "_create_fp16_partitions_with_defragmentation", "stage3.init.barrier");
+    b.collective(OpKind::Barrier, 0, DType::FP32, "_setup_for_real_optimizer", "stage3.init.barrier");
+    b.collective(OpKind::Barrier, 0, DType::FP32, "_setup_for_real_optimizer", "stage3.init.barrier");
+    for (const auto& sub : s.sub_groups)
+        for (int p : sub)
+            b.collective(OpKind::AllGather, s.part(p), b.cfg.model_dtype, "_allgather_params",
+                         "stage3.init.allgather_params").params = {p};
+}
+
+}  // namespace
+
+void generate_stage3(Build& b) {
+    engine_start_broadcasts(b);
+    Stage3 s(b);
+    stage3_engine_start(s);
+    std::vector<HookEvent> fwd, bwd;
+    hook_events(b.model, fwd, bwd);
+    // Gradients become ready during the backward of their first-use call.
+    std::vector<std::vector<int>> ready_at_node(b.model.calls.size());
+    std::vector<int> first_use_node(b.model.params.size(), -1);
+    for (const auto& e : fwd) {
+        if (e.kind != HookEvent::PreForward) continue;
+        int mod = b.model.calls[e.node].module;
+        if (mod < 0) continue;
+        for (int p : b.model.modules[mod].params)
+            if (first_use_node[p] < 0) first_use_node[p] = e.node;
+    }
+    for (size_t n = 0; n < b.model.calls.size(); ++n) {
+        int mod = b.model.calls[n].module;
+        if (mod < 0) continue;
+        const auto& ps = b.model.modules[mod].params;
+        for (size_t j = ps.size(); j-- > 0;)
+            if (first_use_node[ps[j]] == static_cast<int>(n)) ready_at_node[n].push_back(ps[j]);
+    }
+    for (int step = 0; step < b.opt.steps; ++step) {
+        b.step = step;
+        for (int micro = 0; micro < b.batch.grad_accum; ++micro) {
+            b.micro = micro;
+            s.micro_step(fwd, bwd, ready_at_node);
+        }
+        s.optimizer_step(step);
+    }
+}
+
+}  // namespace zerosim::detail

@@ -1,0 +1,288 @@
+#include "timing/engine.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(zerosim_engine, "zerosim's timing engine");
+
+namespace zerosim {
+
+const char* timing_mode_name(TimingMode m) {
+    return m == TimingMode::Overlapped ? "overlapped (as the hardware runs it)"
+                                       : "synchronized after every op (as the DeepSpeed comms logger measures)";
+}
+
+double compute_seconds(const Op& op, const Topology& t, DType dtype) {
+    double flops_rate = t.peak_flops(op.compute == ComputeKind::OptimizerStep ? DType::FP32 : dtype) * t.compute_efficiency;
+    double mem_rate = t.mem_bandwidth_gbs * 1e9 * t.mem_efficiency;
+    double tf = flops_rate > 0 ? op.flops / flops_rate : 0.0;
+    double tm = mem_rate > 0 ? static_cast<double>(op.mem_bytes) / mem_rate : 0.0;
+    return std::max(tf, tm);
+}
+
+namespace {
+
+// The one platform of the process: a representative rank and two peers. Its link capacities are
+// set for each simulation (SimGrid keeps one engine per process; runs follow each other on its
+// clock).
+struct Platform {
+    simgrid::s4u::Host* rank = nullptr;
+    simgrid::s4u::Host* intra_peer = nullptr;
+    simgrid::s4u::Host* inter_peer = nullptr;
+    simgrid::s4u::Link* intra = nullptr;   // this rank's NVLink / NVSwitch / PCIe / shared-memory path
+    simgrid::s4u::Link* nic = nullptr;     // its share of the node's NICs
+    simgrid::s4u::Link* fabric = nullptr;  // its share of the fabric above the leaf switches
+};
+
+Platform& platform() {
+    static Platform p = [] {
+        static int argc = 2;
+        static char arg0[] = "zerosim";
+        static char arg1[] = "--log=root.thres:critical";
+        static char* argv[] = {arg0, arg1, nullptr};
+        auto* e = simgrid::s4u::Engine::get_instance(&argc, argv);
+        (void)e;
+        // CM02 is the plain max-min flow model: no TCP factors, so a flow alone on a link of
+        // capacity C moves B bytes in exactly B / C seconds; latencies are modelled by zerosim.
+        simgrid::s4u::Engine::set_config("network/model:CM02");
+        simgrid::s4u::Engine::set_config("network/crosstraffic:0");
+        auto* zone = simgrid::s4u::create_full_zone("cluster");
+        Platform pl;
+        pl.rank = zone->create_host("rank", 1e9)->seal();
+        pl.intra_peer = zone->create_host("intra_peer", 1e9)->seal();
+        pl.inter_peer = zone->create_host("inter_peer", 1e9)->seal();
+        pl.intra = zone->create_link("intra", 1e9)->set_latency(0)->seal();
+        pl.nic = zone->create_link("nic", 1e9)->set_latency(0)->seal();
+        pl.fabric = zone->create_link("fabric", 1e9)->set_latency(0)->seal();
+        zone->add_route(pl.rank->get_netpoint(), pl.intra_peer->get_netpoint(), nullptr, nullptr,
+                        {simgrid::s4u::LinkInRoute(pl.intra)}, false);
+        zone->add_route(pl.rank->get_netpoint(), pl.inter_peer->get_netpoint(), nullptr, nullptr,
+                        {simgrid::s4u::LinkInRoute(pl.nic), simgrid::s4u::LinkInRoute(pl.fabric)}, false);
+        zone->seal();
+        return pl;
+    }();
+    return p;
+}
+
+LinkCapacities configure(const Topology& t, int64_t world) {
+    auto& p = platform();
+    LinkCapacities c = link_capacities(t, world);
+    // A link of zero capacity would stall SimGrid; a single-node run has no NIC traffic anyway.
+    p.intra->set_bandwidth(std::max(c.intra, 1.0));
+    p.nic->set_bandwidth(std::max(c.nic, 1.0));
+    p.fabric->set_bandwidth(std::max(c.fabric, 1.0));
+    return c;
+}
+
+// Runs one collective's network activity from the calling actor: latency, then its flows.
+// A protocol that reaches only part of a link (LL sends 16 bytes for 8 of payload) puts
+// correspondingly more bytes on it, so alone it takes bytes / rate and, beside other traffic,
+// it takes its fair share of the link, as the wire does.
+void run_collective(const CollectivePlan& plan, const LinkCapacities& cap) {
+    auto& p = platform();
+    if (plan.latency_s > 0) simgrid::s4u::this_actor::sleep_for(plan.latency_s);
+    std::vector<simgrid::s4u::CommPtr> flows;
+    auto flow = [&](simgrid::s4u::Host* to, double bytes, double rate, double capacity) {
+        if (bytes <= 0 || rate <= 0) return;
+        double wire = bytes * std::max(1.0, capacity / rate);
+        flows.push_back(simgrid::s4u::Comm::sendto_async(p.rank, to, static_cast<uint64_t>(std::llround(wire))));
+    };
+    flow(p.intra_peer, plan.intra_bytes, plan.intra_rate, cap.intra);
+    flow(p.inter_peer, plan.inter_bytes, plan.inter_rate, std::min(cap.nic, cap.fabric));
+    if (!flows.empty()) simgrid::s4u::Comm::wait_all(flows);
+}
+
+// Which simulated stream (actor) runs an op. Collectives on the default stream and compute
+// share the GPU's default stream, so they run in order with each other.
+int lane_of(const Op& op) {
+    switch (op.stream) {
+        case Stream::Reduce: return 1;
+        case Stream::Fetch: return 2;
+        default: return 0;
+    }
+}
+
+struct Run {
+    const Schedule& s;
+    const Topology& t;
+    TimingMode mode;
+    Prediction pred;
+    std::vector<CollectivePlan> plans;
+    std::vector<double> compute_time;
+    std::vector<std::vector<int64_t>> waits;   // extra dependencies per op
+    std::vector<bool> done;
+    simgrid::s4u::MutexPtr mutex;
+    simgrid::s4u::ConditionVariablePtr cv;
+    double t0 = 0;
+    LinkCapacities caps;
+
+    Run(const Schedule& sched, const Topology& topo, TimingMode m)
+        : s(sched), t(topo), mode(m), plans(sched.ops.size()), compute_time(sched.ops.size(), 0.0),
+          waits(sched.ops.size()), done(sched.ops.size(), false) {
+        pred.mode = m;
+        pred.ops.resize(s.ops.size());
+        for (size_t i = 0; i < s.ops.size(); ++i) {
+            const Op& op = s.ops[i];
+            if (is_collective(op.kind)) {
+                if (op.kind == OpKind::Barrier || op.bytes() > 0 || s.meta.world > 1)
+                    plans[i] = plan_collective(t, op.kind, static_cast<double>(op.bytes()), s.meta.world);
+                pred.ops[i].algorithm = plans[i].algorithm;
+                pred.ops[i].protocol = plans[i].protocol;
+            } else {
+                compute_time[i] = compute_seconds(op, t, s.meta.model_dtype);
+            }
+        }
+        if (mode == TimingMode::Overlapped) add_implicit_dependencies();
+    }
+
+    // Waits DeepSpeed's streams imply beyond the IR's explicit deps:
+    //  - compute on a module waits for the gathers that brought its parameters (stage 3);
+    //  - the optimizer step waits for every gradient reduction before it (the reduction stream is
+    //    synchronised at the end of backward);
+    //  - a gather for the next step waits for the previous optimizer step (updated weights);
+    //  - training starts after deepspeed.initialize has returned.
+    void add_implicit_dependencies() {
+        std::map<int, int64_t> last_gather_of_param;
+        int64_t last_reduce = -1, last_step_op = -1, last_init = -1;
+        for (size_t i = 0; i < s.ops.size(); ++i) {
+            const Op& op = s.ops[i];
+            if (op.step < 0) last_init = static_cast<int64_t>(i);
+            else if (last_init >= 0 && lane_of(op) != 0) waits[i].push_back(last_init);
+            if (op.stream == Stream::Fetch) {
+                if (last_step_op >= 0) waits[i].push_back(last_step_op);
+                for (int p : op.params) last_gather_of_param[p] = static_cast<int64_t>(i);
+            }
+            if (op.kind == OpKind::Compute && op.module >= 0)
+                for (int p : op.params) {
+                    auto it = last_gather_of_param.find(p);
+                    if (it != last_gather_of_param.end()) waits[i].push_back(it->second);
+                }
+            if (op.phase == Phase::Step && last_reduce >= 0) waits[i].push_back(last_reduce);
+            if (op.stream == Stream::Reduce) last_reduce = static_cast<int64_t>(i);
+            if (op.phase == Phase::Step) last_step_op = static_cast<int64_t>(i);
+            for (int64_t d : op.deps) waits[i].push_back(d);
+        }
+    }
+
+    void execute(size_t i) {
+        const Op& op = s.ops[i];
+        double start = simgrid::s4u::Engine::get_clock();
+        if (is_collective(op.kind)) {
+            run_collective(plans[i], caps);
+        } else if (compute_time[i] > 0) {
+            simgrid::s4u::this_actor::sleep_for(compute_time[i]);
+        }
+        double end = simgrid::s4u::Engine::get_clock();
+        pred.ops[i].start_s = start - t0;
+        pred.ops[i].end_s = end - t0;
+        pred.ops[i].simulated = true;
+    }
+
+    void lane(int lane_id) {
+        for (size_t i = 0; i < s.ops.size(); ++i) {
+            if (lane_of(s.ops[i]) != lane_id) continue;
+            {
+                std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+                cv->wait(lock, [&] {
+                    for (int64_t d : waits[i])
+                        if (!done[static_cast<size_t>(d)]) return false;
+                    return true;
+                });
+            }
+            execute(i);
+            std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+            done[i] = true;
+            cv->notify_all();
+        }
+    }
+
+    void go() {
+        auto& p = platform();
+        caps = configure(t, s.meta.world);
+        t0 = simgrid::s4u::Engine::get_clock();
+        mutex = simgrid::s4u::Mutex::create();
+        cv = simgrid::s4u::ConditionVariable::create();
+        if (mode == TimingMode::Synchronized) {
+            simgrid::s4u::Actor::create("synchronized", p.rank, [this] {
+                for (size_t i = 0; i < s.ops.size(); ++i) execute(i);
+            });
+        } else {
+            for (int lane_id = 0; lane_id < 3; ++lane_id)
+                simgrid::s4u::Actor::create("stream" + std::to_string(lane_id), p.rank, [this, lane_id] { lane(lane_id); });
+        }
+        simgrid::s4u::Engine::get_instance()->run();
+        summarise();
+    }
+
+    void summarise() {
+        std::map<int, StepTiming> steps;
+        double init_end = 0;
+        for (size_t i = 0; i < s.ops.size(); ++i) {
+            const Op& op = s.ops[i];
+            const OpTiming& ot = pred.ops[i];
+            pred.total_s = std::max(pred.total_s, ot.end_s);
+            if (op.step < 0) {
+                init_end = std::max(init_end, ot.end_s);
+                continue;
+            }
+            auto [it, fresh] = steps.try_emplace(op.step);
+            StepTiming& st = it->second;
+            if (fresh) {
+                st.step = op.step;
+                st.start_s = ot.start_s;
+                st.end_s = ot.end_s;
+            }
+            st.start_s = std::min(st.start_s, ot.start_s);
+            st.end_s = std::max(st.end_s, ot.end_s);
+            if (op.kind == OpKind::Compute)
+                st.compute_s += ot.duration();
+            else
+                st.comm_s += ot.duration();
+        }
+        pred.init_s = init_end;
+        double prev_end = init_end;
+        for (auto& [k, st] : steps) {
+            // A step runs from the end of the previous one (the host issues it right away).
+            st.start_s = std::min(st.start_s, prev_end);
+            st.exposed_comm_s = std::max(0.0, st.step_s() - st.compute_s);
+            prev_end = st.end_s;
+            pred.steps.push_back(st);
+        }
+    }
+};
+
+}  // namespace
+
+Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode) {
+    if (s.meta.world > t.total_gpus())
+        return Error{t.source, "nodes",
+                     "world size " + std::to_string(s.meta.world) + " needs more GPUs than the topology has (" +
+                         std::to_string(t.nodes) + " nodes x " + std::to_string(t.gpus_per_node) +
+                         "); pass --nodes to scale it"};
+    Run run(s, t, mode);
+    run.go();
+    return std::move(run.pred);
+}
+
+double simulate_single_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
+                                  CollectivePlan* plan_out, const TunerChoice& only) {
+    CollectivePlan plan = plan_collective(t, kind, logged_bytes, world, only);
+    if (plan_out) *plan_out = plan;
+    auto& p = platform();
+    LinkCapacities caps = configure(t, world);
+    double elapsed = 0;
+    simgrid::s4u::Actor::create("bench", p.rank, [&] {
+        double start = simgrid::s4u::Engine::get_clock();
+        run_collective(plan, caps);
+        elapsed = simgrid::s4u::Engine::get_clock() - start;
+    });
+    simgrid::s4u::Engine::get_instance()->run();
+    return elapsed;
+}
+
+}  // namespace zerosim

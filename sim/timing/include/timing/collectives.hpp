@@ -1,0 +1,107 @@
+// How one collective becomes network activity, NCCL style (shared docs/collectives.md): for each
+// algorithm (ring, tree, NVLS) and protocol (LL, LL128, Simple) a latency and the bytes each rank
+// moves over its intra-node link and its share of the NICs; NCCL's tuner picks the fastest.
+//
+// One table describes each collective (its buffer size, bus factor and ring steps, as nccl-tests
+// defines them); plan_collective() is the one harness that turns a table row and a topology into
+// a plan. Ranks are symmetric, so a plan describes every rank's traffic at once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "schedule/ir.hpp"
+#include "timing/topology.hpp"
+
+namespace zerosim {
+
+enum class Algorithm { Ring, Tree, NVLS };
+enum class Protocol { LL, LL128, Simple };
+const char* algorithm_name(Algorithm a);
+const char* protocol_name(Protocol p);
+// "ring/LL128": a pair as NCCL_DEBUG_SUBSYS=TUNING and bench's tables name it.
+std::string algorithm_protocol_name(Algorithm a, Protocol p);
+
+// nccl-tests' definitions of one collective (src/*.cu in nccl-tests).
+struct CollectiveInfo {
+    const char* name;          // nccl-tests name: all_reduce, all_gather, ...
+    // The whole buffer S (nccl-tests' "size") from DeepSpeed's logged bytes on n ranks.
+    double (*buffer_bytes)(double logged, int64_t n);
+    double (*bus_factor)(int64_t n);     // busbw = algbw * factor
+    int64_t (*ring_steps)(int64_t n);
+    int64_t (*ring_inter_steps)(int64_t nodes);
+    bool reduces;               // carries a reduction (NVLS / tree apply)
+};
+const CollectiveInfo& collective_info(OpKind k);
+// The collective with this name (all_reduce, all_gather, reduce_scatter, broadcast, reduce), as
+// `bench --op` and `calibrate --op` take it.
+std::optional<OpKind> collective_named(const std::string& name);
+// The size DeepSpeed logs for a collective over a whole buffer of `buffer_bytes` (nccl-tests' size):
+// the inverse of CollectiveInfo::buffer_bytes (all_gather logs one rank's shard).
+double logged_bytes_of_buffer(OpKind k, double buffer_bytes, int64_t world);
+
+struct CollectivePlan {
+    Algorithm algorithm = Algorithm::Ring;
+    Protocol protocol = Protocol::Simple;
+    double latency_s = 0;       // start-up and per-step latencies
+    double intra_bytes = 0;     // bytes each rank sends over its intra-node link
+    double inter_bytes = 0;     // bytes each rank sends through its share of the NICs
+    double intra_rate = 0;      // B/s this algorithm/protocol reaches on the intra link alone
+    double inter_rate = 0;      // B/s on the NIC share alone
+    double buffer_bytes = 0;    // nccl-tests' size S
+    double bus_factor = 1;
+
+    // Time alone on an idle platform: latency plus the slower of the two transfers.
+    double time_alone_s() const;
+};
+
+// The link capacities the engine gives SimGrid (B/s): what NCCL can push through one rank's
+// intra-node link, its share of the NICs, and its share of the fabric above the leaf switches.
+struct LinkCapacities {
+    double intra = 0;
+    double nic = 0;
+    double fabric = 0;
+};
+// What the engine gives SimGrid (the largest calibrated bandwidth scale, so no collective is
+// capped below its own).
+LinkCapacities link_capacities(const Topology& t, int64_t world);
+
+// One algorithm/protocol pair NCCL's tuner weighs.
+struct TunerCandidate {
+    Algorithm algorithm;
+    Protocol protocol;
+};
+// What NCCL_ALGO / NCCL_PROTO leave the tuner: unset = any.
+struct TunerChoice {
+    std::optional<Algorithm> algorithm;
+    std::optional<Protocol> protocol;
+    bool allows(const TunerCandidate& c) const {
+        return (!algorithm || *algorithm == c.algorithm) && (!protocol || *protocol == c.protocol);
+    }
+};
+// Names as NCCL_ALGO / NCCL_PROTO spell them, any case: ring, tree, nvls; LL, LL128, Simple.
+std::optional<Algorithm> algorithm_named(const std::string& name);
+std::optional<Protocol> protocol_named(const std::string& name);
+
+// The pairs NCCL's tuner weighs for this collective on this platform and world size.
+std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int64_t world);
+
+// Picks algorithm and protocol as NCCL's tuner does (lowest estimated time) for `logged_bytes`
+// (DeepSpeed's convention: the shard for all_gather) on `world` ranks placed node by node, among
+// the pairs `only` allows (check it leaves one with tuner_candidates).
+CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
+                               const TunerChoice& only = {});
+
+// nccl-tests -g G: one host thread issues every call on G GPUs, G kernel launches one after the
+// other, and the timed calls run back to back; once those launches take longer than the
+// collective itself, the host sets the pace. One process per GPU (G = 1, as DeepSpeed runs) never
+// is: a call's single launch is already inside its latency.
+double back_to_back_call_us(const Topology& t, double collective_us, int gpus_per_thread);
+// Same, forcing an algorithm/protocol (for tests and explain). Both return the rates NCCL runs at,
+// on the channels it keeps for this size; the tuner's choice uses its full-channel estimate.
+CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged_bytes, int64_t world, Algorithm a,
+                                    Protocol p);
+
+}  // namespace zerosim

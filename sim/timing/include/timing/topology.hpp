@@ -1,0 +1,88 @@
+// A cluster as the timing model sees it: nodes of identical GPUs, the intra-node fabric, the NICs
+// and the inter-node fabric, device compute, and NCCL-level terms. Read from the JSON files in
+// topologies/ (documented in topologies/README.md); every figure there names its source.
+#pragma once
+
+#include <cstdint>
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+namespace zerosim {
+
+enum class IntraKind { NVSwitch, NVLinkMesh, PCIe, SharedMemory };
+enum class FabricKind { FatTree, RailOptimized, None };
+
+struct Topology {
+    std::string name;
+    std::string source;              // file it came from
+    int64_t nodes = 1;
+    int64_t gpus_per_node = 8;
+
+    // Device.
+    std::string gpu_name;
+    std::map<std::string, double> peak_tflops;   // by dtype: fp32, tf32, fp16, bf16, fp64
+    double mem_bandwidth_gbs = 0;                // HBM, GB/s
+    double compute_efficiency = 0.5;             // achieved / peak for GEMMs
+    double mem_efficiency = 0.8;
+    double launch_overhead_us = 0;               // host-side cost of launching a collective kernel
+
+    // Intra-node fabric, per GPU.
+    IntraKind intra = IntraKind::NVSwitch;
+    double intra_bandwidth_gbs = 0;     // per direction, GB/s (e.g. 12 NVLink3 x 25 = 300)
+    int intra_channels = 1;             // NCCL rings (channels) over it, e.g. one per NVLink
+    double channel_bandwidth_gbs = 0;   // NCCL's per-channel bandwidth for this link type
+    bool nvls = false;                  // NVSwitch in-switch reduction (NVLink SHARP)
+    double nvls_efficiency = 0.85;
+
+    // NICs and inter-node fabric.
+    int nics_per_node = 0;
+    double nic_bandwidth_gbs = 0;       // per NIC, per direction, GB/s
+    double nic_latency_us = 0;
+    FabricKind fabric = FabricKind::None;
+    int fabric_levels = 1;
+    double oversubscription = 1.0;      // at the first level above the leaf switches
+    int64_t nodes_per_leaf = 0;         // nodes under one leaf switch (0 = all)
+
+    // Overrides of NCCL's latency table, for fabrics NCCL does not describe (MPI over shared
+    // memory on localhost): per-step and base latency in µs; 0 = NCCL's figure for the link.
+    double intra_step_latency_us = 0;
+    double base_latency_us = 0;
+
+    // Calibration terms (fitted by `zerosim calibrate`; 1.0 = the hardware figures as they are):
+    // global ones, and per collective (nccl-tests name) where the measurements told them apart.
+    double bandwidth_scale = 1.0;
+    double latency_scale = 1.0;
+    struct Scales {
+        double bandwidth = 1.0, latency = 1.0;
+    };
+    std::map<std::string, Scales> collective_scales;
+    Scales scales_for(const std::string& collective) const {
+        auto it = collective_scales.find(collective);
+        return it == collective_scales.end() ? Scales{bandwidth_scale, latency_scale} : it->second;
+    }
+    double max_bandwidth_scale() const {
+        double m = bandwidth_scale;
+        for (const auto& [k, v] : collective_scales) m = std::max(m, v.bandwidth);
+        return m;
+    }
+
+    int64_t total_gpus() const { return nodes * gpus_per_node; }
+    // Per-GPU network bandwidth (GB/s): the node's NICs shared by its GPUs.
+    double nic_bandwidth_per_gpu_gbs() const {
+        return gpus_per_node > 0 ? nic_bandwidth_gbs * nics_per_node / static_cast<double>(gpus_per_node) : 0.0;
+    }
+    double peak_flops(DType t) const;   // FLOP/s for a training dtype
+};
+
+// Reads a topology file; `nodes_override` > 0 scales the node design to that many nodes.
+Result<Topology> load_topology(const std::string& path, int64_t nodes_override = 0);
+Result<Topology> parse_topology(const std::string& file_name, const std::string& text, int64_t nodes_override = 0);
+// A parsed node design scaled to `nodes` (--nodes), refused as parse_topology refuses it when the
+// nodes would be disconnected.
+Result<Topology> scale_to_nodes(const Topology& t, int64_t nodes);
+
+}  // namespace zerosim

@@ -1,0 +1,205 @@
+#include "timing/topology.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/json_input.hpp"
+
+namespace zerosim {
+
+double Topology::peak_flops(DType t) const {
+    // Training GEMMs in fp32 run as TF32 on tensor cores where the GPU has them (PyTorch's
+    // default for cuDNN; matmul needs allow_tf32) - use fp32 unless the file gives tf32.
+    const char* key = t == DType::FP16 ? "fp16" : t == DType::BF16 ? "bf16" : "fp32";
+    auto it = peak_tflops.find(key);
+    if (it == peak_tflops.end()) it = peak_tflops.find("fp32");
+    return it == peak_tflops.end() ? 0.0 : it->second * 1e12;
+}
+
+namespace {
+
+// Unknown keys are errors in a topology (a typo would silently leave a default in place); the
+// message suggests the closest known key.
+void check_keys(const JsonField& obj, const std::set<std::string>& known) {
+    obj.expect_object();
+    for (auto it = obj.raw().begin(); it != obj.raw().end(); ++it) {
+        if (known.count(it.key())) continue;
+        std::string best = closest_key(it.key(), std::vector<std::string>(known.begin(), known.end()));
+        std::string hint = best.empty() ? "" : "; did you mean '" + best + "'?";
+        fail(obj.file(), obj.child_path(it.key()), "unknown key" + hint);
+    }
+}
+
+double positive(const JsonField& f) {
+    double v = f.as_number();
+    if (!(v > 0)) f.fail_here("expected a positive number, found " + f.raw().dump());
+    return v;
+}
+
+double non_negative(const JsonField& f) {
+    double v = f.as_number();
+    if (!(v >= 0)) f.fail_here("expected a number >= 0, found " + f.raw().dump());
+    return v;
+}
+
+int64_t positive_int(const JsonField& f) {
+    int64_t v = f.as_integer();
+    if (v <= 0) f.fail_here("expected a positive whole number, found " + f.raw().dump());
+    return v;
+}
+
+// nics.gpu_affinity: one list per NIC of the GPUs on its PCIe switch, e.g. [[0], [1], ...] for a
+// DGX (a NIC per GPU) or [[0, 1], [2, 3], ...] for two GPUs to a NIC. Every GPU must reach a NIC.
+// Checked only: the timing does not depend on it, because NCCL spreads its channels over all of a
+// node's NICs and (PXN, on by default) forwards over NVLink to the GPU next to the NIC, so a GPU's
+// share is the node's NIC bandwidth over its GPUs either way.
+void check_nic_gpu_affinity(const JsonField& f, const Topology& t) {
+    f.expect_array();
+    if (static_cast<int64_t>(f.size()) != t.nics_per_node)
+        f.fail_here("expected one list of GPU indices per NIC (" + std::to_string(t.nics_per_node) + "), found " +
+                    std::to_string(f.size()));
+    std::vector<bool> reached(static_cast<size_t>(t.gpus_per_node), false);
+    for (size_t i = 0; i < f.size(); ++i) {
+        JsonField nic = f.at(i);
+        nic.expect_array();
+        for (size_t j = 0; j < nic.size(); ++j) {
+            int64_t g = nic.at(j).as_integer();
+            if (g < 0 || g >= t.gpus_per_node)
+                nic.at(j).fail_here("expected a GPU index from 0 to " + std::to_string(t.gpus_per_node - 1) + ", found " +
+                                    std::to_string(g));
+            reached[static_cast<size_t>(g)] = true;
+        }
+    }
+    for (size_t g = 0; g < reached.size(); ++g)
+        if (!reached[g]) f.fail_here("GPU " + std::to_string(g) + " is on no NIC's list: every GPU needs a NIC it reaches");
+}
+
+}  // namespace
+
+namespace {
+
+// More than one node needs NICs and an inter-node network.
+Status disconnected(const Topology& t) {
+    if (t.nodes > 1 && (t.nics_per_node == 0 || t.fabric == FabricKind::None))
+        return Error{t.source, t.nics_per_node == 0 ? "nics" : "network",
+                     std::to_string(t.nodes) + " nodes but no " + (t.nics_per_node == 0 ? "NICs" : "inter-node network") +
+                         ": the nodes would be disconnected"};
+    return std::nullopt;
+}
+
+}  // namespace
+
+Result<Topology> scale_to_nodes(const Topology& t, int64_t nodes) {
+    Topology scaled = t;
+    scaled.nodes = nodes;
+    if (auto e = disconnected(scaled)) return *e;
+    return scaled;
+}
+
+Result<Topology> parse_topology(const std::string& file, const std::string& text, int64_t nodes_override) {
+    auto doc = parse_json_text(text, file);
+    if (!doc) return doc.error();
+    try {
+        JsonField root(doc.value(), file, "");
+        check_keys(root, {"name", "description", "sources", "nodes", "gpus_per_node", "gpu", "intra_node", "nics",
+                          "network", "calibration"});
+        Topology t;
+        t.source = file;
+        t.name = root.has("name") ? root.at("name").as_string() : file;
+        t.nodes = positive_int(root.at("nodes"));
+        t.gpus_per_node = positive_int(root.at("gpus_per_node"));
+        if (nodes_override > 0) t.nodes = nodes_override;
+
+        auto gpu = root.at("gpu");
+        check_keys(gpu, {"name", "peak_tflops", "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency",
+                         "launch_overhead_us"});
+        if (gpu.has("name")) t.gpu_name = gpu.at("name").as_string();
+        auto peak = gpu.at("peak_tflops");
+        check_keys(peak, {"fp32", "tf32", "fp16", "bf16", "fp64"});
+        for (auto it = peak.raw().begin(); it != peak.raw().end(); ++it)
+            t.peak_tflops[it.key()] = positive(peak.at(it.key()));
+        t.mem_bandwidth_gbs = positive(gpu.at("memory_bandwidth_gbs"));
+        if (gpu.has("compute_efficiency")) t.compute_efficiency = positive(gpu.at("compute_efficiency"));
+        if (gpu.has("memory_efficiency")) t.mem_efficiency = positive(gpu.at("memory_efficiency"));
+        if (gpu.has("launch_overhead_us")) t.launch_overhead_us = non_negative(gpu.at("launch_overhead_us"));
+
+        auto intra = root.at("intra_node");
+        check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_efficiency",
+                           "step_latency_us", "base_latency_us"});
+        std::string kind = intra.at("kind").as_string();
+        if (kind == "nvswitch")
+            t.intra = IntraKind::NVSwitch;
+        else if (kind == "nvlink_mesh")
+            t.intra = IntraKind::NVLinkMesh;
+        else if (kind == "pcie")
+            t.intra = IntraKind::PCIe;
+        else if (kind == "shared_memory")
+            t.intra = IntraKind::SharedMemory;
+        else
+            intra.at("kind").fail_here("expected nvswitch, nvlink_mesh, pcie or shared_memory, found \"" + kind + "\"");
+        t.intra_bandwidth_gbs = positive(intra.at("bandwidth_gbs"));
+        t.intra_channels = static_cast<int>(intra.has("nccl_channels") ? positive_int(intra.at("nccl_channels")) : 1);
+        t.channel_bandwidth_gbs = intra.has("nccl_channel_bandwidth_gbs") ? positive(intra.at("nccl_channel_bandwidth_gbs"))
+                                                                          : t.intra_bandwidth_gbs / t.intra_channels;
+        if (intra.has("nvls")) t.nvls = intra.at("nvls").as_bool();
+        if (t.nvls && t.intra != IntraKind::NVSwitch) intra.at("nvls").fail_here("NVLS needs an NVSwitch fabric (kind nvswitch)");
+        if (intra.has("nvls_efficiency")) t.nvls_efficiency = positive(intra.at("nvls_efficiency"));
+        if (intra.has("step_latency_us")) t.intra_step_latency_us = non_negative(intra.at("step_latency_us"));
+        if (intra.has("base_latency_us")) t.base_latency_us = non_negative(intra.at("base_latency_us"));
+
+        if (root.has("nics")) {
+            auto nics = root.at("nics");
+            check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "gpu_affinity"});
+            t.nics_per_node = static_cast<int>(positive_int(nics.at("per_node")));
+            t.nic_bandwidth_gbs = positive(nics.at("bandwidth_gbs"));
+            if (nics.has("latency_us")) t.nic_latency_us = non_negative(nics.at("latency_us"));
+            if (nics.has("gpu_affinity")) check_nic_gpu_affinity(nics.at("gpu_affinity"), t);
+        }
+        if (root.has("network")) {
+            auto net = root.at("network");
+            check_keys(net, {"kind", "levels", "oversubscription", "nodes_per_leaf"});
+            std::string k = net.at("kind").as_string();
+            if (k == "fat_tree")
+                t.fabric = FabricKind::FatTree;
+            else if (k == "rail_optimized")
+                t.fabric = FabricKind::RailOptimized;
+            else
+                net.at("kind").fail_here("expected fat_tree or rail_optimized, found \"" + k + "\"");
+            if (net.has("levels")) t.fabric_levels = static_cast<int>(positive_int(net.at("levels")));
+            if (net.has("oversubscription")) {
+                t.oversubscription = positive(net.at("oversubscription"));
+                if (t.oversubscription < 1.0) net.at("oversubscription").fail_here("expected 1 (non-blocking) or more");
+            }
+            if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
+        }
+        if (auto e = disconnected(t)) fail(e->file, e->field, e->message);
+        if (root.has("calibration")) {
+            auto cal = root.at("calibration");
+            check_keys(cal, {"bandwidth_scale", "latency_scale", "fitted_from", "column", "per_collective", "fit"});
+            if (cal.has("bandwidth_scale")) t.bandwidth_scale = positive(cal.at("bandwidth_scale"));
+            if (cal.has("latency_scale")) t.latency_scale = positive(cal.at("latency_scale"));
+            if (cal.has("per_collective")) {
+                auto per = cal.at("per_collective");
+                check_keys(per, {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"});
+                for (auto it = per.raw().begin(); it != per.raw().end(); ++it) {
+                    auto one = per.at(it.key());
+                    check_keys(one, {"bandwidth_scale", "latency_scale", "rows", "r2"});
+                    t.collective_scales[it.key()] = {positive(one.at("bandwidth_scale")), positive(one.at("latency_scale"))};
+                }
+            }
+        }
+        return t;
+    } catch (const InputFailure& f) {
+        return f.error;
+    }
+}
+
+Result<Topology> load_topology(const std::string& path, int64_t nodes_override) {
+    auto text = read_text_file(path, "topology file");
+    if (!text) return text.error();
+    return parse_topology(path, text.value(), nodes_override);
+}
+
+}  // namespace zerosim
