@@ -1,5 +1,5 @@
-// `zerosim sweep`: rows equal single predictions of the same points, shards concatenate to the
-// whole grid, and bad grids fail with one clear line.
+// `zerosim sweep`: rows equal single predictions of the same points, and the plot. Shards, per-point
+// errors and bad grids: tests/cli/cases/sweep-*.case.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -62,18 +62,7 @@ TEST(Sweep, RowsEqualSinglePredictions) {
     EXPECT_TRUE(found);
 }
 
-TEST(Sweep, ShardsConcatenateToTheWhole) {
-    auto whole = zerosim::test::temp_file("whole.csv", "");
-    ASSERT_EQ(run_zerosim(sweep_args("-o " + q(whole))).exit_code, 0);
-    std::string joined;
-    for (int i = 0; i < 3; ++i) {
-        auto part = zerosim::test::temp_file("part" + std::to_string(i) + ".csv", "");
-        auto r = run_zerosim(sweep_args("--shard " + std::to_string(i) + "/3 -o " + q(part)));
-        ASSERT_EQ(r.exit_code, 0) << r.out;
-        joined += zerosim::test::read_file(part);
-    }
-    EXPECT_EQ(joined, zerosim::test::read_file(whole));
-}
+// Shards concatenating to the whole: tests/cli/cases/sweep-shards-concatenate.case.
 
 TEST(Sweep, WritesAnSvgPlot) {
     auto svg = zerosim::test::temp_file("sweep.svg", "");
@@ -86,33 +75,6 @@ TEST(Sweep, WritesAnSvgPlot) {
     EXPECT_GE(std::count(text.begin(), text.end(), 'M'), 8);  // one path per series and panel
 }
 
-void expect_error(const zerosim::test::RunResult& r, const std::vector<std::string>& needles) {
-    EXPECT_EQ(r.exit_code, 2) << r.out;
-    EXPECT_NE(r.out.find("zerosim: error: "), std::string::npos) << r.out;
-    for (const auto& n : needles) EXPECT_NE(r.out.find(n), std::string::npos) << "missing '" << n << "' in " << r.out;
-}
-
-// --nodes scales a node design: a design without NICs cannot span two nodes, in a sweep as in
-// predict (that point's row carries the error, the others are predicted).
-TEST(Sweep, ScalingANodeWithoutNicsIsRefusedPerPoint) {
-    auto out = zerosim::test::temp_file("sweep-nonics.csv", "");
-    auto r = run_zerosim("sweep --model " + q(model()) + " --topology " + q(root() + "/topologies/localhost.json") +
-                         " --stages 3 --nodes 1,2 --jobs 1 -o " + q(out));
-    EXPECT_EQ(r.exit_code, 0) << r.out;
-    auto lines = csv_lines(out);
-    ASSERT_EQ(lines.size(), 3u) << r.out;
-    EXPECT_EQ(lines[1].find("disconnected"), std::string::npos) << lines[1];
-    EXPECT_NE(lines[2].find("field 'nics': 2 nodes but no NICs: the nodes would be disconnected"), std::string::npos)
-        << lines[2];
-}
-
-TEST(Sweep, BadInputs) {
-    std::string base = "sweep --model " + q(model()) + " --topology " + q(root() + "/topologies/dgx-a100.json");
-    expect_error(run_zerosim(base + " --set zero_optimization.reduce_bucket_sise=1,2"),
-                 {"reduce_bucket_sise", "did you mean 'zero_optimization.reduce_bucket_size'"});
-    expect_error(run_zerosim(base + " --stages ''"), {"grid is empty"});
-    expect_error(run_zerosim(base + " -o /nonexistent-dir/sweep.csv"), {"/nonexistent-dir", "writable"});
-    expect_error(run_zerosim(base + " --shard 3/3"), {"--shard"});
-}
+// A node design without NICs at 2 nodes, and bad grids: tests/cli/cases/sweep-*.case.
 
 }  // namespace

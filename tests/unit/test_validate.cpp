@@ -1,6 +1,6 @@
 // The validator: readers on the real reference logs and on broken files, alignment that reports
-// exactly what was changed, calibration that recovers known terms and predicts held-out sizes,
-// and the command line's exit codes.
+// exactly what was changed, calibration that recovers known terms and predicts held-out sizes.
+// The command line's exit codes and messages are in tests/cli/cases (validate-*, calibrate-*).
 #include <filesystem>
 #include <gtest/gtest.h>
 
@@ -148,39 +148,7 @@ TEST(Alignment, ReportsExactlyWhatChanged) {
     EXPECT_FALSE(r.pass());
 }
 
-TEST(ValidateCli, ExitCodes) {
-    std::string real = kRef + "/z1_seed_w4/rank0.log";
-    EXPECT_EQ(run_zerosim("validate " + q(real) + " " + q(real)).exit_code, 0);  // identical: pass
-    auto slow = test::temp_file("slow.log", [&] {
-        // the same log with every time doubled: 100% error, fails a 15% tolerance
-        std::string t = test::read_file(real), out;
-        std::istringstream in(t);
-        std::string l;
-        while (std::getline(in, l)) {
-            auto p = l.find("time (ms): ");
-            if (p != std::string::npos) {
-                auto e = l.find(' ', p + 11);
-                double v = std::stod(l.substr(p + 11, e - p - 11)) * 2;
-                char buf[32];
-                std::snprintf(buf, sizeof buf, "%.2f", v);
-                l = l.substr(0, p + 11) + buf + l.substr(e);
-            }
-            out += l + "\n";
-        }
-        return out;
-    }());
-    auto fail = run_zerosim("validate " + q(slow) + " " + q(real) + " --tolerance 0.15");
-    EXPECT_EQ(fail.exit_code, 1) << fail.out;
-    EXPECT_NE(fail.out.find("verdict: FAIL"), std::string::npos);
-    EXPECT_EQ(run_zerosim("validate " + q(slow) + " " + q(real) + " --what ops").exit_code, 0);
-    auto bad = run_zerosim("validate /nonexistent.log " + q(real));
-    EXPECT_EQ(bad.exit_code, 2);
-    auto json = run_zerosim("validate " + q(real) + " " + q(real) + " --format json");
-    EXPECT_NE(json.out.find("\"verdict\": \"pass\""), std::string::npos);
-    auto tables = run_zerosim("validate " + q(test::reference("nccl-tests/a100-8gpu-allreduce.txt")) + " " +
-                              q(test::reference("nccl-tests/a100-8gpu-allreduce.txt")));
-    EXPECT_EQ(tables.exit_code, 0) << tables.out;
-}
+// The validator's exit codes and messages: tests/cli/cases/validate-exit-codes.case.
 
 Topology a100() {
     auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/dgx-a100.json");
@@ -243,24 +211,7 @@ TEST(Calibration, RefusesAnUnderdeterminedFit) {
     EXPECT_NE(fit.error().what().find("under-determined"), std::string::npos);
 }
 
-TEST(CalibrateCli, WritesANewTopologyAndNeverItsInput) {
-    std::string topo = std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/dgx-a100.json";
-    std::string before = test::read_file(topo);
-    auto out = test::temp_file("calibrated.json", "");
-    auto r = run_zerosim("calibrate --topology " + q(topo) + " " + q(test::reference("nccl-tests/a100-8gpu-allreduce.txt")) +
-                         " -o " + q(out));
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find("R^2"), std::string::npos);
-    auto t = load_topology(out);
-    ASSERT_TRUE(t.ok()) << t.error().what();
-    EXPECT_NE(t->bandwidth_scale, 1.0);
-    // bench takes it as is
-    EXPECT_EQ(run_zerosim("bench --topology " + q(out) + " --max 1M").exit_code, 0);
-    auto refuse = run_zerosim("calibrate --topology " + q(topo) + " " + q(test::reference("nccl-tests/a100-8gpu-allreduce.txt")) +
-                              " -o " + q(topo));
-    EXPECT_EQ(refuse.exit_code, 2);
-    EXPECT_EQ(test::read_file(topo), before);
-}
+// calibrate writing a new topology and never its input: tests/cli/cases/calibrate-writes-new-topology.case.
 
 }  // namespace
 
@@ -301,7 +252,7 @@ TEST(CalibrateCli, FitsTheColumnDeepSpeedCalls) {
     double ag = fitted("all_gather", "as-deepspeed");
     EXPECT_NEAR(ag, fitted("all_gather", "out-of-place"), 1e-9);
     EXPECT_NEAR(ag, 2 * fitted("all_gather", "in-place"), 0.02 * ag);
-    EXPECT_EQ(run_zerosim("calibrate --topology " + q(topo) + " --column sideways " + q(file) + " -o x.json").exit_code, 2);
+    // An unknown --column: tests/cli/cases/calibrate-bad-column.case.
     // --op takes the names bench --op takes, reduce included.
     EXPECT_GT(fitted("reduce", "as-deepspeed"), 0.0);
 }
