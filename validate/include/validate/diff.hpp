@@ -1,5 +1,5 @@
-// Aligning two op sequences (predicted against measured) and the diff report: ops missing on
-// either side, resized ops (compared at the precision the log prints), swapped neighbours, and
+// The diff report of two aligned op sequences (predicted against measured; align.hpp): ops missing
+// on either side, resized ops (compared at the precision the log prints), swapped neighbours, and
 // for matched ops the time error by op, phase and step, with a verdict against a tolerance.
 #pragma once
 
@@ -8,21 +8,9 @@
 #include <vector>
 
 #include "formats/measured_logs.hpp"
+#include "validate/align.hpp"
 
 namespace zerosim {
-
-enum class DiffKind { Match, Resized, Missing, Extra, Swapped };
-const char* diff_kind_name(DiffKind k);
-
-struct DiffEntry {
-    DiffKind kind = DiffKind::Match;
-    int pred = -1, meas = -1;      // indices into the two op lists (first of a swapped pair)
-    int pred2 = -1, meas2 = -1;    // the second op of a swapped pair
-};
-
-// Edit-distance alignment on (op, printed size); callers are advisory (they differ between
-// DeepSpeed versions) and do not break a match.
-std::vector<DiffEntry> align_ops(const std::vector<LogOp>& pred, const std::vector<LogOp>& meas);
 
 enum class DiffScope { Ops, Time, All };
 
