@@ -182,6 +182,48 @@ TEST(Ordering, O5AndO6StepAndGathersFenceEachOther) {
     EXPECT_EQ(s.ops[fetch1].deps, std::vector<int64_t>{last_step0});
 }
 
+TEST(Ordering, O5StepWaitsForAPrefetchNoModuleAwaited) {
+    // Written by hand: a gather of p0 for module 0's forward, then a prefetch of p1 that no module
+    // uses before the optimizer step. The forward waits for its gather (O4); the step waits for
+    // the prefetch (O5: release_and_reset_all waits on every in-flight gather), which implies
+    // the first gather by the fetch stream's order.
+    Schedule s;
+    auto gather = [](int p) {
+        Op o;
+        o.kind = OpKind::AllGather;
+        o.stream = Stream::Fetch;
+        o.phase = Phase::Forward;
+        o.step = 0;
+        o.micro = 0;
+        o.params = {p};
+        return o;
+    };
+    Op fwd;
+    fwd.kind = OpKind::Compute;
+    fwd.compute = ComputeKind::Forward;
+    fwd.stream = Stream::Compute;
+    fwd.phase = Phase::Forward;
+    fwd.step = 0;
+    fwd.micro = 0;
+    fwd.module = 0;
+    fwd.params = {0};
+    Op step = fwd;
+    step.compute = ComputeKind::OptimizerStep;
+    step.phase = Phase::Step;
+    step.micro = -1;
+    step.module = -1;
+    s.add(gather(0));
+    s.add(fwd);
+    s.add(gather(1));
+    s.add(step);
+    add_ordering_deps(s);
+    EXPECT_TRUE(s.ops[0].deps.empty());
+    EXPECT_EQ(s.ops[1].deps, std::vector<int64_t>{0});
+    EXPECT_TRUE(s.ops[2].deps.empty());   // prefetches do not wait for compute
+    EXPECT_EQ(s.ops[3].deps, std::vector<int64_t>{2});
+    EXPECT_EQ(wait_lists(s)[3], (std::vector<int64_t>{1, 2}));
+}
+
 // ---- Every reference config ----
 
 struct RefCase {
