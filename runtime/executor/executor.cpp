@@ -16,6 +16,7 @@
 #include "backends/dtype.hpp"
 #include "executor/watchdog.hpp"
 #include "inputs/model.hpp"
+#include "schedule/ordering.hpp"
 #include "schedule/partition.hpp"
 
 namespace zerorun {
@@ -298,42 +299,8 @@ class Executor {
         }
     }
 
-    // ---- Scheduling: what each op waits for beyond its own thread's order. ----
-    //  - the IR's deps;
-    //  - data: the last earlier op on the other thread that touches one of its parameters (a
-    //    backward waits for the gather of the weights it reads; a reduction for the backward that
-    //    wrote its gradients; a later backward for the reduction that read the previous ones);
-    //  - fences: init and optimizer-step ops see every earlier op finished and every later op
-    //    waits for them (the step reads all reduced gradients and rewrites the weights).
-    // With --sync-each-op one thread runs every op in IR order (run()), so none of this applies.
-    void plan_waits() {
-        const size_t n = s_.ops.size();
-        waits_.assign(n, {});
-        std::vector<int64_t> last_touch(s_.params.size(), -1);
-        int64_t last_on[2] = {-1, -1};
-        int64_t last_fence = -1;
-        for (size_t i = 0; i < n; ++i) {
-            const Op& op = s_.ops[i];
-            int th = op.kind == OpKind::Compute ? 0 : 1;
-            auto& w = waits_[i];
-            bool fence = op.phase == Phase::Init || op.phase == Phase::Step;
-            for (int64_t d : op.deps)
-                if (d >= 0 && d < static_cast<int64_t>(i)) w.push_back(d);
-            if (fence && last_on[1 - th] >= 0) w.push_back(last_on[1 - th]);
-            if (last_fence >= 0) w.push_back(last_fence);
-            std::vector<int> touched = op.params;
-            for (const auto& sg : op.segments) touched.push_back(sg.param);
-            for (int p : touched)
-                if (p >= 0 && p < static_cast<int>(last_touch.size())) {
-                    if (last_touch[p] >= 0 && last_touch[p] != static_cast<int64_t>(i)) w.push_back(last_touch[p]);
-                    last_touch[p] = static_cast<int64_t>(i);
-                }
-            std::sort(w.begin(), w.end());
-            w.erase(std::unique(w.begin(), w.end()), w.end());
-            last_on[th] = static_cast<int64_t>(i);
-            if (fence) last_fence = static_cast<int64_t>(i);
-        }
-    }
+    // ---- Scheduling: what each op waits for: executor_wait_plan, nothing of the executor's own.
+    void plan_waits() { waits_ = executor_wait_plan(s_); }
 
     void worker(const std::vector<int64_t>& list) {
         try {
@@ -974,6 +941,18 @@ zerosim::Status validate_schedule(const Schedule& s, const std::string& file) {
     }
     return std::nullopt;
 }
+
+// The IR's wait lists (its deps and stream order, schedule/ordering.hpp), the same the timing
+// engine follows. The executor's two threads add one execution constraint that is no dependency:
+// the communication thread issues every collective, whatever its stream, in IR order, because
+// every rank must call collectives on a communicator in the same order (MPI's rule for
+// collectives on one communicator; NCCL's for kernels on one ncclComm_t), and a rank cannot know
+// the order its peers' side streams would pick. Waits point to earlier ops and each thread runs
+// in IR order, so this serialisation cannot deadlock. Within a step the weights change only at
+// the optimizer step, which the rules fence from every gather, so a gather rewriting a working
+// copy that a compute op reads writes the bytes already there (DeepSpeed gathers into a fresh
+// buffer and needs no wait either).
+std::vector<std::vector<int64_t>> executor_wait_plan(const Schedule& s) { return zerosim::wait_lists(s); }
 
 RankResult execute_schedule(Backend& be, const Schedule& s, const RunArgs& args, MemoryTracker& mem) {
     Executor ex(be, s, args, mem);

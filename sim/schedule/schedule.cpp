@@ -1,5 +1,7 @@
 #include "build.hpp"
 
+#include "schedule/ordering.hpp"
+
 #include <algorithm>
 
 namespace zerosim {
@@ -173,6 +175,8 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
         detail::generate_stage3(b);
     else
         detail::generate_stage012(b);
+    // The generators emit ops in issue order; every wait beyond stream order comes from here.
+    add_ordering_deps(b.out);
     return std::move(b.out);
 }
 

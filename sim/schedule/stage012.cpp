@@ -59,7 +59,6 @@ struct Stage012 {
     std::vector<int> bucket;                // the IPG bucket: parameters in fill order
     int64_t bucket_elements = 0;
     int flushes = 0;                        // flush counter within the micro-step
-    int64_t last_backward = -1;             // the compute op whose gradients feed the bucket
 
     Stage012(Build& build, Optimizer k) : b(build), z(build.cfg.zero), kind(k) {
         bool round_robin = k == Optimizer::Zero12 && z.round_robin_gradients;
@@ -78,7 +77,6 @@ struct Stage012 {
         for (const auto& sg : segments)
             if (op.params.empty() || op.params.back() != sg.param) op.params.push_back(sg.param);
         op.segments = std::move(segments);
-        if (last_backward >= 0) op.deps.push_back(last_backward);
         return op;
     }
 
@@ -185,7 +183,6 @@ struct Stage012 {
             Op& op = b.collective(OpKind::AllReduce, n, b.cfg.comm_dtype(), "allreduce_bucket", rule);
             for (const auto& sg : segs) op.params.push_back(sg.param);
             op.segments = std::move(segs);
-            if (last_backward >= 0) op.deps.push_back(last_backward);
         }
     }
 
@@ -199,7 +196,7 @@ struct Stage012 {
         bool hooks = kind == Optimizer::Zero12 &&
                      (z.stage == 2 || (z.stage == 1 && z.overlap_comm && b.is_boundary()));
         for (const auto& [module, ready] : plan) {
-            last_backward = b.backward(module).id;
+            b.backward(module);
             if (hooks)
                 for (int p : ready) add(p);
         }

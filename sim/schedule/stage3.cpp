@@ -70,7 +70,6 @@ struct Stage3 {
     int step_id = 0;
     int64_t n_available = 0;
     int64_t live = 0;                         // elements of all parameters gathered right now
-    std::map<int, int64_t> gathered_by;       // parameter -> the gather op that brought it
     void set_available(int p, bool on) {
         if (available[p] == on) return;
         available[p] = on;
@@ -83,7 +82,6 @@ struct Stage3 {
     std::vector<int> bucket;
     int64_t bucket_elements = 0;
     int flushes = 0;
-    int64_t last_backward = -1;
 
     explicit Stage3(Build& build)
         : b(build), z(build.cfg.zero), m(build.model), world(build.opt.world),
@@ -154,7 +152,6 @@ struct Stage3 {
         if (world == 1) return;
         Op& op = b.collective(OpKind::AllGather, elements, b.cfg.model_dtype, "allgather_fn", rule, Stream::Fetch);
         op.params = todo;
-        for (int p : todo) gathered_by[p] = op.id;
         if (node >= 0 && m.calls[node].module >= 0) op.module_name = m.modules[m.calls[node].module].name;
     }
 
@@ -237,16 +234,6 @@ struct Stage3 {
         }
     }
 
-    // A module's compute waits for the gathers (on the fetch stream) that brought its parameters.
-    void add_gather_deps(Op& op) {
-        for (int p : op.params) {
-            auto it = gathered_by.find(p);
-            if (it != gathered_by.end() &&
-                std::find(op.deps.begin(), op.deps.end(), it->second) == op.deps.end())
-                op.deps.push_back(it->second);
-        }
-    }
-
     // reduce_independent_p_g_buckets_and_remove_grads: flush first when the gradient would pass
     // the bucket, but never an empty bucket.
     void add_gradient(int p) {
@@ -275,7 +262,6 @@ struct Stage3 {
         op->bucket = flushes++;
         op->params = bucket;
         std::sort(op->params.begin(), op->params.end());
-        if (last_backward >= 0) op->deps.push_back(last_backward);
         bucket.clear();
         bucket_elements = 0;
     }
@@ -309,7 +295,7 @@ struct Stage3 {
             int mod = m.calls[e.node].module;
             if (e.kind == HookEvent::PreForward) {
                 fetch(e.node);
-                if (mod >= 0) add_gather_deps(b.forward(mod));
+                if (mod >= 0) b.forward(mod);
             } else {
                 release(e.node);
             }
@@ -321,9 +307,7 @@ struct Stage3 {
             if (e.kind == HookEvent::PreBackward) {
                 fetch(e.node);
                 if (mod >= 0) {
-                    Op& bw = b.backward(mod);
-                    add_gather_deps(bw);
-                    last_backward = bw.id;
+                    b.backward(mod);
                     for (int p : ready_at_node[e.node]) add_gradient(p);
                 }
             } else {

@@ -8,6 +8,8 @@
 #include <memory>
 #include <set>
 
+#include "schedule/ordering.hpp"
+
 XBT_LOG_NEW_DEFAULT_CATEGORY(zerosim_engine, "zerosim's timing engine");
 
 namespace zerosim {
@@ -97,15 +99,9 @@ void run_collective(const CollectivePlan& plan, const LinkCapacities& cap) {
     if (!flows.empty()) simgrid::s4u::Comm::wait_all(flows);
 }
 
-// Which simulated stream (actor) runs an op. Collectives on the default stream and compute
-// share the GPU's default stream, so they run in order with each other.
-int lane_of(const Op& op) {
-    switch (op.stream) {
-        case Stream::Reduce: return 1;
-        case Stream::Fetch: return 2;
-        default: return 0;
-    }
-}
+// Which simulated stream (actor) runs an op: one per device queue (schedule/ordering.hpp), so
+// compute and the collectives of the default stream run in order with each other.
+int lane_of(const Op& op) { return static_cast<int>(queue_of(op.stream)); }
 
 struct Run {
     const Schedule& s;
@@ -114,7 +110,7 @@ struct Run {
     Prediction pred;
     std::vector<CollectivePlan> plans;
     std::vector<double> compute_time;
-    std::vector<std::vector<int64_t>> waits;   // extra dependencies per op
+    std::vector<std::vector<int64_t>> waits;   // engine_wait_plan: deps and stream order
     std::vector<bool> done;
     simgrid::s4u::MutexPtr mutex;
     simgrid::s4u::ConditionVariablePtr cv;
@@ -123,7 +119,7 @@ struct Run {
 
     Run(const Schedule& sched, const Topology& topo, TimingMode m)
         : s(sched), t(topo), mode(m), plans(sched.ops.size()), compute_time(sched.ops.size(), 0.0),
-          waits(sched.ops.size()), done(sched.ops.size(), false) {
+          waits(engine_wait_plan(sched)), done(sched.ops.size(), false) {
         pred.mode = m;
         pred.ops.resize(s.ops.size());
         for (size_t i = 0; i < s.ops.size(); ++i) {
@@ -136,36 +132,6 @@ struct Run {
             } else {
                 compute_time[i] = compute_seconds(op, t, s.meta.model_dtype);
             }
-        }
-        if (mode == TimingMode::Overlapped) add_implicit_dependencies();
-    }
-
-    // Waits DeepSpeed's streams imply beyond the IR's explicit deps:
-    //  - compute on a module waits for the gathers that brought its parameters (stage 3);
-    //  - the optimizer step waits for every gradient reduction before it (the reduction stream is
-    //    synchronised at the end of backward);
-    //  - a gather for the next step waits for the previous optimizer step (updated weights);
-    //  - training starts after deepspeed.initialize has returned.
-    void add_implicit_dependencies() {
-        std::map<int, int64_t> last_gather_of_param;
-        int64_t last_reduce = -1, last_step_op = -1, last_init = -1;
-        for (size_t i = 0; i < s.ops.size(); ++i) {
-            const Op& op = s.ops[i];
-            if (op.step < 0) last_init = static_cast<int64_t>(i);
-            else if (last_init >= 0 && lane_of(op) != 0) waits[i].push_back(last_init);
-            if (op.stream == Stream::Fetch) {
-                if (last_step_op >= 0) waits[i].push_back(last_step_op);
-                for (int p : op.params) last_gather_of_param[p] = static_cast<int64_t>(i);
-            }
-            if (op.kind == OpKind::Compute && op.module >= 0)
-                for (int p : op.params) {
-                    auto it = last_gather_of_param.find(p);
-                    if (it != last_gather_of_param.end()) waits[i].push_back(it->second);
-                }
-            if (op.phase == Phase::Step && last_reduce >= 0) waits[i].push_back(last_reduce);
-            if (op.stream == Stream::Reduce) last_reduce = static_cast<int64_t>(i);
-            if (op.phase == Phase::Step) last_step_op = static_cast<int64_t>(i);
-            for (int64_t d : op.deps) waits[i].push_back(d);
         }
     }
 
@@ -212,7 +178,7 @@ struct Run {
                 for (size_t i = 0; i < s.ops.size(); ++i) execute(i);
             });
         } else {
-            for (int lane_id = 0; lane_id < 3; ++lane_id)
+            for (int lane_id = 0; lane_id < kQueues; ++lane_id)
                 simgrid::s4u::Actor::create("stream" + std::to_string(lane_id), p.rank, [this, lane_id] { lane(lane_id); });
         }
         simgrid::s4u::Engine::get_instance()->run();
@@ -257,6 +223,8 @@ struct Run {
 };
 
 }  // namespace
+
+std::vector<std::vector<int64_t>> engine_wait_plan(const Schedule& s) { return wait_lists(s); }
 
 Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode) {
     if (s.meta.world > t.total_gpus())

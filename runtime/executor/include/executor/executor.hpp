@@ -66,6 +66,10 @@ struct RankResult {
 // the error names the op (field "ops[N]").
 zerosim::Status validate_schedule(const zerosim::Schedule& s, const std::string& file);
 
+// What each op waits for before it runs, besides its thread's order (executor.cpp explains the
+// threads): the IR's deps and stream order, nothing of the executor's own.
+std::vector<std::vector<int64_t>> executor_wait_plan(const zerosim::Schedule& s);
+
 // Executes the schedule on this rank. Throws std::runtime_error on a broken invariant.
 RankResult execute_schedule(Backend& be, const zerosim::Schedule& s, const RunArgs& args, MemoryTracker& mem);
 

@@ -52,6 +52,11 @@ struct Prediction {
 // Compute segment duration on this device: the slower of its FLOPs and its memory traffic.
 double compute_seconds(const Op& op, const Topology& t, DType dtype);
 
+// What each op waits for in the overlapped mode: exactly schedule/ordering.hpp's wait_lists (the
+// IR's deps and stream order), nothing of the engine's own. Each queue is one SimGrid actor that
+// runs its ops in issue order. The synchronized mode runs every op after the previous one.
+std::vector<std::vector<int64_t>> engine_wait_plan(const Schedule& s);
+
 // Checks the schedule fits the topology (world size against its GPUs) and simulates it.
 Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode);
 
