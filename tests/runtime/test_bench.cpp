@@ -1,0 +1,111 @@
+// zerorun bench under mpirun: an nccl-tests table whose #wrong is a real check (a corrupted result
+// is counted), fenced calls that say so, bad options that exit 2.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime_test_helpers.hpp"
+
+namespace {
+
+using zerorun_test::RunResult;
+
+RunResult mpirun(int np, const std::string& args) { return zerorun_test::mpirun_program(np, ZERORUN_BINARY, args); }
+
+// nccl-tests' table shape, and #wrong from a real check of every result.
+struct BenchRowText {
+    std::vector<std::string> cols;
+};
+
+std::vector<BenchRowText> bench_rows(const std::string& out) {
+    std::vector<BenchRowText> rows;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream ls(line);
+        BenchRowText r;
+        std::string c;
+        while (ls >> c) r.cols.push_back(c);
+        if (r.cols.size() == 13 && std::isdigit(static_cast<unsigned char>(r.cols[0][0]))) rows.push_back(r);
+    }
+    return rows;
+}
+
+TEST(Bench, CollectivesPrintNcclTestsTablesWithoutWrongResults) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"all_reduce", "float"}, {"all_gather", "bfloat16"}, {"reduce_scatter", "half"},
+        {"broadcast", "double"}, {"reduce", "int64"},       {"all_reduce", "bfloat16"}};
+    for (const auto& [op, type] : cases) {
+        SCOPED_TRACE(op + " " + type);
+        RunResult r = mpirun(4, "bench --op " + op + " --dtype " + type + " --min 64 --max 1M -f 4 -n 5 -w 1");
+        ASSERT_EQ(r.code, 0) << r.out;
+        EXPECT_NE(r.out.find("#       size         count      type   redop    root     time   algbw   busbw #wrong     time"),
+                  std::string::npos);
+        EXPECT_NE(r.out.find("# Avg bus bandwidth    : "), std::string::npos);
+        auto rows = bench_rows(r.out);
+        ASSERT_EQ(rows.size(), 8u) << r.out;   // 64 B .. 1 MiB by 4
+        int64_t prev = 0;
+        for (const auto& row : rows) {
+            int64_t size = std::stoll(row.cols[0]);
+            EXPECT_GT(size, prev);
+            prev = size;
+            EXPECT_EQ(row.cols[2], type);
+            EXPECT_EQ(row.cols[8], "0");
+            EXPECT_EQ(row.cols[12], "0");
+            EXPECT_GT(std::stod(row.cols[5]), 0.0);   // time (us)
+        }
+    }
+}
+
+TEST(Bench, CorruptedResultIsCountedWrong) {
+    RunResult r = mpirun(4, "bench --op all_reduce --min 1K --max 4K -n 2 -w 0 --test-corrupt-rank 2");
+    EXPECT_EQ(r.code, 1) << r.out;
+    auto rows = bench_rows(r.out);
+    ASSERT_EQ(rows.size(), 3u) << r.out;
+    for (const auto& row : rows) {
+        EXPECT_EQ(row.cols[8], "1");
+        EXPECT_EQ(row.cols[12], "1");
+    }
+    EXPECT_NE(r.out.find("# Out of bounds values : 6 FAILED"), std::string::npos) << r.out;
+}
+
+// --fenced: single calls after a barrier, still every result checked; the header says how it
+// timed, so a table is never mistaken for nccl-tests' back-to-back figures.
+TEST(Bench, FencedCallsAreCheckedAndSaySo) {
+    RunResult r = mpirun(3, "bench --op all_gather --min 1K --max 64K -f 8 -n 3 -w 1 --fenced --evict 1M");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("fenced calls (a barrier before each; time = shortest over ranks, mean over calls); "
+                         "caches evicted with 1 MiB between calls"),
+              std::string::npos)
+        << r.out;
+    auto rows = bench_rows(r.out);
+    ASSERT_EQ(rows.size(), 3u) << r.out;
+    for (const auto& row : rows) {
+        EXPECT_EQ(row.cols[8], "0");
+        EXPECT_EQ(row.cols[12], "0");
+        EXPECT_GT(std::stod(row.cols[5]), 0.0);
+    }
+    RunResult warm = mpirun(2, "bench --op broadcast --min 1K --max 1K -n 2 -w 0 --fenced --evict 0");
+    ASSERT_EQ(warm.code, 0) << warm.out;
+    EXPECT_NE(warm.out.find("fenced calls"), std::string::npos) << warm.out;
+    EXPECT_EQ(warm.out.find("caches evicted"), std::string::npos) << warm.out;
+    RunResult bad = mpirun(2, "bench --fenced --evict lots");
+    EXPECT_EQ(bad.code, 2) << bad.out;
+    EXPECT_NE(bad.out.find("--evict"), std::string::npos) << bad.out;
+}
+
+TEST(Bench, BadOptionsExitTwo) {
+    RunResult r = mpirun(2, "bench --op all_to_all");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("zerorun: error: field '--op': expected all_reduce"), std::string::npos) << r.out;
+    r = mpirun(2, "bench --max 12X");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("unknown size unit 'X'"), std::string::npos) << r.out;
+}
+
+}  // namespace
