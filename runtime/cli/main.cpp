@@ -12,7 +12,7 @@
 
 #include "backends/backend.hpp"
 #include "collbench/bench.hpp"
-#include "executor/executor.hpp"
+#include "run.hpp"
 #include "backends/nccl_backend.hpp"
 
 using namespace zerorun;

@@ -4,12 +4,15 @@
 #include <fstream>
 #include <iostream>
 
+#include "run.hpp"
+
 #include "executor/executor.hpp"
 #include "executor/run_log.hpp"
 #include "executor/watchdog.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "formats/schedule_outputs.hpp"
+#include "schedule/check.hpp"
 #include "schedule/schedule.hpp"
 
 namespace zerorun {
@@ -53,6 +56,26 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     return zerosim::build_schedule(model.value(), cfg.value(), opt);
 }
 
+// The execution flags as the executor's typed options, checked in the order the flags are listed.
+zerosim::Result<ExecOptions> exec_options(const RunArgs& a) {
+    ExecOptions o;
+    o.compute_scale = a.compute_scale;
+    o.sync_each_op = a.sync_each_op;
+    o.timeout_s = a.timeout_s;
+    o.lr = a.lr;
+    o.seed = a.seed;
+    o.verify = !a.no_verify;
+    o.dump_weights = a.dump_weights;
+    if (auto e = check_exec_options(o)) return *e;
+    auto op_time = op_time_from_name(a.op_time);
+    if (!op_time) return zerosim::Error{"", "--op-time", "expected rank or skew-free, found '" + a.op_time + "'"};
+    o.op_time = *op_time;
+    auto mode = test_fail_mode_from_name(a.test_fail_mode);
+    if (!mode) return zerosim::Error{"", "--test-fail-mode", "expected exit, hang or delay"};
+    o.test = {a.test_fail_rank, a.test_fail_op, *mode};
+    return o;
+}
+
 // Writes through a temporary file and a rename, as zerosim does, so a failed run leaves no half file.
 bool write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
     namespace fs = std::filesystem;
@@ -83,21 +106,17 @@ bool write_file(const std::string& path, const std::function<void(std::ostream&)
 
 int run_zero(Backend& be, const RunArgs& a) {
     if (a.steps < 1) return input_error(be, {"", "--steps", "expected at least 1 step"});
-    if (a.compute_scale < 0) return input_error(be, {"", "--compute-scale", "expected a fraction >= 0"});
-    if (a.timeout_s < 0) return input_error(be, {"", "--timeout", "expected seconds >= 0 (0 turns the watchdog off)"});
-    if (!(a.lr > 0)) return input_error(be, {"", "--lr", "expected a positive learning rate"});
-    if (a.op_time != "rank" && a.op_time != "skew-free")
-        return input_error(be, {"", "--op-time", "expected rank or skew-free, found '" + a.op_time + "'"});
-    if (a.test_fail_mode != "exit" && a.test_fail_mode != "hang" && a.test_fail_mode != "delay")
-        return input_error(be, {"", "--test-fail-mode", "expected exit, hang or delay"});
+    auto opt = exec_options(a);
+    if (!opt) return input_error(be, opt.error());
     auto sched = load_schedule(be, a);
     if (!sched) return input_error(be, sched.error());
     const zerosim::Schedule& s = sched.value();
-    if (auto e = validate_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
+    // The executor's contract: a schedule the IR's one check accepts (a file was checked as read).
+    if (auto e = zerosim::check_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
 
     install_termination_report(be.rank());
     MemoryTracker mem;
-    RankResult result = execute_schedule(be, s, a, mem);
+    RankResult result = execute_schedule(be, s, opt.value(), mem);
 
     // After the schedule: the per-rank logs go to rank 0 (the runtime's own bookkeeping, not an IR
     // op: never logged, never timed).
@@ -114,7 +133,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     }
     int64_t wrong = 0;
     for (const auto& r : ranks) wrong += r.at("wrong").get<int64_t>();
-    nlohmann::json log = run_json(s, a, be.name(), ranks);
+    nlohmann::json log = run_json(s, opt.value(), be.name(), ranks);
     bool ok = true;
     if (a.output.empty() || a.output == "-") {
         write_measured_deepspeed(std::cout, s, log);

@@ -48,7 +48,7 @@ double reported_op_us(const std::vector<json>& ranks, size_t i, const std::strin
     return best;
 }
 
-nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std::string& backend,
+nlohmann::json run_json(const zerosim::Schedule& s, const ExecOptions& a, const std::string& backend,
                         const std::vector<json>& ranks) {
     // Times relative to the earliest op start on any rank (all ranks share the host clock).
     double epoch = std::numeric_limits<double>::max();
@@ -83,7 +83,7 @@ nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std:
             o["bytes"] = op.bytes();
             o["dtype"] = zerosim::dtype_name(op.dtype);
             if (op.root >= 0) o["root"] = op.root;
-            o["time_ms"] = reported_op_us(rs, i, a.op_time) / 1000.0;
+            o["time_ms"] = reported_op_us(rs, i, op_time_name(a.op_time)) / 1000.0;
         }
         ops.push_back(std::move(o));
     }
@@ -98,7 +98,7 @@ nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std:
             {"model_dtype", zerosim::dtype_name(s.meta.model_dtype)},
             {"comm_dtype", zerosim::dtype_name(s.meta.comm_dtype)},
             {"sync_each_op", a.sync_each_op},
-            {"op_time", a.op_time},
+            {"op_time", op_time_name(a.op_time)},
             {"compute_scale", a.compute_scale},
             {"epoch_unix_us", epoch},
             {"wrong", wrong},

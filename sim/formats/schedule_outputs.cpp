@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/json_input.hpp"
+#include "schedule/check.hpp"
 
 namespace zerosim {
 
@@ -83,6 +84,7 @@ Json op_to_json(const Op& op) {
     j["micro"] = op.micro;
     j["phase"] = phase_name(op.phase);
     j["stream"] = stream_name(op.stream);
+    j["payload"] = payload_name(op.payload);
     if (is_collective(op.kind)) {
         j["elements"] = op.elements;
         j["bytes"] = op.bytes();
@@ -145,6 +147,15 @@ void write_schedule_json(std::ostream& out, const Schedule& s) {
     meta["comm_dtype"] = dtype_name(m.comm_dtype);
     meta["overflow_steps"] = m.overflow_steps;
     meta["round_robin_gradients"] = m.round_robin_gradients;
+    Json partition;
+    partition["layout"] = partition_kind_name(m.partition.kind);
+    if (!m.partition.groups.empty()) {
+        Json groups = Json::array();
+        for (const auto& g : m.partition.groups)
+            groups.push_back(Json{{"order", g.order}, {"offsets", g.offsets}, {"partition_size", g.partition_size}});
+        partition["groups"] = std::move(groups);
+    }
+    meta["partition"] = std::move(partition);
     meta["ranks"] = "every data-parallel rank runs these ops in this order";
     j["meta"] = meta;
     Json params = Json::array();
@@ -185,6 +196,23 @@ Result<Schedule> read_schedule_json(const std::string& path) {
         s.meta.model_dtype = dt(meta.at("model_dtype"));
         s.meta.comm_dtype = dt(meta.at("comm_dtype"));
         if (meta.has("round_robin_gradients")) s.meta.round_robin_gradients = meta.at("round_robin_gradients").as_bool();
+        auto partition = meta.at("partition");
+        auto layout = partition_kind_from_name(partition.at("layout").as_string());
+        if (!layout) partition.at("layout").fail_here("unknown value \"" + partition.at("layout").as_string() + "\"");
+        s.meta.partition.kind = *layout;
+        if (partition.has("groups")) {
+            auto groups = partition.at("groups");
+            groups.expect_array();
+            for (size_t g = 0; g < groups.size(); ++g) {
+                auto gj = groups.at(g);
+                GroupPartition gp;
+                auto order = gj.at("order"), offsets = gj.at("offsets");
+                for (size_t k = 0; k < order.size(); ++k) gp.order.push_back(static_cast<int>(order.at(k).as_integer()));
+                for (size_t k = 0; k < offsets.size(); ++k) gp.offsets.push_back(offsets.at(k).as_integer());
+                gp.partition_size = gj.at("partition_size").as_integer();
+                s.meta.partition.groups.push_back(std::move(gp));
+            }
+        }
         auto params = root.at("parameters");
         params.expect_array();
         for (size_t i = 0; i < params.size(); ++i) {
@@ -226,6 +254,9 @@ Result<Schedule> read_schedule_json(const std::string& path) {
             op.phase = pick(phases, o.at("phase"));
             op.stream = pick(streams, o.at("stream"));
             op.rule = o.at("rule").as_string();
+            auto payload = payload_from_name(o.at("payload").as_string());
+            if (!payload) o.at("payload").fail_here("unknown value \"" + o.at("payload").as_string() + "\"");
+            op.payload = *payload;
             if (is_collective(op.kind)) {
                 op.elements = o.at("elements").as_integer();
                 op.dtype = dt(o.at("dtype"));
@@ -258,6 +289,8 @@ Result<Schedule> read_schedule_json(const std::string& path) {
             for (size_t k = 0; k < ds.size(); ++k) op.deps.push_back(ds.at(k).as_integer());
             s.add(std::move(op));
         }
+        // What the file says must hold together before anyone runs it.
+        if (auto e = check_schedule(s, path)) return *e;
         return s;
     } catch (const InputFailure& f) {
         return f.error;

@@ -58,6 +58,46 @@ const char* compute_kind_name(ComputeKind k) {
     return "?";
 }
 
+const char* payload_name(Payload p) {
+    switch (p) {
+        case Payload::Compute: return "compute";
+        case Payload::GradientBucket: return "gradient_bucket";
+        case Payload::GradientSlices: return "gradient_slices";
+        case Payload::GradientShards: return "gradient_shards";
+        case Payload::ParameterShards: return "parameter_shards";
+        case Payload::ParameterPartitions: return "parameter_partitions";
+        case Payload::ParameterBroadcast: return "parameter_broadcast";
+        case Payload::OverflowFlag: return "overflow_flag";
+        case Payload::GradientNorm: return "gradient_norm";
+        case Payload::TraceCheck: return "trace_check";
+        case Payload::Barrier: return "barrier";
+    }
+    return "?";
+}
+
+std::optional<Payload> payload_from_name(const std::string& name) {
+    for (Payload p : {Payload::Compute, Payload::GradientBucket, Payload::GradientSlices, Payload::GradientShards,
+                      Payload::ParameterShards, Payload::ParameterPartitions, Payload::ParameterBroadcast,
+                      Payload::OverflowFlag, Payload::GradientNorm, Payload::TraceCheck, Payload::Barrier})
+        if (name == payload_name(p)) return p;
+    return std::nullopt;
+}
+
+const char* partition_kind_name(PartitionKind k) {
+    switch (k) {
+        case PartitionKind::Replicated: return "replicated";
+        case PartitionKind::FlatGroups: return "flat_groups";
+        case PartitionKind::PerParameter: return "per_parameter";
+    }
+    return "?";
+}
+
+std::optional<PartitionKind> partition_kind_from_name(const std::string& name) {
+    for (PartitionKind k : {PartitionKind::Replicated, PartitionKind::FlatGroups, PartitionKind::PerParameter})
+        if (name == partition_kind_name(k)) return k;
+    return std::nullopt;
+}
+
 bool is_collective(OpKind k) { return k != OpKind::Compute; }
 
 bool deepspeed_calls_in_place(OpKind k) {
@@ -71,58 +111,58 @@ std::string phase_label(const Op& op, int64_t grad_accum) {
 }
 
 // Every rule of docs/zero-comm.md that produces an op, in one table. The generator names the rule
-// of each op it emits; explain/table outputs print the summary.
+// of each op it emits (and the op takes the rule's payload); explain/table outputs print the summary.
 const std::vector<Rule>& all_rules() {
     static const std::vector<Rule> rules = {
-        {"init.broadcast_model", "engine start: rank 0 broadcasts every parameter (registration order)", ""},
+        {"init.broadcast_model", "engine start: rank 0 broadcasts every parameter (registration order)", "", Payload::ParameterBroadcast},
         {"stage3.init.zero_init_param", "stage 3 start: each parameter broadcast again as it is partitioned",
-         "zero_optimization.stage"},
-        {"stage3.init.barrier", "stage 3 start: barriers around the optimizer set-up", "zero_optimization.stage"},
+         "zero_optimization.stage", Payload::ParameterBroadcast},
+        {"stage3.init.barrier", "stage 3 start: barriers around the optimizer set-up", "zero_optimization.stage", Payload::Barrier},
         {"stage3.init.allgather_params", "stage 3 start: each parameter gathered once after partitioning",
-         "zero_optimization.stage"},
+         "zero_optimization.stage", Payload::ParameterShards},
         {"stage0.bucket_allreduce", "stage 0: all_reduce of gradient buckets at the accumulation boundary",
-         "gradient_accumulation_steps"},
+         "gradient_accumulation_steps", Payload::GradientSlices},
         {"stage12.flush.allreduce_predivide",
          "stage 1/2 bucket flush with reduce_scatter off: one all_reduce of the whole bucket",
-         "zero_optimization.reduce_scatter,zero_optimization.reduce_bucket_size,zero_optimization.contiguous_gradients"},
+         "zero_optimization.reduce_scatter,zero_optimization.reduce_bucket_size,zero_optimization.contiguous_gradients", Payload::GradientSlices},
         {"stage12.flush.allreduce_per_dtype",
          "stage 1/2 bucket flush without contiguous gradients: one all_reduce per dtype of the bucket",
-         "zero_optimization.contiguous_gradients,zero_optimization.reduce_bucket_size"},
+         "zero_optimization.contiguous_gradients,zero_optimization.reduce_bucket_size", Payload::GradientSlices},
         {"stage12.flush.multi_rank_allreduce",
          "stage 1/2 bucket flush: slices per owning rank, all_reduce each time reduce_bucket_size is passed",
          "zero_optimization.reduce_scatter,zero_optimization.use_multi_rank_bucket_allreduce,"
-         "zero_optimization.reduce_bucket_size,zero_optimization.round_robin_gradients"},
+         "zero_optimization.reduce_bucket_size,zero_optimization.round_robin_gradients", Payload::GradientSlices},
         {"stage12.flush.reduce_per_rank",
          "stage 1/2 bucket flush: one reduce per destination rank, sized to its share of the bucket",
          "zero_optimization.reduce_scatter,zero_optimization.use_multi_rank_bucket_allreduce,"
-         "zero_optimization.reduce_bucket_size,zero_optimization.round_robin_gradients"},
+         "zero_optimization.reduce_bucket_size,zero_optimization.round_robin_gradients", Payload::GradientSlices},
         {"stage0.clip_grad_norm", "stage 0, fp32 with gradient_clipping: all_reduce of the gradient norm",
-         "gradient_clipping"},
+         "gradient_clipping", Payload::GradientNorm},
         {"bf16.grad_allreduce",
          "bf16 optimizer: all_reduce of the padded fp32 gradient buffers (in the communication dtype)",
-         "bf16.enabled,communication_data_type"},
-        {"step.overflow_check", "fp16: all_reduce(MAX) of the overflow flag before the step", "fp16.enabled"},
-        {"stage12.step.grad_norm", "gradient norm: one fp32 all_reduce per parameter group", ""},
+         "bf16.enabled,communication_data_type", Payload::GradientSlices},
+        {"step.overflow_check", "fp16: all_reduce(MAX) of the overflow flag before the step", "fp16.enabled", Payload::OverflowFlag},
+        {"stage12.step.grad_norm", "gradient norm: one fp32 all_reduce per parameter group", "", Payload::GradientNorm},
         {"stage12.step.allgather_partitions", "updated partitions gathered: one all_gather per parameter group",
-         "zero_optimization.stage"},
+         "zero_optimization.stage", Payload::ParameterPartitions},
         {"bf16.step.allgather_partitions", "bf16 optimizer (stage 0): updated fp32 partitions gathered per group",
-         "bf16.enabled"},
-        {"stage3.fetch", "stage 3: gather a module's parameters before it runs", "zero_optimization.stage"},
+         "bf16.enabled", Payload::ParameterPartitions},
+        {"stage3.fetch", "stage 3: gather a module's parameters before it runs", "zero_optimization.stage", Payload::ParameterShards},
         {"stage3.prefetch",
          "stage 3: gather a module's parameters bundled with upcoming ones (prefetch from the recorded trace)",
-         "zero_optimization.stage3_prefetch_bucket_size,zero_optimization.stage3_max_live_parameters"},
+         "zero_optimization.stage3_prefetch_bucket_size,zero_optimization.stage3_max_live_parameters", Payload::ParameterShards},
         {"stage3.trace_check", "stage 3, first step: rank 0 broadcasts the recorded trace for a consistency check",
-         "zero_optimization.stage"},
+         "zero_optimization.stage", Payload::TraceCheck},
         {"stage3.flush.reduce_scatter", "stage 3 bucket flush: reduce_scatter of the padded, interleaved gradients",
-         "zero_optimization.reduce_bucket_size,zero_optimization.reduce_scatter"},
+         "zero_optimization.reduce_bucket_size,zero_optimization.reduce_scatter", Payload::GradientShards},
         {"stage3.flush.allreduce", "stage 3 bucket flush with reduce_scatter off: all_reduce of the bucket",
-         "zero_optimization.reduce_bucket_size,zero_optimization.reduce_scatter,zero_optimization.contiguous_gradients"},
-        {"stage3.step.grad_norm", "stage 3 gradient norm: fp64 all_reduce per sub-group", "zero_optimization.sub_group_size"},
+         "zero_optimization.reduce_bucket_size,zero_optimization.reduce_scatter,zero_optimization.contiguous_gradients", Payload::GradientBucket},
+        {"stage3.step.grad_norm", "stage 3 gradient norm: fp64 all_reduce per sub-group", "zero_optimization.sub_group_size", Payload::GradientNorm},
         {"stage3.step.persistent_regather", "stage 3 after the step: re-gather each persistent parameter",
-         "zero_optimization.stage3_param_persistence_threshold"},
-        {"compute.forward", "forward of one module for the micro batch", "train_micro_batch_size_per_gpu"},
-        {"compute.backward", "backward of one module (about twice its forward)", "train_micro_batch_size_per_gpu"},
-        {"compute.optimizer_step", "Adam update of this rank's partition of a parameter group", "zero_optimization.stage"},
+         "zero_optimization.stage3_param_persistence_threshold", Payload::ParameterShards},
+        {"compute.forward", "forward of one module for the micro batch", "train_micro_batch_size_per_gpu", Payload::Compute},
+        {"compute.backward", "backward of one module (about twice its forward)", "train_micro_batch_size_per_gpu", Payload::Compute},
+        {"compute.optimizer_step", "Adam update of this rank's partition of a parameter group", "zero_optimization.stage", Payload::Compute},
     };
     return rules;
 }

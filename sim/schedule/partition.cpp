@@ -25,10 +25,14 @@ FlatGroupLayout flat_group_layout(const Model& m, int group, int64_t world, bool
         off += m.params[p].numel;
     }
     L.numel = off;
-    int64_t align = kPartitionAlignment * world;
-    L.padded_numel = (off + align - 1) / align * align;
-    L.partition_size = L.padded_numel / world;
+    L.partition_size = flat_partition_size(off, world);
+    L.padded_numel = L.partition_size * world;
     return L;
+}
+
+int64_t flat_partition_size(int64_t numel, int64_t world) {
+    int64_t align = kPartitionAlignment * world;
+    return (numel + align - 1) / align * align / world;
 }
 
 std::vector<GradSlice> FlatGroupLayout::slices(const Model& m, int param) const {

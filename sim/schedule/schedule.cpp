@@ -18,6 +18,7 @@ Op& Build::collective(OpKind kind, int64_t elements, DType dtype, const char* ca
     op.dtype = dtype;
     op.caller = caller;
     op.rule = rule_info(rule).id;
+    op.payload = rule_info(rule).payload;
     op.redop = (kind == OpKind::AllReduce || kind == OpKind::ReduceScatter || kind == OpKind::Reduce) ? ReduceOp::Sum
                                                                                                          : ReduceOp::None;
     if (kind == OpKind::Broadcast) op.root = 0;
@@ -61,6 +62,7 @@ Op& Build::forward(int module) {
     op.phase = Phase::Forward;
     op.stream = Stream::Compute;
     op.rule = "compute.forward";
+    op.payload = rule_info(op.rule).payload;
     op.module = module;
     op.module_name = model.modules[module].name;
     op.params = model.modules[module].params;
@@ -87,6 +89,7 @@ Op& Build::optimizer_step(int group, int64_t elements) {
     op.phase = Phase::Step;
     op.stream = Stream::Compute;
     op.rule = "compute.optimizer_step";
+    op.payload = rule_info(op.rule).payload;
     op.param_group = group;
     op.elements = elements;
     op.dtype = DType::FP32;

@@ -264,6 +264,16 @@ void generate_stage012(Build& b) {
     Stage012 s(b, kind);
     // The layout actually applied: the BF16 optimizer never reorders round robin.
     b.out.meta.round_robin_gradients = kind == Optimizer::Zero12 && c.zero.round_robin_gradients;
+    // Stage 0's plain optimizer keeps everything on every rank; the others own one partition of
+    // each flattened group (stage_1_and_2.py / bf16_optimizer.py partition the flat buffers).
+    PartitionLayout& part = b.out.meta.partition;
+    part.kind = kind == Optimizer::Plain ? PartitionKind::Replicated : PartitionKind::FlatGroups;
+    if (kind != Optimizer::Plain)
+        for (const auto& L : s.layouts) {
+            GroupPartition g{L.order, {}, L.partition_size};
+            for (int p : L.order) g.offsets.push_back(L.flat_offset.at(p));
+            part.groups.push_back(std::move(g));
+        }
     auto plan = b.backward_plan();
     for (int step = 0; step < b.opt.steps; ++step) {
         b.step = step;

@@ -376,6 +376,8 @@ void stage3_engine_start(Stage3& s) {
 }  // namespace
 
 void generate_stage3(Build& b) {
+    // Every parameter partitioned on its own (partition_parameters.py _partition_param).
+    b.out.meta.partition.kind = PartitionKind::PerParameter;
     engine_start_broadcasts(b);
     Stage3 s(b);
     stage3_engine_start(s);

@@ -122,7 +122,7 @@ TEST(WaitPlans, WaitsTheExecutorUsedToDeriveStillHold) {
     // Every former wait holds under the IR's relation, or the communication thread's IR order
     // gives it (both ops collectives), or it is the one case left out on purpose: a stage-3
     // gather rewriting, within the same step, the working copy of a parameter an earlier forward
-    // or backward read (the bytes written are those already there; executor.cpp explains).
+    // or backward read (the bytes written are those already there; plan_waits.cpp explains).
     for (const auto& c : reference_cases()) {
         SCOPED_TRACE(c.name);
         Schedule s = schedule_of(c, 3);

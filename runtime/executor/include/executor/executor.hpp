@@ -2,8 +2,8 @@
 //
 // Nothing here decides what ZeRO sends: every collective is an IR op, issued in IR order with the
 // IR's size, dtype and root. What the executor adds is the data: which bytes go into each buffer
-// (the op's `segments` / `params`, laid out as schedule/partition.hpp says) and where the results go
-// (the rank's own partition). docs/runtime.md describes the state per stage.
+// (the op's payload kind, laid out as the schedule's partition layout says) and where the results
+// go (the rank's own partition). docs/runtime.md describes the state per stage.
 #pragma once
 
 #include <cstdint>
@@ -11,36 +11,12 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "executor/loss.hpp"
-#include "executor/memory.hpp"
 #include "core/error.hpp"
+#include "executor/memory.hpp"
+#include "executor/options.hpp"
 #include "schedule/ir.hpp"
 
 namespace zerorun {
-
-struct RunArgs {
-    std::string ds_config, model, schedule;
-    int steps = 2;
-    int64_t seq_len = 0;
-    std::string output;                 // comms_logger lines (rank 0); "" = standard output
-    std::string json;                   // JSON log of all ranks (rank 0)
-    double compute_scale = 1.0;
-    bool sync_each_op = false;
-    // What the comms_logger lines report per op: "rank" (rank 0's own call, as DeepSpeed's logger:
-    // it includes waiting for ranks that arrive late) or "skew-free" (the shortest call over ranks:
-    // the rank that arrived last waited for nobody, so its time is the collective's own). The JSON
-    // log keeps every rank's call either way.
-    std::string op_time = "rank";
-    double timeout_s = 60.0;
-    float lr = 1e-3f;
-    uint64_t seed = 1;
-    bool no_verify = false;
-    std::string dump_weights;
-    bool quiet = false;
-    int test_fail_rank = -1;
-    int64_t test_fail_op = -1;
-    std::string test_fail_mode = "exit";   // exit | hang | delay (400 ms, then go on)
-};
 
 // What happened to one op on this rank.
 struct OpRecord {
@@ -62,19 +38,13 @@ struct RankResult {
     int64_t wrong_total = 0;
 };
 
-// Checks the schedule against the layout the runtime derives from it (sizes, parameter indices);
-// the error names the op (field "ops[N]").
-zerosim::Status validate_schedule(const zerosim::Schedule& s, const std::string& file);
-
-// What each op waits for before it runs, besides its thread's order (executor.cpp explains the
+// What each op waits for before it runs, besides its thread's order (scheduling.cpp explains the
 // threads): the IR's deps and stream order, nothing of the executor's own.
 std::vector<std::vector<int64_t>> executor_wait_plan(const zerosim::Schedule& s);
 
-// Executes the schedule on this rank. Throws std::runtime_error on a broken invariant.
-RankResult execute_schedule(Backend& be, const zerosim::Schedule& s, const RunArgs& args, MemoryTracker& mem);
-
-// The whole `zerorun` run command: inputs, schedule, execution, logs. Returns the exit code.
-int run_zero(Backend& be, const RunArgs& args);
+// Executes the schedule on this rank. The schedule must pass zerosim::check_schedule and the
+// options check_exec_options; throws std::runtime_error on a broken invariant.
+RankResult execute_schedule(Backend& be, const zerosim::Schedule& s, const ExecOptions& opt, MemoryTracker& mem);
 
 // Where each rank's fp32 master elements live (for --dump-weights readers and tests):
 // records of {int32 param, int64 offset, int64 count, float[count]}, little-endian.

@@ -17,7 +17,7 @@ namespace zerorun {
 nlohmann::json rank_json(int rank, const zerosim::Schedule& s, const RankResult& r);
 
 // The whole JSON log from every rank's part (rank order).
-nlohmann::json run_json(const zerosim::Schedule& s, const RunArgs& a, const std::string& backend,
+nlohmann::json run_json(const zerosim::Schedule& s, const ExecOptions& a, const std::string& backend,
                         const std::vector<nlohmann::json>& ranks);
 
 // The comms_logger view of a run_json log: one verbose line per collective in IR order, then

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,12 +22,33 @@ enum class Stream { Compute, Comm, Reduce, Fetch };
 enum class ReduceOp { None, Sum, Max };
 enum class ComputeKind { None, Forward, Backward, OptimizerStep };
 
+// What an op's buffer holds, so that a reader (the runtime) knows how to fill it and where its
+// result goes without guessing from which fields are empty. Every rule has one payload (the rule
+// table in ir.cpp says which); docs/schedule-ir.md "Payloads" lays each one out.
+enum class Payload {
+    Compute,              // a compute segment; `compute` says which
+    GradientBucket,       // all_reduce/reduce: the whole gradients of `params`, in order
+    GradientSlices,       // all_reduce/reduce: the gradient elements `segments` name, in order, then
+                          //   zeros up to `elements` (padding)
+    GradientShards,       // reduce_scatter: each gradient of `params` padded to world x shard and
+                          //   interleaved by rank (stage 3)
+    ParameterShards,      // all_gather: this rank's shard of each of `params` (stage 3)
+    ParameterPartitions,  // all_gather: this rank's partition of group `param_group` (flat groups)
+    ParameterBroadcast,   // broadcast: the whole parameters `params`, from `root`
+    OverflowFlag,         // all_reduce(max) of one flag: did any rank's gradients overflow (fp16)
+    GradientNorm,         // all_reduce of a partial gradient norm
+    TraceCheck,           // broadcast of the recorded stage-3 trace's lengths from rank 0
+    Barrier,              // no data
+};
+
 // DeepSpeed's record names (what the comms logger prints), e.g. "all_gather_into_tensor".
 const char* op_record_name(OpKind k);
 const char* phase_name(Phase p);
 const char* stream_name(Stream s);
 const char* reduce_op_name(ReduceOp r);
 const char* compute_kind_name(ComputeKind k);
+const char* payload_name(Payload p);          // e.g. "gradient_slices"
+std::optional<Payload> payload_from_name(const std::string& name);
 bool is_collective(OpKind k);
 // Whether DeepSpeed calls this collective on one buffer (the gradient bucket's all_reduce, a
 // parameter's broadcast, reduce) or from an input into a separate output (all_gather_into_tensor,
@@ -39,6 +61,7 @@ struct Rule {
     const char* id;             // e.g. "stage12.flush.multi_rank_allreduce"
     const char* summary;        // one line, for tables and explain
     const char* config_keys;    // comma separated
+    Payload payload;            // what the op's buffer holds (the op gets it from its rule)
 };
 const Rule& rule_info(const std::string& id);   // aborts on an unknown id (a programming error)
 const std::vector<Rule>& all_rules();
@@ -60,6 +83,7 @@ struct Op {
     Stream stream = Stream::Comm;
     std::string rule;           // Rule::id
     std::string caller;         // DeepSpeed function the comms logger names (collectives)
+    Payload payload = Payload::Compute;   // what the buffer holds; rule_info(rule).payload
 
     // Collectives. `elements` follows DeepSpeed's logged-size convention: the full tensor for
     // all_reduce, broadcast and reduce; one rank's input shard for all_gather_into_tensor; the
@@ -89,6 +113,31 @@ struct Op {
     int64_t bytes() const { return kind == OpKind::Barrier ? 0 : elements * dtype_size(dtype); }
 };
 
+// How the fp32 optimizer state (master weights, Adam moments, reduced gradients) is cut across
+// ranks; written by the generator from schedule/partition.hpp, read by the runtime.
+enum class PartitionKind {
+    Replicated,     // every rank holds everything (stage 0 without the BF16 optimizer)
+    FlatGroups,     // each parameter group flattened and cut into `world` equal partitions
+                    //   (stages 1/2 and the BF16 optimizer)
+    PerParameter,   // each parameter cut on its own, stage3_partition_numel elements per rank
+};
+const char* partition_kind_name(PartitionKind k);   // "replicated", "flat_groups", "per_parameter"
+std::optional<PartitionKind> partition_kind_from_name(const std::string& name);
+
+// One parameter group of a FlatGroups layout: the parameters laid end to end in `order`
+// (parameter order[i] starts at element offsets[i] of the flat buffer, where order[i-1] ends),
+// padded to world * partition_size; rank r owns [r * partition_size, (r + 1) * partition_size).
+struct GroupPartition {
+    std::vector<int> order;
+    std::vector<int64_t> offsets;
+    int64_t partition_size = 0;
+};
+
+struct PartitionLayout {
+    PartitionKind kind = PartitionKind::Replicated;
+    std::vector<GroupPartition> groups;   // FlatGroups: one per parameter group, group order
+};
+
 struct ScheduleMeta {
     std::string dialect = "deepspeed-0.14.2";
     std::string model_name;
@@ -105,7 +154,8 @@ struct ScheduleMeta {
     DType model_dtype = DType::FP32;
     DType comm_dtype = DType::FP32;
     std::vector<int> overflow_steps;
-    bool round_robin_gradients = false;  // the stage-1/2 partition layout (schedule/partition.hpp)
+    bool round_robin_gradients = false;  // the stage-1/2 partition order (schedule/partition.hpp)
+    PartitionLayout partition;           // who owns which optimizer state
     // Stage 3: the most parameter elements gathered (whole) at any moment of training, persistent
     // ones included; the memory model's "gathered parameters".
     int64_t stage3_peak_gathered_elements = 0;

@@ -38,6 +38,10 @@ struct FlatGroupLayout {
     int64_t owned_real_elements(int rank) const;
 };
 
+// Elements per rank of a flattened group of `numel` real elements: padded to a multiple of
+// kPartitionAlignment * world, cut into `world` equal partitions.
+int64_t flat_partition_size(int64_t numel, int64_t world);
+
 // `round_robin`: DeepSpeed's round_robin_gradients reordering (position i goes to list i mod
 // world; lists concatenated in order).
 FlatGroupLayout flat_group_layout(const Model& m, int group, int64_t world, bool round_robin);

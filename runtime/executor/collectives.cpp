@@ -1,0 +1,122 @@
+// Checked collectives: each op's handler chosen by its payload kind, its staging buffers, and the
+// check of every result against what it must be. Gradient payloads: gradients.cpp; parameter
+// payloads: parameters.cpp; the payloads the runtime does not model: here.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "backends/dtype.hpp"
+#include "rank_executor.hpp"
+
+namespace zerorun {
+namespace detail {
+
+using zerosim::OpKind;
+using zerosim::Payload;
+
+namespace {
+
+// Inputs of ops whose payload the runtime does not model (norms, overflow flags, trace lists):
+// small integers, exact under any reduction order, so the result check is exact.
+double pattern_value(DType t, int r, int64_t i) {
+    int64_t v = (static_cast<int64_t>(r) * 7 + i * 3) % 11;
+    return t == DType::UINT8 ? static_cast<double>(v % 5) : static_cast<double>(v - 5);
+}
+
+}  // namespace
+
+void Executor::run_collective(const Op& op, OpRecord& rec) {
+    switch (op.payload) {
+        case Payload::Barrier:
+            timed_call(rec, [&] { be_.barrier(); });
+            rec.check = "none";
+            return;
+        case Payload::GradientBucket:
+        case Payload::GradientSlices:
+            return gradient_reduction(op, rec);
+        case Payload::GradientShards:
+            return stage3_reduce_scatter(op, rec);
+        case Payload::ParameterShards:
+            return shard_gather(op, rec);
+        case Payload::ParameterPartitions:
+            return partition_gather(op, rec);
+        case Payload::ParameterBroadcast:
+            return parameter_broadcast(op, rec);
+        case Payload::OverflowFlag:
+        case Payload::GradientNorm:
+        case Payload::TraceCheck:
+            return pattern_op(op, rec);
+        case Payload::Compute:
+            broken(op, "a compute payload on a collective");
+    }
+}
+
+void Executor::finish(OpRecord& rec, const Check& c, bool has_output) {
+    rec.checked = c.checked;
+    rec.wrong = c.wrong;
+    if (!has_output) rec.check = "none";
+    else if (c.checked == 0) rec.check = "unchecked";
+    else rec.check = c.wrong ? "wrong" : "ok";
+    if (c.wrong)
+        std::fprintf(stderr, "zerorun: rank %d: check failed: %s: %lld of %lld elements wrong%s%s\n", rank_,
+                     op_label(s_.ops[&rec - records_.data()]).c_str(), static_cast<long long>(c.wrong),
+                     static_cast<long long>(c.checked), c.first.empty() ? "" : "; first: ", c.first.c_str());
+}
+
+Buffer Executor::comm_buffer(int64_t elements, DType t) {
+    return Buffer(mem_, MemCat::Buckets, static_cast<size_t>(elements) * zerosim::dtype_size(t));
+}
+
+// Tolerance for a gathered or broadcast weight against the shadow reference: its rounding in
+// the op's dtype, plus the drift a different reduction order leaves after this many updates.
+// fp32 sums differ in the last bits only. 16-bit gradients are rounded at other points by
+// some stages (per micro-step) than by the reference; where an element's true gradient is
+// below that rounding its sign can flip, and Adam then moves it by up to 2*lr per update.
+// Misplaced or stale data is off by the weights' own scale (~0.5), far beyond either.
+double Executor::weight_tolerance(DType t, double w, int64_t updates) const {
+    double drift = static_cast<double>(a_.lr) * static_cast<double>(updates) * (t == DType::FP32 ? 1e-3 : 2.05);
+    return 2.0 * ulp(t, w) + drift;
+}
+
+// Checks a received weight against the shadow reference (exact for this rank's own part).
+void Executor::check_weight(Check& c, const Op& op, int p, int64_t i, double got) {
+    if (!verify_) return;
+    double want = shadow_->working(p, i);
+    double tol = weight_tolerance(op.dtype, std::max(std::fabs(got), std::fabs(want)), updates_[p]);
+    c.see(std::fabs(got - want) <= tol, [&] {
+        char b[200];
+        std::snprintf(b, sizeof b, "%s[%lld] = %.9g, reference %.9g, tolerance %.3g", s_.params[p].name.c_str(),
+                      static_cast<long long>(i), got, want, tol);
+        return std::string(b);
+    });
+}
+
+// Payloads the runtime does not model (norms and overflow flags, all_reduced; trace lengths,
+// broadcast): the IR's size, dtype, redop and root with a known pattern, checked exactly.
+void Executor::pattern_op(const Op& op, OpRecord& rec) {
+    const DType t = op.dtype;
+    const int64_t n = op.elements;
+    Check c;
+    Buffer b = comm_buffer(n, t);
+    if (op.kind == OpKind::AllReduce) {
+        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, pattern_value(t, rank_, i));
+        timed_call(rec, [&] { be_.all_reduce(b.data(), b.data(), n, t, op.redop); });
+        for (int64_t i = 0; i < n; ++i) {
+            double want = op.redop == zerosim::ReduceOp::Max ? -1e300 : 0.0;
+            for (int r = 0; r < world_; ++r)
+                want = op.redop == zerosim::ReduceOp::Max ? std::max(want, pattern_value(t, r, i))
+                                                          : want + pattern_value(t, r, i);
+            c.see(load_element(b.data(), t, i) == round_to(t, want));
+        }
+    } else if (op.kind == OpKind::Broadcast) {
+        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, rank_ == op.root ? pattern_value(t, op.root, i) : 77.0);
+        timed_call(rec, [&] { be_.broadcast(b.data(), n, t, op.root); });
+        for (int64_t i = 0; i < n; ++i) c.see(load_element(b.data(), t, i) == pattern_value(t, op.root, i));
+    } else {
+        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " in a " + zerosim::op_record_name(op.kind));
+    }
+    finish(rec, c);
+}
+
+}  // namespace detail
+}  // namespace zerorun

@@ -1,0 +1,50 @@
+// How one rank executes a schedule: typed options, filled by a front end (zerorun's run command
+// turns its flags into these) and checked here, so the executor never parses strings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace zerorun {
+
+// What the logs report as an op's time: rank 0's own call, as DeepSpeed's comms logger does (it
+// includes waiting for ranks that arrive late), or the shortest call over ranks (the rank that
+// arrived last waited for nobody, so its time is the collective's own). The JSON log keeps every
+// rank's call either way.
+enum class OpTime { Rank, SkewFree };
+const char* op_time_name(OpTime t);   // "rank", "skew-free"
+std::optional<OpTime> op_time_from_name(const std::string& name);
+
+// Test hooks: one rank fails on purpose before one op, for the fault tests.
+struct TestHooks {
+    enum class Mode {
+        Exit,    // the process exits (a dead rank)
+        Hang,    // it stops making progress, its own watchdog off (a hung rank)
+        Delay,   // it arrives 400 ms late, then goes on (a slow rank, not a failed one)
+    };
+    int fail_rank = -1;        // -1: nobody fails
+    int64_t fail_op = -1;
+    Mode fail_mode = Mode::Exit;
+};
+const char* test_fail_mode_name(TestHooks::Mode m);   // "exit", "hang", "delay"
+std::optional<TestHooks::Mode> test_fail_mode_from_name(const std::string& name);
+
+struct ExecOptions {
+    double compute_scale = 1.0;   // fraction of each compute segment's FLOPs run as real GEMMs
+    bool sync_each_op = false;    // every op finishes before the next starts, ranks fenced before each call
+    OpTime op_time = OpTime::Rank;
+    double timeout_s = 60.0;      // seconds without progress before every rank is stopped; 0: never
+    float lr = 1e-3f;             // Adam learning rate
+    uint64_t seed = 1;            // initial weights and loss targets
+    bool verify = true;           // check every collective's result against an independent computation
+    std::string dump_weights;     // non-empty: each rank writes its fp32 master partition (dump_path)
+    TestHooks test;
+};
+
+// The numbers out of range, named as zerorun's flags name them (field "--lr").
+zerosim::Status check_exec_options(const ExecOptions& o);
+
+}  // namespace zerorun

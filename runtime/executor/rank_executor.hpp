@@ -1,0 +1,172 @@
+// The executor's internals, private to runtime/executor: one rank's ZeRO state and the methods
+// that drive it, one source file per concern:
+//   state.cpp        the state layout: working copies, shards, owned optimizer partitions
+//   scheduling.cpp   the worker threads, their waits and the test hooks (plan_waits.cpp: the waits)
+//   compute.cpp      forward/backward segments (real GEMMs, the loss's gradients)
+//   optimizer.cpp    Adam over this rank's partition
+//   collectives.cpp  checked collectives: dispatch by payload, staging buffers, the result check
+//   gradients.cpp    gradient reductions (buckets, slices, stage-3 shards) and their expectations
+//   parameters.cpp   parameter gathers and broadcasts
+//   weights.cpp      the weight dump
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "executor/executor.hpp"
+#include "executor/loss.hpp"
+#include "executor/watchdog.hpp"
+
+namespace zerorun {
+namespace detail {
+
+using zerosim::Op;
+using zerosim::PartitionKind;
+using zerosim::Schedule;
+
+double wall_us();
+std::string op_label(const Op& op);
+// A broken invariant of the schedule or the state: the op and what went wrong.
+[[noreturn]] void broken(const Op& op, const std::string& what);
+
+// A contiguous run of fp32 optimizer state this rank owns: one per parameter (Replicated,
+// PerParameter) or per parameter group (FlatGroups).
+struct Unit {
+    int64_t size = 0;
+    std::vector<int> params;
+    Buffer master, m, v, grad;
+    int adam_t = 0;
+    int grad_step = -1000;     // the step whose gradients `grad` holds
+};
+
+// Where parameter p's owned elements [lo, hi) sit: unit index = base + element.
+struct Owned {
+    int unit = -1;
+    int64_t base = 0, lo = 0, hi = 0;
+};
+
+// A collective's result check: elements compared, how many were wrong, the first wrong one.
+struct Check {
+    int64_t checked = 0, wrong = 0;
+    std::string first;   // the first wrong element, for the report
+    void see(bool ok) {
+        ++checked;
+        if (!ok) ++wrong;
+    }
+    // `what` builds the message only for the first wrong element (no allocation per element).
+    template <class F>
+    void see(bool ok, F&& what) {
+        see(ok);
+        if (!ok && first.empty()) first = what();
+    }
+};
+
+class Executor {
+  public:
+    Executor(Backend& be, const Schedule& s, const ExecOptions& o, MemoryTracker& mem);
+    RankResult run();
+    void dump_weights(const std::string& prefix) const;
+
+  private:
+    Backend& be_;
+    const Schedule& s_;
+    const ExecOptions& a_;
+    MemoryTracker& mem_;
+    const int rank_, world_;
+    const PartitionKind layout_;   // the schedule's partition layout (meta.partition)
+    LossSpec spec_;
+    AdamParams adam_;
+    bool verify_ = true;
+    std::unique_ptr<Reference> shadow_;
+    int shadow_step_ = -1;
+
+    // Parameters.
+    std::vector<Buffer> work_;             // full working copy, model dtype
+    std::vector<Buffer> shard_;            // stage 3: this rank's shard, model dtype
+    std::vector<int64_t> updates_;         // optimizer updates applied to p (on every rank)
+    std::vector<int64_t> work_version_;    // updates reflected in work_[p]
+    std::vector<int64_t> part_;            // stage 3 shard size
+    // Gradients.
+    std::vector<Buffer> acc_;              // fp32 local gradient, from backward until reduced
+    std::vector<std::vector<int>> pending_;  // micro-steps accumulated in acc_
+    std::vector<int64_t> reduced_;         // elements of acc_ already sent
+    std::vector<int64_t> computed_at_;     // (step, micro) key of the last gradient computed
+    // Optimizer state.
+    std::vector<Unit> units_;
+    std::vector<Owned> owned_;
+    // Compute workspace.
+    Buffer gemm_a_, gemm_b_, gemm_c_;
+    int64_t gemm_n_ = 0;
+
+    // Scheduling.
+    std::vector<std::vector<int64_t>> waits_;
+    std::unique_ptr<std::atomic<int>[]> done_;
+    std::vector<OpRecord> records_;
+    std::atomic<int64_t> comm_at_{-1};
+    Watchdog* watchdog_ = nullptr;
+
+    int64_t numel(int p) const { return s_.params[p].numel; }
+    DType mdt() const { return s_.meta.model_dtype; }
+
+    // state.cpp
+    void build_state();
+    void take_initial_value(int p);
+    void refresh_shard(int p);
+
+    // scheduling.cpp, plan_waits.cpp
+    void plan_waits();
+    void worker(const std::vector<int64_t>& list);
+    void maybe_fail_on_purpose(const Op& op);
+
+    // compute.cpp
+    void run_compute(const Op& op, OpRecord& rec);
+    void require_current(const Op& op);
+    double gemm(double flops);
+    void backward_gradients(const Op& op);
+
+    // optimizer.cpp
+    std::vector<int> units_of_step(const Op& op);
+    void optimizer_step(const Op& op, OpRecord& rec);
+
+    // collectives.cpp
+    void run_collective(const Op& op, OpRecord& rec);
+    void finish(OpRecord& rec, const Check& c, bool has_output = true);
+    Buffer comm_buffer(int64_t elements, DType t);
+    double weight_tolerance(DType t, double w, int64_t updates) const;
+    void check_weight(Check& c, const Op& op, int p, int64_t i, double got);
+    void pattern_op(const Op& op, OpRecord& rec);
+    // Times the backend call alone. With --sync-each-op every rank first meets at a fence (not an
+    // IR op, not logged), as DeepSpeed's logger synchronises around each op, so one rank's
+    // lateness is not counted as the collective's time.
+    template <class F>
+    void timed_call(OpRecord& rec, F&& call);
+
+    // gradients.cpp
+    float my_gradient(int p, int64_t i) const;
+    std::pair<double, double> expected_sum(const Op& op, int p, int64_t i) const;
+    void apply_gradient(const Op& op, int p, int64_t i, float v);
+    void consume(int p, int64_t n);
+    void gradient_reduction(const Op& op, OpRecord& rec);
+    void stage3_reduce_scatter(const Op& op, OpRecord& rec);
+
+    // parameters.cpp
+    void shard_gather(const Op& op, OpRecord& rec);
+    void partition_gather(const Op& op, OpRecord& rec);
+    void parameter_broadcast(const Op& op, OpRecord& rec);
+};
+
+template <class F>
+void Executor::timed_call(OpRecord& rec, F&& call) {
+    if (a_.sync_each_op) be_.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    call();
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    rec.call_us = us;
+}
+
+}  // namespace detail
+}  // namespace zerorun

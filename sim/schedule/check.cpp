@@ -1,0 +1,260 @@
+#include "schedule/check.hpp"
+
+#include <algorithm>
+
+#include "schedule/partition.hpp"
+
+namespace zerosim {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// The partition layout against the parameter list: a FlatGroups group lists its group's
+// parameters, each once, end to end, and is cut as flat_partition_size says.
+Status check_layout(const Schedule& s, const std::string& file) {
+    const auto& L = s.meta.partition;
+    const int64_t P = static_cast<int64_t>(s.params.size());
+    if (L.kind != PartitionKind::FlatGroups) {
+        if (!L.groups.empty())
+            return Error{file, "meta.partition.groups", std::string("a ") + partition_kind_name(L.kind) +
+                                                            " layout has no flattened groups"};
+        return std::nullopt;
+    }
+    if (static_cast<int64_t>(L.groups.size()) != s.meta.num_groups)
+        return Error{file, "meta.partition.groups",
+                     "lists " + str(static_cast<int64_t>(L.groups.size())) + " groups; the schedule has " +
+                         str(s.meta.num_groups)};
+    std::vector<int> seen(static_cast<size_t>(P), 0);
+    for (size_t g = 0; g < L.groups.size(); ++g) {
+        const GroupPartition& G = L.groups[g];
+        const std::string field = "meta.partition.groups[" + str(static_cast<int64_t>(g)) + "]";
+        if (G.offsets.size() != G.order.size())
+            return Error{file, field + ".offsets", "expected one offset per parameter of the order"};
+        int64_t end = 0;
+        for (size_t i = 0; i < G.order.size(); ++i) {
+            int p = G.order[i];
+            if (p < 0 || p >= P || s.params[p].group != static_cast<int>(g) || seen[p]++)
+                return Error{file, field + ".order", "parameter " + str(p) + " is not a parameter of group " +
+                                                         str(static_cast<int64_t>(g)) + " listed once"};
+            if (G.offsets[i] != end)
+                return Error{file, field + ".offsets",
+                             s.params[p].name + " starts at " + str(G.offsets[i]) + ", not where the one before ends (" +
+                                 str(end) + ")"};
+            end += s.params[p].numel;
+        }
+        for (int64_t p = 0; p < P; ++p)
+            if (s.params[p].group == static_cast<int>(g) && !seen[p])
+                return Error{file, field + ".order", "misses " + s.params[p].name};
+        int64_t want = flat_partition_size(end, s.meta.world);
+        if (G.partition_size != want)
+            return Error{file, field + ".partition_size",
+                         str(G.partition_size) + " elements per rank; " + str(end) + " elements over " +
+                             str(s.meta.world) + " ranks are cut into " + str(want)};
+    }
+    return std::nullopt;
+}
+
+// Where parameter p starts in its group's flat buffer (FlatGroups).
+int64_t flat_offset(const Schedule& s, int p) {
+    const GroupPartition& G = s.meta.partition.groups[s.params[p].group];
+    auto it = std::find(G.order.begin(), G.order.end(), p);
+    return G.offsets[it - G.order.begin()];
+}
+
+const char* kind_name(OpKind k) { return op_record_name(k); }
+
+// The op kinds a payload travels in.
+bool payload_fits(Payload p, OpKind k) {
+    switch (p) {
+        case Payload::Compute: return k == OpKind::Compute;
+        case Payload::Barrier: return k == OpKind::Barrier;
+        case Payload::GradientBucket:
+        case Payload::GradientSlices: return k == OpKind::AllReduce || k == OpKind::Reduce;
+        case Payload::GradientShards: return k == OpKind::ReduceScatter;
+        case Payload::ParameterShards:
+        case Payload::ParameterPartitions: return k == OpKind::AllGather;
+        case Payload::ParameterBroadcast:
+        case Payload::TraceCheck: return k == OpKind::Broadcast;
+        case Payload::OverflowFlag:
+        case Payload::GradientNorm: return k == OpKind::AllReduce;
+    }
+    return false;
+}
+
+class OpChecker {
+  public:
+    OpChecker(const Schedule& s, const std::string& file) : s_(s), file_(file) {}
+
+    Status check(size_t k) {
+        const Op& op = s_.ops[k];
+        const int64_t P = static_cast<int64_t>(s_.params.size());
+        if (op.id != static_cast<int64_t>(k)) return err(k, "id " + str(op.id) + " is not its position");
+        for (int p : op.params)
+            if (p < 0 || p >= P) return err(k, "parameter index " + str(p) + " is outside the parameter list");
+        for (const auto& sg : op.segments) {
+            if (sg.param < 0 || sg.param >= P) return err(k, "segment parameter " + str(sg.param) + " is unknown");
+            if (sg.offset < 0 || sg.numel < 0 || sg.offset + sg.numel > s_.params[sg.param].numel)
+                return err(k, "segment [" + str(sg.offset) + ", +" + str(sg.numel) + ") lies outside " +
+                                  s_.params[sg.param].name);
+        }
+        for (int64_t d : op.deps)
+            if (d < 0 || d >= static_cast<int64_t>(k))
+                return err(k, "dependency " + str(d) + " (deps) is not an earlier op");
+        if (!payload_fits(op.payload, op.kind))
+            return err(k, std::string("payload ") + payload_name(op.payload) + " cannot travel in " + kind_name(op.kind));
+        if (op.kind == OpKind::Compute) return op.compute == ComputeKind::OptimizerStep ? optimizer_step(k) : std::nullopt;
+        if (op.elements < 0) return err(k, "negative elements");
+        if ((op.kind == OpKind::Broadcast || op.kind == OpKind::Reduce) && (op.root < 0 || op.root >= s_.meta.world))
+            return err(k, "root " + str(op.root) + " is not a rank of " + str(s_.meta.world));
+        return payload(k);
+    }
+
+  private:
+    const Schedule& s_;
+    const std::string& file_;
+
+    Status err(size_t k, const std::string& m) const { return Error{file_, "ops[" + str(static_cast<int64_t>(k)) + "]", m}; }
+    PartitionKind layout() const { return s_.meta.partition.kind; }
+    int64_t whole(const Op& op) const {
+        int64_t n = 0;
+        for (int p : op.params) n += s_.params[p].numel;
+        return n;
+    }
+    int64_t shards(const Op& op) const {
+        int64_t n = 0;
+        for (int p : op.params) n += stage3_partition_numel(s_.params[p].numel, s_.meta.world);
+        return n;
+    }
+    Status needs_layout(size_t k, PartitionKind want) const {
+        if (layout() == want) return std::nullopt;
+        return err(k, std::string("payload ") + payload_name(s_.ops[k].payload) + " needs a " + partition_kind_name(want) +
+                          " partition layout; the schedule's is " + partition_kind_name(layout()));
+    }
+    Status needs_params(size_t k) const {
+        if (!s_.ops[k].params.empty()) return std::nullopt;
+        return err(k, std::string("payload ") + payload_name(s_.ops[k].payload) + " names no params");
+    }
+    Status model_dtype(size_t k, const char* what) const {
+        if (s_.ops[k].dtype == s_.meta.model_dtype) return std::nullopt;
+        return err(k, std::string(what) + " parameters in another dtype");
+    }
+    Status group_of(size_t k) const {
+        const int g = s_.ops[k].param_group;
+        if (g >= 0 && g < s_.meta.num_groups) return std::nullopt;
+        return err(k, "param_group " + str(g) + " is not a parameter group");
+    }
+
+    Status payload(size_t k) const {
+        const Op& op = s_.ops[k];
+        const std::string n = str(op.elements);
+        switch (op.payload) {
+            case Payload::GradientBucket:
+                if (auto e = needs_params(k)) return e;
+                if (!op.segments.empty()) return err(k, "payload gradient_bucket carries whole parameters, not segments");
+                if (whole(op) != op.elements) return err(k, "parameters hold " + str(whole(op)) + " elements; the op sends " + n);
+                return reduce_owner(k);
+            case Payload::GradientSlices: {
+                int64_t total = 0;
+                for (const auto& sg : op.segments) total += sg.numel;
+                if (total > op.elements)
+                    return err(k, "segments hold " + str(total) + " elements, more than the op's " + n);
+                return reduce_owner(k);
+            }
+            case Payload::GradientShards:
+                if (auto e = needs_params(k)) return e;
+                if (auto e = needs_layout(k, PartitionKind::PerParameter)) return e;
+                if (s_.meta.world * shards(op) != op.elements)
+                    return err(k, "padded parameters hold " + str(s_.meta.world * shards(op)) + " elements; the op sends " + n);
+                return std::nullopt;
+            case Payload::ParameterShards:
+                if (auto e = needs_params(k)) return e;
+                if (auto e = needs_layout(k, PartitionKind::PerParameter)) return e;
+                if (shards(op) != op.elements) return err(k, "shards hold " + str(shards(op)) + " elements; the op sends " + n);
+                return model_dtype(k, "gathers");
+            case Payload::ParameterPartitions: {
+                if (auto e = needs_layout(k, PartitionKind::FlatGroups)) return e;
+                if (auto e = group_of(k)) return e;
+                int64_t ps = s_.meta.partition.groups[op.param_group].partition_size;
+                if (ps != op.elements)
+                    return err(k, "group " + str(op.param_group) + "'s partition has " + str(ps) + " elements; the op sends " + n);
+                return model_dtype(k, "gathers");
+            }
+            case Payload::ParameterBroadcast:
+                if (auto e = needs_params(k)) return e;
+                if (whole(op) != op.elements) return err(k, "parameters hold " + str(whole(op)) + " elements; the op sends " + n);
+                return model_dtype(k, "broadcasts");
+            default:
+                return std::nullopt;
+        }
+    }
+
+    // A reduce leaves the result on its root only: every gradient element it carries must be one
+    // the root owns (stage_1_and_2.py average_tensor sends each slice to its partition's owner).
+    Status reduce_owner(size_t k) const {
+        const Op& op = s_.ops[k];
+        if (op.kind != OpKind::Reduce || s_.meta.world == 1) return std::nullopt;
+        if (auto e = needs_layout(k, PartitionKind::FlatGroups)) return e;
+        std::vector<Segment> segs = op.segments;
+        if (segs.empty())
+            for (int p : op.params) segs.push_back({p, 0, s_.params[p].numel});
+        for (const auto& sg : segs) {
+            int64_t ps = s_.meta.partition.groups[s_.params[sg.param].group].partition_size;
+            int64_t lo = flat_offset(s_, sg.param) + sg.offset;
+            if (sg.numel > 0 && (lo < op.root * ps || lo + sg.numel > (op.root + 1) * ps))
+                return err(k, "segment [" + str(sg.offset) + ", +" + str(sg.numel) + ") of " + s_.params[sg.param].name +
+                                  " is not in the partition of rank " + str(op.root) + ", the reduce's root");
+        }
+        return std::nullopt;
+    }
+
+    // An optimizer step updates this rank's partition of what the layout says it owns.
+    Status optimizer_step(size_t k) const {
+        const Op& op = s_.ops[k];
+        const std::string n = str(op.elements);
+        switch (layout()) {
+            case PartitionKind::Replicated: {
+                int64_t total = 0;
+                for (const auto& p : s_.params) total += p.numel;
+                if (op.param_group >= 0) return err(k, "a per-group optimizer step in a replicated layout");
+                if (total != op.elements) return err(k, "covers " + n + " elements; the model has " + str(total));
+                return std::nullopt;
+            }
+            case PartitionKind::FlatGroups: {
+                if (auto e = group_of(k)) return e;
+                int64_t ps = s_.meta.partition.groups[op.param_group].partition_size;
+                if (ps != op.elements)
+                    return err(k, "covers " + n + " elements; group " + str(op.param_group) + "'s partition has " + str(ps));
+                return std::nullopt;
+            }
+            case PartitionKind::PerParameter: {
+                if (auto e = group_of(k)) return e;
+                if (auto e = needs_params(k)) return e;
+                for (int p : op.params)
+                    if (s_.params[p].group != op.param_group)
+                        return err(k, s_.params[p].name + " is not in param_group " + str(op.param_group));
+                if (shards(op) != op.elements) return err(k, "covers " + n + " elements; the shards of its params hold " + str(shards(op)));
+                return std::nullopt;
+            }
+        }
+        return std::nullopt;
+    }
+};
+
+}  // namespace
+
+Status check_schedule(const Schedule& s, const std::string& file) {
+    if (s.meta.world < 1) return Error{file, "meta.world", "expected at least 1 rank"};
+    if (s.meta.num_groups < 1) return Error{file, "meta.param_groups", "expected at least 1 parameter group"};
+    for (size_t i = 0; i < s.params.size(); ++i)
+        if (s.params[i].numel < 0 || s.params[i].group < 0 || s.params[i].group >= s.meta.num_groups)
+            return Error{file, "parameters[" + str(static_cast<int64_t>(i)) + "]",
+                         "needs numel >= 0 and a group below " + str(s.meta.num_groups)};
+    if (auto e = check_layout(s, file)) return e;
+    OpChecker ops(s, file);
+    for (size_t k = 0; k < s.ops.size(); ++k)
+        if (auto e = ops.check(k)) return e;
+    return std::nullopt;
+}
+
+}  // namespace zerosim
