@@ -3,9 +3,11 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "timing/collectives.hpp"
 #include "timing/engine.hpp"
+#include "formats/measured_logs.hpp"
 
 namespace zerosim {
 
@@ -144,6 +146,65 @@ Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>&
             if (f) c.per_collective[name] = f.value();
         }
     return c;
+}
+
+Result<std::vector<Measurement>> read_calibration_table(const std::string& file, const std::string& op_name,
+                                                        const std::string& column, int64_t world) {
+    auto text = read_text_file(file, "log");
+    if (!text) return text.error();
+    auto log = parse_log(text.value(), file);
+    if (!log) return log.error();
+    if (log->format != LogFormat::NcclTests)
+        return Error{file, "", "calibrate reads nccl-tests style tables (nccl-tests, zerorun bench, zerosim bench)"};
+    OpKind op = OpKind::AllReduce;
+    if (!op_name.empty()) {
+        auto named = collective_named(op_name);
+        if (!named) return Error{"", "--op", "unknown collective '" + op_name + "'"};
+        op = *named;
+    } else if (!guess_collective(text->substr(0, 4000), op) && !guess_collective(file, op)) {
+        return Error{file, "--op", "cannot tell which collective this table measured; pass --op"};
+    }
+    // The column that times the op as it will be used; a table without in-place columns
+    // (some nccl-tests builds, older logs) gives its out-of-place time.
+    bool in_place = column == "in-place" || (column == "as-deepspeed" && deepspeed_calls_in_place(op));
+    std::vector<Measurement> rows;
+    for (const auto& t : log->tables)
+        for (const auto& r : t.rows) {
+            double us = in_place && r.inplace_time_us > 0 ? r.inplace_time_us : r.time_us;
+            rows.push_back({op, r.bytes, us, world, file + ": size " + std::to_string(r.bytes)});
+        }
+    return rows;
+}
+
+void write_calibration_summary(std::ostream& out, const Calibration& cal) {
+    auto show = [&](const std::string& what, const FitResult& f) {
+        char line[256];
+        std::snprintf(line, sizeof line, "  %-16s latency x%.4f  bandwidth x%.4f  R^2 %.5f  median |residual| %.1f%%  (%zu rows)\n",
+                      what.c_str(), f.latency_scale, f.bandwidth_scale, f.r2, f.median_abs_error * 100, f.used);
+        out << line;
+    };
+    out << "zerosim calibrate: " << cal.global.used << " rows fitted (" << cal.global.scope << ")\n";
+    show("all collectives", cal.global);
+    for (const auto& [name, f] : cal.per_collective) show(name, f);
+    for (const auto& u : cal.global.unused) out << "  not used: " << u << "\n";
+}
+
+Json calibrated_topology(const Json& topology, const Calibration& cal, const std::vector<std::string>& files,
+                         const std::string& column) {
+    Json out = topology;
+    Json jc = Json::object();
+    jc["bandwidth_scale"] = cal.global.bandwidth_scale;
+    jc["latency_scale"] = cal.global.latency_scale;
+    if (!cal.per_collective.empty()) {
+        Json per = Json::object();
+        for (const auto& [name, f] : cal.per_collective)
+            per[name] = {{"bandwidth_scale", f.bandwidth_scale}, {"latency_scale", f.latency_scale}, {"rows", f.used}, {"r2", f.r2}};
+        jc["per_collective"] = per;
+    }
+    jc["fitted_from"] = files;
+    jc["column"] = column;
+    out["calibration"] = jc;
+    return out;
 }
 
 }  // namespace zerosim

@@ -99,27 +99,6 @@ double sum_over_ranks(Backend& be, double v) {
 
 bool bench_op_known(const std::string& op) { return find(op) != nullptr; }
 
-Result<int64_t> parse_byte_size(const std::string& text, const std::string& flag) {
-    if (text.empty()) return Error{"", flag, "expected a size such as 8, 64K, 256M or 1G"};
-    size_t used = 0;
-    long double v = 0;
-    try {
-        v = std::stold(text, &used);
-    } catch (const std::exception&) {
-        return Error{"", flag, "expected a size such as 8, 64K, 256M or 1G, found '" + text + "'"};
-    }
-    std::string unit = text.substr(used);
-    long double mult = 1;
-    if (unit == "" || unit == "B") mult = 1;
-    else if (unit == "K" || unit == "KB" || unit == "k") mult = 1024.0L;
-    else if (unit == "M" || unit == "MB" || unit == "m") mult = 1024.0L * 1024;
-    else if (unit == "G" || unit == "GB" || unit == "g") mult = 1024.0L * 1024 * 1024;
-    else return Error{"", flag, "unknown size unit '" + unit + "' (use K, M or G)"};
-    long double bytes = v * mult;
-    if (bytes < 1 || bytes > 1e13) return Error{"", flag, "expected a size between 1 byte and a few TB, found '" + text + "'"};
-    return static_cast<int64_t>(bytes);
-}
-
 Result<DType> parse_bench_dtype(const std::string& text) {
     if (text == "float") return DType::FP32;
     if (text == "half") return DType::FP16;

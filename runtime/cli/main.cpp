@@ -14,16 +14,14 @@
 #include "collbench/bench.hpp"
 #include "run.hpp"
 #include "backends/nccl_backend.hpp"
+#include "core/sizes.hpp"
 
 using namespace zerorun;
 
 namespace {
 
-int input_error(Backend& be, const zerosim::Error& e) {
-    // Every rank reads the same inputs and fails the same way; one line is enough.
-    if (be.rank() == 0) std::cerr << "zerorun: error: " << e.what() << '\n';
-    return 2;
-}
+// Every rank reads the same inputs and fails the same way; rank 0 says it once.
+int input_error(Backend& be, const zerosim::Error& e) { return zerosim::print_input_error("zerorun", e, be.rank() == 0); }
 
 struct BenchArgs {
     std::string op = "all_reduce";
@@ -41,9 +39,9 @@ int run_bench_cmd(Backend& be, const BenchArgs& a) {
     if (!bench_op_known(a.op))
         return input_error(be, {"", "--op", "expected all_reduce, all_gather, reduce_scatter, broadcast or reduce, found '" + a.op + "'"});
     o.op = a.op;
-    auto mn = parse_byte_size(a.min, "--min");
+    auto mn = zerosim::parse_size(a.min, "--min");
     if (!mn) return input_error(be, mn.error());
-    auto mx = parse_byte_size(a.max, "--max");
+    auto mx = zerosim::parse_size(a.max, "--max");
     if (!mx) return input_error(be, mx.error());
     if (*mx < *mn) return input_error(be, {"", "--max", "is smaller than --min"});
     auto dt = parse_bench_dtype(a.dtype);
@@ -65,7 +63,7 @@ int run_bench_cmd(Backend& be, const BenchArgs& a) {
     if (a.evict == "0") {
         o.evict_bytes = 0;   // warm caches
     } else {
-        auto ev = parse_byte_size(a.evict, "--evict");
+        auto ev = zerosim::parse_size(a.evict, "--evict");
         if (!ev) return input_error(be, ev.error());
         o.evict_bytes = ev.value();
     }

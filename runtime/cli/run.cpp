@@ -9,6 +9,7 @@
 #include "executor/executor.hpp"
 #include "executor/run_log.hpp"
 #include "executor/watchdog.hpp"
+#include "core/output.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "formats/schedule_outputs.hpp"
@@ -19,11 +20,8 @@ namespace zerorun {
 
 namespace {
 
-int input_error(Backend& be, const zerosim::Error& e) {
-    // Every rank reads the same inputs and fails the same way: rank 0 says it once.
-    if (be.rank() == 0) std::cerr << "zerorun: error: " << e.what() << '\n';
-    return 2;
-}
+// Every rank reads the same inputs and fails the same way: rank 0 says it once.
+int input_error(Backend& be, const zerosim::Error& e) { return zerosim::print_input_error("zerorun", e, be.rank() == 0); }
 
 zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) {
     if (!a.schedule.empty()) {
@@ -42,11 +40,7 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     if (a.model.empty()) return zerosim::Error{"", "--model", "required (or --schedule)"};
     auto cfg = zerosim::load_ds_config(a.ds_config);
     if (!cfg) return cfg.error();
-    if (!cfg->ignored_keys.empty() && be.rank() == 0) {
-        std::string keys;
-        for (const auto& k : cfg->ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
-        std::cerr << "zerorun: warning: " << a.ds_config << ": ignoring keys zerosim does not know: " << keys << '\n';
-    }
+    if (be.rank() == 0) zerosim::warn_ignored_keys("zerorun", a.ds_config, cfg->ignored_keys);
     auto model = zerosim::load_model(a.model);
     if (!model) return model.error();
     zerosim::ScheduleOptions opt;
@@ -74,32 +68,6 @@ zerosim::Result<ExecOptions> exec_options(const RunArgs& a) {
     if (!mode) return zerosim::Error{"", "--test-fail-mode", "expected exit, hang or delay"};
     o.test = {a.test_fail_rank, a.test_fail_op, *mode};
     return o;
-}
-
-// Writes through a temporary file and a rename, as zerosim does, so a failed run leaves no half file.
-bool write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
-    namespace fs = std::filesystem;
-    std::string tmp = path + ".tmp-zerorun";
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) {
-            std::cerr << "zerorun: error: " << path << ": cannot open for writing\n";
-            return false;
-        }
-        write(f);
-        f.flush();
-        if (!f) {
-            std::cerr << "zerorun: error: " << path << ": write failed\n";
-            return false;
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        std::cerr << "zerorun: error: " << path << ": " << ec.message() << '\n';
-        return false;
-    }
-    return true;
 }
 
 }  // namespace
@@ -134,13 +102,11 @@ int run_zero(Backend& be, const RunArgs& a) {
     int64_t wrong = 0;
     for (const auto& r : ranks) wrong += r.at("wrong").get<int64_t>();
     nlohmann::json log = run_json(s, opt.value(), be.name(), ranks);
-    bool ok = true;
-    if (a.output.empty() || a.output == "-") {
-        write_measured_deepspeed(std::cout, s, log);
-    } else {
-        ok &= write_file(a.output, [&](std::ostream& o) { write_measured_deepspeed(o, s, log); });
-    }
-    if (!a.json.empty()) ok &= write_file(a.json, [&](std::ostream& o) { o << log.dump(1) << '\n'; });
+    // Written whole or not at all, never over an input; the -o log may go to standard output.
+    const std::vector<std::string> inputs = {a.ds_config, a.model, a.schedule};
+    bool ok = zerosim::write_output("zerorun", a.output, "", inputs, [&](std::ostream& o) { write_measured_deepspeed(o, s, log); }) == 0;
+    if (!a.json.empty())
+        ok &= zerosim::write_output("zerorun", a.json, "", inputs, [&](std::ostream& o) { o << log.dump(1) << '\n'; }) == 0;
     if (!a.quiet) write_memory_report(std::cout, s, ranks);
     if (wrong) std::cerr << "zerorun: error: " << wrong << " result elements failed their check (see the JSON log)\n";
     std::cout.flush();

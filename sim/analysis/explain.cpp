@@ -32,9 +32,7 @@ std::string human(double bytes) { return ds_size_string(static_cast<int64_t>(byt
 
 // The value of a config key as zerosim read it, and DeepSpeed's default.
 std::pair<std::string, std::string> key_value(const DsConfig& c, const std::string& key) {
-    DsConfig d;
-    d.zero.stage = c.zero.stage;
-    d.zero.overlap_comm = c.zero.stage == 3;
+    const DsConfig d = DsConfig{}.with_stage(c.zero.stage);   // DeepSpeed's defaults at this stage
     auto b = [](bool v) { return std::string(v ? "true" : "false"); };
     auto n = [](int64_t v) { return std::to_string(v); };
     const auto &z = c.zero, &dz = d.zero;
@@ -178,9 +176,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
     double psi_bytes = static_cast<double>(meta.total_params) * dtype_size(meta.comm_dtype);
     double f = meta.world > 1 ? static_cast<double>(meta.world - 1) / static_cast<double>(meta.world) : 0.0;
     for (int st = 0; st <= 3; ++st) {
-        DsConfig c = cfg;
-        c.zero.stage = st;
-        if (st != 3 && cfg.zero.stage == 3) c.zero.overlap_comm = false;
+        DsConfig c = cfg.with_stage(st);
         ScheduleOptions o;
         o.world = meta.world;
         o.steps = 2;

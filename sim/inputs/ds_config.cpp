@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/json_input.hpp"
+#include "core/number_list.hpp"
 
 namespace zerosim {
 
@@ -148,7 +149,6 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
             }
         }
 
-        bool overlap_set = false;
         if (root.has("zero_optimization")) {
             auto z = root.at("zero_optimization");
             z.expect_object();
@@ -174,10 +174,7 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
             read_bool("use_multi_rank_bucket_allreduce", zc.use_multi_rank_bucket_allreduce);
             read_bool("allgather_partitions", zc.allgather_partitions);
             read_bool("round_robin_gradients", zc.round_robin_gradients);
-            if (z.has("overlap_comm") && !z.at("overlap_comm").is_null()) {
-                zc.overlap_comm = flag(z.at("overlap_comm"));
-                overlap_set = true;
-            }
+            if (z.has("overlap_comm") && !z.at("overlap_comm").is_null()) zc.overlap_comm_written = flag(z.at("overlap_comm"));
             read_count({"reduce_bucket_size"}, zc.reduce_bucket_size, false);
             read_count({"allgather_bucket_size"}, zc.allgather_bucket_size, false);
             read_count({"sub_group_size"}, zc.sub_group_size, false);
@@ -197,11 +194,27 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
             zc.offload_optimizer = offload("offload_optimizer");
             zc.offload_param = offload("offload_param");
         }
-        if (!overlap_set) c.zero.overlap_comm = c.zero.stage == 3;
-        return c;
+        return c.with_stage(c.zero.stage);
     } catch (const InputFailure& f) {
         return f.error;
     }
+}
+
+DsConfig DsConfig::with_stage(int k) const {
+    DsConfig c = *this;
+    c.zero.stage = k;
+    // DeepSpeed v0.14.2 runtime/zero/config.py, DeepSpeedZeroConfig.overlap_comm_valid: an unset
+    // overlap_comm is `stage == ZeroStageEnum.weights`, i.e. true for stage 3 only.
+    c.zero.overlap_comm = zero.overlap_comm_written.value_or(k == 3);
+    return c;
+}
+
+Result<std::vector<int>> parse_stage_list(const std::string& text) {
+    auto stages = parse_int_list(text, "--stages", "stages");
+    if (!stages) return Error{"", "--stages", "expected stages such as 0,1,2,3"};
+    for (int st : stages.value())
+        if (st < 0 || st > 3) return Error{"", "--stages", "stage " + std::to_string(st) + " is not 0..3"};
+    return stages;
 }
 
 Result<DsConfig> load_ds_config(const std::string& path) {

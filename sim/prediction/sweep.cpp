@@ -4,13 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
+#include "core/number_list.hpp"
 #include "inputs/ds_config.hpp"
 #include "timing/engine.hpp"
 #include "analysis/explain.hpp"
@@ -85,6 +88,57 @@ Result<SweepSetting> parse_sweep_setting(const std::string& text) {
     return s;
 }
 
+Status apply_sweep_flags(const SweepFlags& f, SweepSpec& spec) {
+    for (const auto& t : f.topologies) {
+        std::stringstream ss(t);
+        std::string one;
+        while (std::getline(ss, one, ','))
+            if (!one.empty()) spec.topologies.push_back(one);
+    }
+    auto stages = parse_stage_list(f.stages);
+    if (!stages) return stages.error();
+    spec.stages = stages.value();
+    auto nodes = parse_int_list(f.nodes, "--nodes", "node counts");
+    if (!nodes) return Error{"", "--nodes", "expected node counts such as 1,2,4"};
+    for (int n : nodes.value()) {
+        if (n < 1) return Error{"", "--nodes", "node counts must be at least 1"};
+        spec.nodes.push_back(n);
+    }
+    for (const auto& text : f.sets) {
+        auto set = parse_sweep_setting(text);
+        if (!set) return set.error();
+        spec.settings.push_back(set.value());
+    }
+    if (!f.shard.empty()) {
+        auto slash = f.shard.find('/');
+        try {
+            spec.shard = std::stoi(f.shard.substr(0, slash));
+            spec.shards = std::stoi(f.shard.substr(slash + 1));
+        } catch (const std::exception&) {
+            spec.shards = 0;
+        }
+        if (slash == std::string::npos || spec.shards < 1 || spec.shard < 0 || spec.shard >= spec.shards)
+            return Error{"", "--shard", "expected i/k with 0 <= i < k, found '" + f.shard + "'"};
+    }
+    return std::nullopt;
+}
+
+std::function<void(size_t, size_t)> sweep_progress(std::FILE* out, bool tty) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto last_pct = std::make_shared<size_t>(0);
+    return [=](size_t done, size_t total) {
+        double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        double left = done > 0 ? el / static_cast<double>(done) * static_cast<double>(total - done) : 0;
+        size_t pct = done * 100 / total;
+        if (!tty && pct < *last_pct + 10 && done != total) return;
+        *last_pct = pct;
+        int bar = static_cast<int>(done * 30 / total);
+        std::fprintf(out, "%s[%s%s] %zu/%zu points, %.1f s elapsed, about %.1f s left%s", tty ? "\r" : "",
+                     std::string(static_cast<size_t>(bar), '#').c_str(), std::string(static_cast<size_t>(30 - bar), ' ').c_str(),
+                     done, total, el, left, tty && done != total ? "" : "\n");
+    };
+}
+
 std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
     std::vector<SweepPoint> out;
     std::vector<std::vector<std::string>> combos = {{}};
@@ -147,10 +201,14 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     Json doc = in.ds_config;
     if (!doc.contains("train_micro_batch_size_per_gpu") && !doc.contains("train_batch_size"))
         doc["train_micro_batch_size_per_gpu"] = 1;
-    set_path(doc, "zero_optimization.stage", p.stage);
-    for (size_t i = 0; i < spec.settings.size(); ++i) set_path(doc, spec.settings[i].key, value_of(p.values[i]));
-    auto cfg = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump());
-    if (!cfg) return fail(cfg.error());
+    bool stage_set = false;   // a --set of the stage itself wins over the grid's stage
+    for (size_t i = 0; i < spec.settings.size(); ++i) {
+        set_path(doc, spec.settings[i].key, value_of(p.values[i]));
+        stage_set = stage_set || spec.settings[i].key == "zero_optimization.stage";
+    }
+    auto parsed = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump());
+    if (!parsed) return fail(parsed.error());
+    const DsConfig cfg = stage_set ? parsed.value() : parsed->with_stage(p.stage);
     const Model& model = in.model;
     auto scaled = scale_to_nodes(in.topologies.at(p.topology), p.nodes);  // --nodes scales the node design
     if (!scaled) return fail(scaled.error());
@@ -160,7 +218,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.world = r.world;
     o.steps = spec.steps;
     o.seq_len = spec.seq_len;
-    auto s = build_schedule(model, cfg.value(), o);
+    auto s = build_schedule(model, cfg, o);
     if (!s) return fail(s.error());
     auto pred = simulate(s.value(), topo, TimingMode::Overlapped);
     if (!pred) return fail(pred.error());
@@ -170,7 +228,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     r.comm_ms = last.comm_s * 1e3;
     r.exposed_ms = last.exposed_comm_s * 1e3;
     r.wire_bytes = wire_bytes_per_rank(s.value(), spec.steps - 1);
-    r.memory_bytes = estimate_memory(model, cfg.value(), s.value()).total();
+    r.memory_bytes = estimate_memory(model, cfg, s.value()).total();
     return r;
 }
 

@@ -334,4 +334,26 @@ double back_to_back_call_us(const Topology& t, double collective_us, int gpus_pe
     return std::max(collective_us, static_cast<double>(std::max(1, gpus_per_thread)) * t.launch_overhead_us);
 }
 
+Result<TunerChoice> tuner_choice_named(const std::string& algo, const std::string& proto, const Topology& t, OpKind kind,
+                                       const std::string& op_name, int64_t world) {
+    TunerChoice c;
+    if (!algo.empty()) {
+        c.algorithm = algorithm_named(algo);
+        if (!c.algorithm) return Error{"", "--algo", "unknown algorithm '" + algo + "'; expected ring, tree or nvls"};
+    }
+    if (!proto.empty()) {
+        c.protocol = protocol_named(proto);
+        if (!c.protocol) return Error{"", "--proto", "unknown protocol '" + proto + "'; expected LL, LL128 or Simple"};
+    }
+    std::vector<TunerCandidate> all = tuner_candidates(t, kind, world);
+    if (std::none_of(all.begin(), all.end(), [&](const TunerCandidate& x) { return c.allows(x); })) {
+        std::string avail;
+        for (const auto& x : all) avail += (avail.empty() ? "" : ", ") + algorithm_protocol_name(x.algorithm, x.protocol);
+        return Error{t.source, algo.empty() ? "--proto" : "--algo",
+                     "NCCL has no " + (algo.empty() ? std::string("") : algo + " ") + (proto.empty() ? std::string("") : proto + " ") +
+                         "for " + op_name + " on " + std::to_string(world) + " ranks of " + t.name + "; it weighs " + avail};
+    }
+    return c;
+}
+
 }  // namespace zerosim

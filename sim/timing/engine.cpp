@@ -227,11 +227,7 @@ struct Run {
 std::vector<std::vector<int64_t>> engine_wait_plan(const Schedule& s) { return wait_lists(s); }
 
 Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode) {
-    if (s.meta.world > t.total_gpus())
-        return Error{t.source, "nodes",
-                     "world size " + std::to_string(s.meta.world) + " needs more GPUs than the topology has (" +
-                         std::to_string(t.nodes) + " nodes x " + std::to_string(t.gpus_per_node) +
-                         "); pass --nodes to scale it"};
+    if (auto e = check_world_fits(t, s.meta.world)) return *e;
     Run run(s, t, mode);
     run.go();
     return std::move(run.pred);

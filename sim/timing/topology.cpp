@@ -202,4 +202,18 @@ Result<Topology> load_topology(const std::string& path, int64_t nodes_override) 
     return parse_topology(path, text.value(), nodes_override);
 }
 
+Status check_world_fits(const Topology& t, int64_t world) {
+    if (world <= t.total_gpus()) return std::nullopt;
+    const int64_t per_node = std::max<int64_t>(1, t.gpus_per_node);
+    return Error{t.source, "--world",
+                 "world size " + std::to_string(world) + " needs more GPUs than " + std::to_string(t.nodes) + " nodes x " +
+                     std::to_string(t.gpus_per_node) + "; pass --nodes " + std::to_string((world + per_node - 1) / per_node)};
+}
+
+Result<int64_t> world_on(const Topology& t, int64_t asked) {
+    int64_t world = asked > 0 ? asked : t.total_gpus();
+    if (auto e = check_world_fits(t, world)) return *e;
+    return world;
+}
+
 }  // namespace zerosim

@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/json_input.hpp"
 #include "schedule/ir.hpp"
 #include "timing/topology.hpp"
 
@@ -49,5 +51,21 @@ double predicted_time_us(const Topology& t, const Measurement& m);
 
 // Which collective a nccl-tests file measured, from its text or name ("all_gather_perf", ...).
 bool guess_collective(const std::string& text_or_name, OpKind& out);
+
+// The rows of one nccl-tests style table file (nccl-tests, zerorun bench, zerosim bench) as
+// measurements on `world` ranks: of the collective `op_name` names, else the one its head or its
+// name shows; timed by `column`: "out-of-place", "in-place", or "as-deepspeed" (the column of the
+// way DeepSpeed calls that collective). A table without in-place times gives its out-of-place ones.
+Result<std::vector<Measurement>> read_calibration_table(const std::string& file, const std::string& op_name,
+                                                        const std::string& column, int64_t world);
+
+// The fit as `zerosim calibrate` reports it on stderr: rows used, scales, R^2 and median residual,
+// globally and per collective, then the rows left out.
+void write_calibration_summary(std::ostream& out, const Calibration& cal);
+
+// The calibrated topology file: the topology's JSON as read plus a "calibration" block (the global
+// scales, the per-collective ones, the files fitted from and the column used).
+Json calibrated_topology(const Json& topology, const Calibration& cal, const std::vector<std::string>& files,
+                         const std::string& column);
 
 }  // namespace zerosim

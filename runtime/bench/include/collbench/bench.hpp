@@ -36,8 +36,6 @@ struct BenchOptions {
     int test_corrupt_rank = -1;      // hidden: this rank damages its results (the check must see it)
 };
 
-// "8", "1K", "256M", "1G" (1024-based, as nccl-tests' -b/-e).
-zerosim::Result<int64_t> parse_byte_size(const std::string& text, const std::string& flag);
 // "float", "half", "bfloat16", "double", "int64", "uint8" (nccl-tests names) or fp32/bf16/...
 zerosim::Result<DType> parse_bench_dtype(const std::string& text);
 const char* nccl_type_name(DType t);

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace zerosim {
 
@@ -45,5 +46,14 @@ class Result {
 
 // For operations that return nothing but may fail.
 using Status = std::optional<Error>;
+
+// The front ends' one error line on stderr, "PROGRAM: error: FILE: field 'F': ..." (zerosim, zerorun);
+// returns 2, the exit code of bad input. `print` false returns the code silently (zerorun's ranks
+// other than 0 fail the same way and leave the line to rank 0).
+int print_input_error(const std::string& program, const Error& e, bool print = true);
+
+// The one warning line for config keys zerosim does not know (none: nothing printed):
+// "PROGRAM: warning: FILE: ignoring keys zerosim does not know: a, b".
+void warn_ignored_keys(const std::string& program, const std::string& file, const std::vector<std::string>& keys);
 
 }  // namespace zerosim

@@ -20,7 +20,10 @@ struct ZeroConfig {
     bool use_multi_rank_bucket_allreduce = true;
     bool allgather_partitions = true;
     int64_t allgather_bucket_size = 500000000;
-    bool overlap_comm = false;          // DeepSpeed: true for stage 3, false otherwise, unless set
+    bool overlap_comm = false;          // resolved for `stage`: as written, else true for stage 3 only
+    // overlap_comm as the file wrote it (unset: the stage's default). Its default depends on the stage,
+    // so the config keeps what the user set and DsConfig::with_stage resolves it again.
+    std::optional<bool> overlap_comm_written;
     bool round_robin_gradients = false;
     int64_t sub_group_size = 1000000000;
     int64_t prefetch_bucket_size = 50000000;          // stage3_prefetch_bucket_size
@@ -46,7 +49,14 @@ struct DsConfig {
 
     // The dtype gradients travel in: communication_data_type if set, else the model's dtype.
     DType comm_dtype() const { return communication_data_type.value_or(model_dtype); }
+
+    // This config at ZeRO stage k: the same as the file with "stage": k, stage-dependent defaults
+    // resolved for k (overlap_comm) and every key the user set kept.
+    DsConfig with_stage(int k) const;
 };
+
+// Comma-separated ZeRO stages ("0,1,2,3", for --stages), each 0..3; the list may be empty.
+Result<std::vector<int>> parse_stage_list(const std::string& text);
 
 // Micro batch and accumulation once the world size is known, with DeepSpeed's consistency rule
 // train_batch_size = micro_batch * gradient_accumulation_steps * world.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -56,6 +57,18 @@ struct SweepResult {
 // Parses "key=v1,v2", checking the key against the DeepSpeed keys zerosim reads (the closest is
 // suggested for a typo).
 Result<SweepSetting> parse_sweep_setting(const std::string& text);
+// The grid as the command line gives it: --topology (repeated or comma-separated), --stages,
+// --nodes, --set and --shard i/k, checked and added to `spec`.
+struct SweepFlags {
+    std::vector<std::string> topologies;
+    std::string stages = "0,1,2,3";
+    std::string nodes = "1";
+    std::vector<std::string> sets;
+    std::string shard;
+};
+Status apply_sweep_flags(const SweepFlags& flags, SweepSpec& spec);
+// A progress line on `out` after each point: redrawn in place on a terminal, every 10% otherwise.
+std::function<void(size_t, size_t)> sweep_progress(std::FILE* out, bool tty);
 // Every point of the grid, in a fixed order; a shard takes a contiguous block of it.
 std::vector<SweepPoint> sweep_points(const SweepSpec& spec);
 std::vector<SweepPoint> shard_points(const std::vector<SweepPoint>& all, int shard, int shards);

@@ -104,4 +104,10 @@ double back_to_back_call_us(const Topology& t, double collective_us, int gpus_pe
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged_bytes, int64_t world, Algorithm a,
                                     Protocol p);
 
+// --algo / --proto as NCCL_ALGO / NCCL_PROTO (names as algorithm_named and protocol_named read
+// them; "" leaves the choice to the tuner), checked against the pairs the tuner weighs for `op_name`
+// (the collective as the user wrote it) on `world` ranks of `t`.
+Result<TunerChoice> tuner_choice_named(const std::string& algo, const std::string& proto, const Topology& t, OpKind kind,
+                                       const std::string& op_name, int64_t world);
+
 }  // namespace zerosim

@@ -85,4 +85,11 @@ Result<Topology> parse_topology(const std::string& file_name, const std::string&
 // nodes would be disconnected.
 Result<Topology> scale_to_nodes(const Topology& t, int64_t nodes);
 
+// `world` ranks placed node by node need that many GPUs; more is an error naming --world and the
+// --nodes that would hold them (predict, bench, report and the engine say it the same way).
+Status check_world_fits(const Topology& t, int64_t world);
+// The ranks a command runs: `asked`, or every GPU of the topology when `asked` is 0 or less; checked
+// with check_world_fits.
+Result<int64_t> world_on(const Topology& t, int64_t asked);
+
 }  // namespace zerosim

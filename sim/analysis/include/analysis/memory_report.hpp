@@ -1,0 +1,51 @@
+// `zerosim memory`: model-state memory per rank for each asked stage of one config, as text or JSON,
+// with a zerorun run's measured peaks beside the prediction when given.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "analysis/memory.hpp"
+#include "formats/zerorun_log.hpp"
+
+namespace zerosim {
+
+// One category predicted against measured (-1: zerorun did not report it).
+struct MemoryComparison {
+    std::string category;   // ours: parameters, gradients, optimizer, buckets
+    int64_t predicted = 0;
+    int64_t measured = -1;
+};
+
+// The schedule's categories beside zerorun's, which names optimizer states "optimizer_states" and
+// keeps its checking copies apart ("verification", left out here).
+std::vector<MemoryComparison> compare_memory(const MemoryEstimate& e, const MeasuredMemory& measured);
+
+struct StageMemory {
+    int stage = 0;
+    MemoryEstimate estimate;
+    std::vector<MemoryComparison> measured;   // empty unless the measured run had this stage
+};
+
+struct MemoryReport {
+    std::string model_name;
+    int64_t parameters = 0;
+    int64_t world = 0;
+    DType dtype = DType::FP32;
+    std::vector<StageMemory> stages;
+    std::string measured_path;                // the zerorun log, if one was given
+};
+
+// The config at each of `stages` (DsConfig::with_stage), its schedule on `world` ranks and its
+// memory; a measured run must have `world` ranks.
+Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,
+                                   const std::optional<MeasuredMemory>& measured, const std::string& measured_path);
+
+// Sizes 1024-based, as DeepSpeed prints them ("1.86 GB" is GiB).
+void write_memory_text(std::ostream& out, const MemoryReport& r);
+void write_memory_json(std::ostream& out, const MemoryReport& r);
+
+}  // namespace zerosim

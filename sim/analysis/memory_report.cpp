@@ -1,0 +1,93 @@
+#include "analysis/memory_report.hpp"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "formats/comms_log.hpp"
+#include "schedule/schedule.hpp"
+
+namespace zerosim {
+
+std::vector<MemoryComparison> compare_memory(const MemoryEstimate& e, const MeasuredMemory& measured) {
+    static const std::pair<const char*, const char*> categories[] = {
+        {"parameters", "parameters"}, {"gradients", "gradients"}, {"optimizer", "optimizer_states"}, {"buckets", "buckets"}};
+    std::vector<MemoryComparison> out;
+    for (const auto& [ours, theirs] : categories) {
+        auto it = measured.peak.find(theirs);
+        out.push_back({ours, e.category(ours), it == measured.peak.end() ? -1 : it->second});
+    }
+    return out;
+}
+
+Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,
+                                   const std::optional<MeasuredMemory>& measured, const std::string& measured_path) {
+    if (measured && measured->world != world)
+        return Error{measured_path, "world", "the measured run had " + std::to_string(measured->world) +
+                                                 " ranks, --world says " + std::to_string(world)};
+    MemoryReport r{model.name, model.total_numel(), world, cfg.model_dtype, {}, measured ? measured_path : ""};
+    for (int st : stages) {
+        DsConfig c = cfg.with_stage(st);
+        ScheduleOptions o;
+        o.world = world;
+        o.steps = 2;  // stage 3's steady state (prefetch, reuse) starts at the second step
+        auto s = build_schedule(model, c, o);
+        if (!s) return s.error();
+        StageMemory row{st, estimate_memory(model, c, s.value()), {}};
+        if (measured && measured->stage == st) row.measured = compare_memory(row.estimate, *measured);
+        r.stages.push_back(std::move(row));
+    }
+    return r;
+}
+
+void write_memory_text(std::ostream& out, const MemoryReport& r) {
+    out << "Model states per rank: " << r.model_name << ", " << r.parameters << " parameters, " << r.world << " ranks, "
+        << dtype_name(r.dtype) << " (the rank holding the most; KB/MB/GB are 1024-based)\n";
+    for (const auto& row : r.stages) {
+        const MemoryEstimate& e = row.estimate;
+        out << "\nstage " << row.stage << ": " << ds_size_string(e.total()) << " per rank\n";
+        char line[256];
+        for (const auto& it : e.items) {
+            std::snprintf(line, sizeof line, "  %-48s %11s  %s\n", it.name.c_str(), ds_size_string(it.bytes).c_str(), it.why.c_str());
+            out << line;
+        }
+        out << "  ZeRO paper " << e.paper_formula << ": " << ds_size_string(e.paper_bytes) << "\n";
+        if (e.deepspeed_estimator_bytes >= 0)
+            out << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << ds_size_string(e.deepspeed_estimator_bytes) << "\n";
+        for (const auto& d : e.differences) out << "  differs: " << d << "\n";
+        if (row.measured.empty()) continue;
+        out << "  measured by zerorun (" << r.measured_path << ", peak bytes, largest rank):\n";
+        for (const auto& c : row.measured) {
+            std::snprintf(line, sizeof line, "    %-12s predicted %12lld  measured %12lld  %s\n", c.category.c_str(),
+                          static_cast<long long>(c.predicted), static_cast<long long>(c.measured),
+                          c.measured < 0 ? "(not reported)" : c.predicted == c.measured ? "(equal)" : "");
+            out << line;
+        }
+    }
+}
+
+void write_memory_json(std::ostream& out, const MemoryReport& r) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const auto& row : r.stages) {
+        const MemoryEstimate& e = row.estimate;
+        nlohmann::ordered_json o;
+        o["stage"] = row.stage;
+        nlohmann::ordered_json items = nlohmann::ordered_json::array();
+        for (const auto& it : e.items)
+            items.push_back({{"name", it.name}, {"category", it.category}, {"bytes", it.bytes}, {"why", it.why}});
+        if (!row.measured.empty()) {
+            nlohmann::ordered_json m;
+            for (const auto& c : row.measured) m[c.category] = {{"predicted", c.predicted}, {"measured", c.measured}};
+            o["measured"] = m;
+        }
+        o["items"] = items;
+        o["total_bytes"] = e.total();
+        o["paper_bytes"] = e.paper_bytes;
+        o["paper_formula"] = e.paper_formula;
+        o["deepspeed_estimator_bytes"] = e.deepspeed_estimator_bytes;
+        o["differences"] = e.differences;
+        j.push_back(o);
+    }
+    out << j.dump(1) << '\n';
+}
+
+}  // namespace zerosim

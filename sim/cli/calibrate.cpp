@@ -1,0 +1,68 @@
+// zerosim calibrate: a topology's latency and bandwidth terms fitted to measured collective tables.
+#include <iostream>
+
+#include "command.hpp"
+#include "core/json_input.hpp"
+#include "timing/topology.hpp"
+#include "validate/calibrate.hpp"
+
+namespace zerosim::cli {
+
+namespace {
+
+struct CalibrateArgs {
+    std::string topology;
+    std::vector<std::string> files;
+    std::string op;
+    int64_t world = 0;
+    int64_t nodes = 0;
+    std::string column = "as-deepspeed";
+    std::string output;
+};
+
+int run_calibrate(const CalibrateArgs& a) {
+    // Each file is read once: the topology both parsed and kept as JSON (the output is the input
+    // plus a calibration block), each table parsed and its head searched for the collective.
+    auto topo_text = read_text_file(a.topology, "topology file");
+    if (!topo_text) return input_error(topo_text.error());
+    auto topo = parse_topology(a.topology, topo_text.value(), a.nodes);
+    if (!topo) return input_error(topo.error());
+    auto doc = parse_json_text(topo_text.value(), a.topology);
+    if (!doc) return input_error(doc.error());
+    int64_t world = a.world > 0 ? a.world : topo->total_gpus();
+    std::vector<Measurement> rows;
+    for (const auto& f : a.files) {
+        auto table = read_calibration_table(f, a.op, a.column, world);
+        if (!table) return input_error(table.error());
+        rows.insert(rows.end(), table->begin(), table->end());
+    }
+    auto cal = calibrate(topo.value(), rows);
+    if (!cal) return input_error(Error{a.files.front(), cal.error().field, cal.error().message});
+    write_calibration_summary(std::cerr, cal.value());
+    Json out = calibrated_topology(doc.value(), cal.value(), a.files, a.column);
+    if (a.output.empty()) return input_error(Error{"", "-o", "give the calibrated topology a file name (the input is never overwritten)"});
+    std::vector<std::string> inputs = a.files;
+    inputs.push_back(a.topology);
+    return emit(a.output, inputs, [&](std::ostream& o) { o << out.dump(2) << '\n'; });
+}
+
+}  // namespace
+
+Command add_calibrate(CLI::App& app) {
+    auto a = std::make_shared<CalibrateArgs>();
+    auto* sub = app.add_subcommand("calibrate", "Fit a topology's latency and bandwidth terms to measured collective tables");
+    sub->add_option("--topology", a->topology, "The topology to calibrate")->required();
+    sub->add_option("tables", a->files, "nccl-tests style tables (nccl-tests, zerorun bench)")->required();
+    sub->add_option("--op", a->op, "The collective the tables measured (default: read from the file)");
+    sub->add_option("--world", a->world, "Ranks in the measurements (default: every GPU of the topology)");
+    sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes");
+    sub->add_option("--column", a->column,
+                    "Which time of each row to fit: out-of-place, in-place, or as-deepspeed (in-place for all_reduce, "
+                    "broadcast and reduce, out-of-place for all_gather and reduce_scatter, as DeepSpeed calls them)")
+        ->check(CLI::IsMember({"as-deepspeed", "out-of-place", "in-place"}))
+        ->capture_default_str();
+    sub->add_option("-o,--output", a->output, "The calibrated topology file to write")->required();
+    return {sub, [a] { return run_calibrate(*a); }};
+}
+
+}  // namespace zerosim::cli

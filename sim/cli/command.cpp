@@ -1,0 +1,66 @@
+#include "command.hpp"
+
+#include <iostream>
+
+#include "core/number_list.hpp"
+#include "core/output.hpp"
+#include "schedule/schedule.hpp"
+
+namespace zerosim::cli {
+
+int input_error(const Error& e) { return print_input_error("zerosim", e); }
+
+int emit(const std::string& path, const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write) {
+    return write_output("zerosim", path, "-o", inputs, write);
+}
+
+void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
+    sub->add_option("--ds-config", a.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
+    sub->add_option("--model", a.model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")->required();
+    auto* w = sub->add_option("--world", a.world, "Data-parallel world size (number of ranks)");
+    if (world_required) w->required();
+    sub->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str();
+    sub->add_option("--seq-len", a.seq_len, "Sequence length for compute (default: the model's, else 1024)");
+    sub->add_option("-o,--output", a.output, "Write to this file instead of standard output");
+    sub->add_option("--overflow-steps", a.overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
+}
+
+Result<Inputs> load_inputs(const ScheduleArgs& a) {
+    auto cfg = load_ds_config(a.ds_config);
+    if (!cfg) return cfg.error();
+    warn_ignored_keys("zerosim", a.ds_config, cfg->ignored_keys);
+    if (cfg->zero.offload_optimizer || cfg->zero.offload_param)
+        std::cerr << "zerosim: warning: " << a.ds_config
+                  << ": offload_optimizer/offload_param are not modelled; the schedule is that of the same config without offload\n";
+    auto model = load_model(a.model);
+    if (!model) return model.error();
+    ScheduleOptions opt;
+    opt.world = a.world;
+    opt.steps = a.steps;
+    opt.seq_len = a.seq_len;
+    auto steps = parse_int_list(a.overflow_steps, "--overflow-steps", "step numbers");
+    if (!steps) return steps.error();
+    opt.overflow_steps = steps.value();
+    auto sched = build_schedule(model.value(), cfg.value(), opt);
+    if (!sched) return sched.error();
+    return Inputs{std::move(cfg).value(), std::move(model).value(), std::move(sched).value()};
+}
+
+Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology, int64_t nodes, bool announce) {
+    auto topo = load_topology(topology, nodes);
+    if (!topo) return topo.error();
+    auto world = world_on(topo.value(), a.world);
+    if (!world) return world.error();
+    a.world = world.value();
+    auto in = load_inputs(a);
+    if (!in) return in.error();
+    if (announce && (a.steps > 1 || a.world > 256))
+        std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
+    auto logged = simulate(in->schedule, topo.value(), TimingMode::Synchronized);
+    if (!logged) return logged.error();
+    auto overlapped = simulate(in->schedule, topo.value(), TimingMode::Overlapped);
+    if (!overlapped) return overlapped.error();
+    return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value()};
+}
+
+}  // namespace zerosim::cli

@@ -1,0 +1,76 @@
+// What zerosim's subcommands share (private to the front end): how a subcommand plugs into the app,
+// the schedule-input flags and their loading, and the error line and the writer as zerosim says them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "schedule/ir.hpp"
+#include "timing/engine.hpp"
+#include "timing/topology.hpp"
+
+namespace zerosim::cli {
+
+// A subcommand registered on the app, and what runs it once the command line is parsed.
+struct Command {
+    CLI::App* app = nullptr;
+    std::function<int()> run;
+};
+
+Command add_schedule(CLI::App& app);
+Command add_predict(CLI::App& app);
+Command add_bench(CLI::App& app);
+Command add_memory(CLI::App& app);
+Command add_explain(CLI::App& app);
+Command add_sweep(CLI::App& app);
+Command add_report(CLI::App& app);
+Command add_validate(CLI::App& app);
+Command add_calibrate(CLI::App& app);
+
+// The flags every command that builds a schedule reads.
+struct ScheduleArgs {
+    std::string ds_config;
+    std::string model;
+    int64_t world = 0;
+    int steps = 2;
+    int64_t seq_len = 0;
+    std::string format = "table";
+    std::string output;
+    std::string overflow_steps;
+    bool log_summary = false;
+    bool compute = false;
+};
+void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
+
+// What a command reads once: the config, the model, and the schedule built from them.
+struct Inputs {
+    DsConfig cfg;
+    Model model;
+    Schedule schedule;
+};
+// Reads the config and the model and builds the schedule; prints warnings on the way.
+Result<Inputs> load_inputs(const ScheduleArgs& a);
+
+// What predict and report compute: the topology (--nodes applied), the inputs on its world (--world,
+// else every GPU), and the schedule timed both ways. `announce` prints the "simulating" line for
+// runs long enough to want it.
+struct Simulated {
+    Topology topology;
+    Inputs in;
+    Prediction logged;      // synchronised after every op, as DeepSpeed's comms logger times
+    Prediction overlapped;  // as the hardware overlaps the streams
+};
+Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology, int64_t nodes, bool announce);
+
+// "zerosim: error: ..." on stderr; returns 2.
+int input_error(const Error& e);
+// Writes to -o FILE (or standard output) as zerosim writes every output; returns the exit code.
+int emit(const std::string& path, const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write);
+
+}  // namespace zerosim::cli

@@ -1,0 +1,19 @@
+// zerosim explain: why each collective is there, what the config keys do, the paper's volume against DeepSpeed's.
+#include "analysis/explain.hpp"
+#include "command.hpp"
+
+namespace zerosim::cli {
+
+Command add_explain(CLI::App& app) {
+    auto a = std::make_shared<ScheduleArgs>();
+    auto* sub = app.add_subcommand("explain", "Why each collective is there, what the config keys do, paper volume vs DeepSpeed");
+    add_schedule_inputs(sub, *a, true);
+    return {sub, [a] {
+                auto in = load_inputs(*a);
+                if (!in) return input_error(in.error());
+                std::string text = explain_schedule(in->model, in->cfg, in->schedule);
+                return emit(a->output, {a->ds_config, a->model}, [&](std::ostream& out) { out << text; });
+            }};
+}
+
+}  // namespace zerosim::cli

@@ -1,0 +1,54 @@
+// zerosim memory: model-state memory per rank and stage, beside the ZeRO paper and DeepSpeed's estimator.
+#include <optional>
+
+#include "analysis/memory_report.hpp"
+#include "command.hpp"
+
+namespace zerosim::cli {
+
+namespace {
+
+struct MemoryArgs {
+    ScheduleArgs sched;
+    std::string stages = "0,1,2,3";
+    std::string format = "text";
+    std::string measured;   // a zerorun --json log
+};
+
+int run_memory(const MemoryArgs& a) {
+    auto cfg = load_ds_config(a.sched.ds_config);
+    if (!cfg) return input_error(cfg.error());
+    auto model = load_model(a.sched.model);
+    if (!model) return input_error(model.error());
+    auto stages = parse_stage_list(a.stages);
+    if (!stages) return input_error(stages.error());
+    if (stages->empty()) return input_error(Error{"", "--stages", "expected stages such as 0,1,2,3"});
+    std::optional<MeasuredMemory> measured;
+    if (!a.measured.empty()) {
+        auto m = read_zerorun_memory(a.measured);
+        if (!m) return input_error(m.error());
+        measured = m.value();
+    }
+    auto report = memory_report(model.value(), cfg.value(), a.sched.world, stages.value(), measured, a.measured);
+    if (!report) return input_error(report.error());
+    return emit(a.sched.output, {a.sched.ds_config, a.sched.model}, [&](std::ostream& out) {
+        if (a.format == "json")
+            write_memory_json(out, report.value());
+        else
+            write_memory_text(out, report.value());
+    });
+}
+
+}  // namespace
+
+Command add_memory(CLI::App& app) {
+    auto a = std::make_shared<MemoryArgs>();
+    auto* sub = app.add_subcommand("memory", "Model-state memory per rank and stage, beside the ZeRO paper and DeepSpeed's estimator");
+    add_schedule_inputs(sub, a->sched, true);
+    sub->add_option("--stages", a->stages, "Stages to show")->capture_default_str();
+    sub->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+    sub->add_option("--measured", a->measured, "A zerorun --json log to set its measured memory beside the prediction");
+    return {sub, [a] { return run_memory(*a); }};
+}
+
+}  // namespace zerosim::cli

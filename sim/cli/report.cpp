@@ -1,0 +1,64 @@
+// zerosim report: one self-contained HTML report of a prediction, with a measured log beside it if given.
+#include <sstream>
+
+#include "analysis/explain.hpp"
+#include "analysis/memory.hpp"
+#include "command.hpp"
+#include "core/json_input.hpp"
+#include "prediction/prediction_log.hpp"
+#include "prediction/report.hpp"
+#include "validate/diff.hpp"
+
+namespace zerosim::cli {
+
+namespace {
+
+struct ReportArgs {
+    ScheduleArgs sched;
+    std::string topology;
+    int64_t nodes = 0;
+    std::string measured;
+};
+
+int run_report(ReportArgs& a) {
+    auto sim = load_and_simulate(a.sched, a.topology, a.nodes, false);
+    if (!sim) return input_error(sim.error());
+    const Inputs& in = sim->in;
+    const Schedule& schedule = in.schedule;
+    MemoryEstimate mem = estimate_memory(in.model, in.cfg, schedule);
+    std::string explanation = explain_schedule(in.model, in.cfg, schedule);
+    std::vector<LoggedOp> measured;
+    std::string diff_text;
+    if (!a.measured.empty()) {
+        // Read once: its lines for the chart, the whole for the validator.
+        auto text = read_text_file(a.measured, "log");
+        if (!text) return input_error(Error{a.measured, "--measured", "cannot open the measured log"});
+        auto ops = comms_logger_ops(text.value(), a.measured);
+        if (!ops) return input_error(ops.error());
+        measured = std::move(ops).value();
+        auto meas_log = parse_log(text.value(), a.measured);
+        if (!meas_log) return input_error(meas_log.error());
+        std::ostringstream d;
+        write_diff_text(d, diff_logs(prediction_as_log(schedule, sim->logged), meas_log.value(), 0.15, DiffScope::All));
+        diff_text = d.str();
+    }
+    ReportInput ri{schedule, sim->topology, sim->logged, sim->overlapped, mem, explanation,
+                   a.measured.empty() ? nullptr : &measured, a.measured, diff_text};
+    std::vector<std::string> inputs = {a.sched.ds_config, a.sched.model, a.topology};
+    if (!a.measured.empty()) inputs.push_back(a.measured);
+    return emit(a.sched.output, inputs, [&](std::ostream& out) { write_html_report(out, ri); });
+}
+
+}  // namespace
+
+Command add_report(CLI::App& app) {
+    auto a = std::make_shared<ReportArgs>();
+    auto* sub = app.add_subcommand("report", "One self-contained HTML report: timeline, ops, memory, explanation, measured diff");
+    add_schedule_inputs(sub, a->sched, false);
+    sub->add_option("--topology", a->topology, "Topology JSON")->required();
+    sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes");
+    sub->add_option("--measured", a->measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");
+    return {sub, [a] { return run_report(*a); }};
+}
+
+}  // namespace zerosim::cli

@@ -1,0 +1,50 @@
+// zerosim schedule: every collective (and compute segment) ZeRO issues, in three formats.
+#include "command.hpp"
+#include "formats/schedule_outputs.hpp"
+
+namespace zerosim::cli {
+
+namespace {
+
+int run_schedule(const ScheduleArgs& a) {
+    auto in = load_inputs(a);
+    if (!in) return input_error(in.error());
+    const Schedule& s = in->schedule;
+    return emit(a.output, {a.ds_config, a.model}, [&](std::ostream& out) {
+        if (a.format == "deepspeed") {
+            DeepSpeedLogOptions o;
+            o.log_summary = a.log_summary;
+            write_schedule_deepspeed(out, s, o);
+        } else if (a.format == "json") {
+            write_schedule_json(out, s);
+        } else {
+            TableOptions o;
+            o.compute = a.compute;
+            write_schedule_table(out, s, o);
+        }
+    });
+}
+
+}  // namespace
+
+Command add_schedule(CLI::App& app) {
+    auto a = std::make_shared<ScheduleArgs>();
+    auto* sub = app.add_subcommand(
+        "schedule", "List every collective (and compute segment) ZeRO issues for a model, config and world size");
+    sub->add_option("--ds-config", a->ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
+    sub->add_option("--model", a->model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")
+        ->required();
+    sub->add_option("--world", a->world, "Data-parallel world size (number of ranks)")->required();
+    sub->add_option("--steps", a->steps, "Optimizer steps to list")->capture_default_str();
+    sub->add_option("--seq-len", a->seq_len, "Sequence length for compute estimates (default: the model's, else 1024)");
+    sub->add_option("--format", a->format, "deepspeed (comms_logger lines), table, or json (the schedule IR)")
+        ->check(CLI::IsMember({"deepspeed", "table", "json"}))
+        ->capture_default_str();
+    sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");
+    sub->add_option("--overflow-steps", a->overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
+    sub->add_flag("--log-summary", a->log_summary, "deepspeed format: end with deepspeed.comm.log_summary()'s table");
+    sub->add_flag("--compute", a->compute, "table format: include compute segments");
+    return {sub, [a] { return run_schedule(*a); }};
+}
+
+}  // namespace zerosim::cli

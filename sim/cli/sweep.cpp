@@ -1,0 +1,75 @@
+// zerosim sweep: predictions over a grid of stages, node counts, topologies and DeepSpeed settings.
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <thread>
+
+#include "command.hpp"
+#include "core/output.hpp"
+#include "prediction/sweep.hpp"
+
+namespace zerosim::cli {
+
+namespace {
+
+struct SweepArgs {
+    SweepSpec spec;
+    SweepFlags flags;
+    std::string output;
+    std::string plot;
+    int jobs = 0;
+};
+
+int run_sweep_cmd(SweepArgs& a) {
+    SweepSpec& spec = a.spec;
+    if (auto e = apply_sweep_flags(a.flags, spec)) return input_error(*e);
+    // Inputs are read once, here, so that a bad file is one clear error, not one per point.
+    auto inputs = load_sweep_inputs(spec);
+    if (!inputs) return input_error(inputs.error());
+    if (!spec.ds_config.empty()) {
+        auto cfg = parse_ds_config(spec.ds_config, inputs->ds_config.dump());
+        if (!cfg) return input_error(cfg.error());
+    }
+    if (auto e = check_writable(a.output, "-o")) return input_error(*e);
+    if (auto e = check_writable(a.plot, "--plot")) return input_error(*e);
+    auto all = sweep_points(spec);
+    if (all.empty()) return input_error(Error{"", "--topology/--stages/--nodes", "the grid is empty: nothing to predict"});
+    auto points = shard_points(all, spec.shard, spec.shards);
+    spec.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto rows = run_sweep(spec, inputs.value(), points, sweep_progress(stderr, isatty(2)));
+    if (!rows) return input_error(rows.error());
+    size_t failed = std::count_if(rows->begin(), rows->end(), [](const SweepResult& r) { return !r.error.empty(); });
+    if (failed) std::cerr << "zerosim: warning: " << failed << " point(s) could not be predicted (see the error column)\n";
+    std::vector<std::string> files = spec.topologies;
+    files.push_back(spec.model);
+    if (!spec.ds_config.empty()) files.push_back(spec.ds_config);
+    if (!a.plot.empty()) {
+        int rc = emit(a.plot, files, [&](std::ostream& out) { write_sweep_svg(out, spec, rows.value()); });
+        if (rc) return rc;
+    }
+    return emit(a.output, files, [&](std::ostream& out) { write_sweep_csv(out, spec, rows.value(), spec.shard == 0); });
+}
+
+}  // namespace
+
+Command add_sweep(CLI::App& app) {
+    auto a = std::make_shared<SweepArgs>();
+    auto* sub = app.add_subcommand("sweep", "Predict a grid of stages, node counts, topologies and DeepSpeed settings");
+    sub->add_option("--model", a->spec.model, "Hugging Face config.json or parameter-list JSON")->required();
+    sub->add_option("--ds-config", a->spec.ds_config, "DeepSpeed config (default: DeepSpeed's defaults, micro batch 1)");
+    sub->add_option("--topology", a->flags.topologies, "Topology files (repeat or comma-separate)")->required();
+    sub->add_option("--stages", a->flags.stages, "ZeRO stages")->capture_default_str();
+    sub->add_option("--nodes", a->flags.nodes, "Node counts (world = nodes x GPUs per node)")->capture_default_str();
+    sub->add_option("--set", a->flags.sets, "A DeepSpeed key and its values, e.g. zero_optimization.reduce_bucket_size=5e7,5e8");
+    sub->add_option("--steps", a->spec.steps, "Steps per prediction (the last one is reported)")->capture_default_str();
+    sub->add_option("--seq-len", a->spec.seq_len, "Sequence length for compute");
+    sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
+    sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
+    sub->add_option("--jobs", a->jobs, "Worker processes (default: every core)");
+    sub->add_option("--shard", a->flags.shard,
+                    "i/k: predict the i-th of k contiguous parts (0-based); concatenating the CSVs gives the whole grid");
+    return {sub, [a] { return run_sweep_cmd(*a); }};
+}
+
+}  // namespace zerosim::cli

@@ -1,0 +1,76 @@
+// zerosim validate: a predicted log diffed against a measured one (DeepSpeed, zerorun, nccl-tests).
+#include "command.hpp"
+#include "core/sizes.hpp"
+#include "formats/measured_logs.hpp"
+#include "validate/diff.hpp"
+
+namespace zerosim::cli {
+
+namespace {
+
+struct ValidateArgs {
+    std::string predicted, measured;
+    double tolerance = 0.15;
+    std::string what = "all";
+    std::string format = "text";
+    double min_ms = 0.0;
+    std::string min_bytes;
+    std::string output;
+};
+
+// Exit codes: 0 within tolerance, 1 not, 2 unreadable input.
+int run_validate(const ValidateArgs& a) {
+    auto pred = read_log(a.predicted);
+    if (!pred) return input_error(pred.error());
+    auto meas = read_log(a.measured);
+    if (!meas) return input_error(meas.error());
+    if (!(a.tolerance >= 0)) return input_error(Error{"", "--tolerance", "expected a fraction such as 0.15"});
+    bool tables = pred->format == LogFormat::NcclTests, tables_m = meas->format == LogFormat::NcclTests;
+    if (tables != tables_m)
+        return input_error(Error{a.measured, "", std::string("cannot compare a ") + log_format_name(pred->format) + " log with a " +
+                                                     log_format_name(meas->format) + " one"});
+    DiffScope scope = a.what == "ops" ? DiffScope::Ops : a.what == "time" ? DiffScope::Time : DiffScope::All;
+    double min_bytes = 0;
+    if (!a.min_bytes.empty()) {
+        auto mb = parse_size(a.min_bytes, "--min-bytes");
+        if (!mb) return input_error(mb.error());
+        min_bytes = static_cast<double>(*mb);
+    }
+    DiffReport r = tables ? diff_nccl_tables(pred.value(), meas.value(), a.tolerance)
+                          : diff_logs(pred.value(), meas.value(), a.tolerance, scope, a.min_ms, min_bytes);
+    int rc = emit(a.output, {a.predicted, a.measured}, [&](std::ostream& out) {
+        if (a.format == "json")
+            write_diff_json(out, r);
+        else if (a.format == "row")
+            write_diff_row(out, r);
+        else if (a.format == "md")
+            write_diff_markdown(out, r);
+        else
+            write_diff_text(out, r);
+    });
+    if (rc) return rc;
+    return r.pass() ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_validate(CLI::App& app) {
+    auto a = std::make_shared<ValidateArgs>();
+    auto* sub = app.add_subcommand("validate", "Diff a predicted log against a measured one (DeepSpeed, zerorun, nccl-tests)");
+    sub->add_option("predicted", a->predicted, "Predicted log (zerosim predict output, or any supported log)")->required();
+    sub->add_option("measured", a->measured, "Measured log: DeepSpeed comms_logger output, zerorun log, or nccl-tests output")
+        ->required();
+    sub->add_option("--tolerance", a->tolerance, "Largest median relative time error that passes")->capture_default_str();
+    sub->add_option("--what", a->what, "ops (structure only), time, or all")
+        ->check(CLI::IsMember({"ops", "time", "all"}))
+        ->capture_default_str();
+    sub->add_option("--format", a->format, "text, json, md, or row (one tab-separated line for scripts)")
+        ->check(CLI::IsMember({"text", "json", "md", "row"}))
+        ->capture_default_str();
+    sub->add_option("--min-ms", a->min_ms, "Leave ops shorter than this (on both sides) out of the time error");
+    sub->add_option("--min-bytes", a->min_bytes, "Leave ops smaller than this (e.g. 256K) out of the time error");
+    sub->add_option("-o,--output", a->output, "Write the report to this file");
+    return {sub, [a] { return run_validate(*a); }};
+}
+
+}  // namespace zerosim::cli
