@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "schedule/collective_table.hpp"
 #include "timing/collectives.hpp"
 #include "timing/engine.hpp"
 
