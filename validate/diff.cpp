@@ -24,11 +24,11 @@ const char* diff_kind_name(DiffKind k) {
 
 namespace {
 
-bool same_op(const LogOp& a, const LogOp& b) { return a.record == b.record && a.size_text == b.size_text; }
+bool same_op(const LoggedOp& a, const LoggedOp& b) { return a.record == b.record && a.size_text == b.size_text; }
 
 }  // namespace
 
-std::vector<DiffEntry> align_ops(const std::vector<LogOp>& pred, const std::vector<LogOp>& meas) {
+std::vector<DiffEntry> align_ops(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas) {
     const size_t n = pred.size(), m = meas.size();
     // Band around the diagonal keeps very long logs tractable; logs that differ by a few ops
     // stay well inside it.
@@ -52,7 +52,7 @@ std::vector<DiffEntry> align_ops(const std::vector<LogOp>& pred, const std::vect
             dir[i * (m + 1)] = 2;
         }
         for (int64_t j = std::max<int64_t>(1, lo); j <= hi; ++j) {
-            const LogOp &a = pred[i - 1], &b = meas[static_cast<size_t>(j - 1)];
+            const LoggedOp &a = pred[i - 1], &b = meas[static_cast<size_t>(j - 1)];
             int32_t sub = same_op(a, b) ? 0 : (a.record == b.record ? 3 : 6);
             int32_t d = prev[static_cast<size_t>(j - 1)] + sub, u = prev[static_cast<size_t>(j)] + 2, l = cur[static_cast<size_t>(j - 1)] + 2;
             uint8_t best = 1;
@@ -127,7 +127,7 @@ std::string phase_of(const std::string& phase) {
     return dot == std::string::npos ? (phase.empty() ? "?" : phase) : phase.substr(dot + 1);
 }
 
-std::string describe(const LogOp& op) {
+std::string describe(const LoggedOp& op) {
     return ds_record_key(op.record, op.caller) + " " + op.size_text + " (line " + std::to_string(op.line) + ")";
 }
 
@@ -153,7 +153,7 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
     std::map<std::string, Group> groups[3];   // by op, by phase, by step
     std::vector<double> all_err;
     std::map<std::string, std::pair<double, double>> step_comm;
-    auto account = [&](const LogOp& p, const LogOp& m) {
+    auto account = [&](const LoggedOp& p, const LoggedOp& m) {
         std::string ph = !p.phase.empty() ? p.phase : m.phase;
         if (ph.rfind("step", 0) == 0) {
             auto& sc = step_comm[step_of(ph)];

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/comms_log.hpp"
+#include "formats/schedule_outputs.hpp"
+#include "schedule/collective_table.hpp"
 
 namespace zerosim {
 
@@ -15,23 +17,12 @@ std::string fmt(const char* f, double v) {
     return buf;
 }
 
+// The synchronized timing as the comms logger would log it: each op's duration, its end as the
+// line's timestamp.
 std::vector<LoggedOp> logged_with_times(const Schedule& s, const Prediction& p) {
-    std::vector<LoggedOp> out;
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-        const Op& op = s.ops[i];
-        if (!is_collective(op.kind)) continue;
-        LoggedOp l;
-        l.record = op_record_name(op.kind);
-        l.caller = op.caller;
-        l.bytes = op.bytes();
-        l.time_ms = p.ops[i].duration() * 1e3;
-        Bandwidth bw = ds_bandwidth(l.record, l.bytes, l.time_ms, s.meta.world);
-        l.algbw_gbps = bw.algbw_gbps;
-        l.busbw_gbps = bw.busbw_gbps;
-        l.timestamp_s = p.ops[i].end_s;
-        out.push_back(std::move(l));
-    }
-    return out;
+    std::vector<OpLogTime> times(s.ops.size());
+    for (size_t i = 0; i < s.ops.size(); ++i) times[i] = {p.ops[i].duration() * 1e3, p.ops[i].end_s};
+    return logged_ops(s, times);
 }
 
 }  // namespace
@@ -60,16 +51,13 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
     // step0.micro0.forward #####"), so the validator can break errors down by step and phase;
     // parsers of comms_logger lines skip them.
     std::vector<LoggedOp> ops = logged_with_times(r.schedule, r.logged);
-    size_t k = 0;
     std::string phase;
-    for (const auto& op : r.schedule.ops) {
-        if (!is_collective(op.kind)) continue;
-        std::string ph = phase_label(op, r.schedule.meta.grad_accum);
-        if (ph != phase) {
-            out << "##### PHASE " << ph << " #####\n";
-            phase = ph;
+    for (const auto& op : ops) {
+        if (op.phase != phase) {
+            out << "##### PHASE " << op.phase << " #####\n";
+            phase = op.phase;
         }
-        write_ds_verbose_line(out, ops[k++]);
+        write_ds_verbose_line(out, op);
     }
     if (log_summary) {
         LoggedOp barrier;

@@ -22,7 +22,7 @@ struct DiffEntry {
 
 // Edit-distance alignment on (op, printed size); callers are advisory (they differ between
 // DeepSpeed versions) and do not break a match.
-std::vector<DiffEntry> align_ops(const std::vector<LogOp>& pred, const std::vector<LogOp>& meas);
+std::vector<DiffEntry> align_ops(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas);
 
 enum class DiffScope { Ops, Time, All };
 
