@@ -167,20 +167,23 @@ void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& 
 
 void write_nccl_tests_table(std::ostream& out, const std::string& op, const std::string& header,
                             const std::vector<BenchRow>& rows) {
+    // zerosim's rows as earlier releases printed them: one decimal from 1000 µs (nccl-tests: 100).
+    static const NcclTestsLayout layout{.time_width = 7, .one_decimal_from_us = 1000, .not_checked = "N/A"};
+    auto kind = collective_named(op);
+    bool reduces = kind && collective_info(*kind).reduces, rooted = kind && collective_info(*kind).rooted;
     out << "# zerosim bench: predicted " << op << " (" << header << ")\n";
-    out << "#                                                              out-of-place                       in-place          \n";
-    out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
-    out << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";
-    bool reduces = op == "all_reduce" || op == "reduce_scatter" || op == "reduce";
-    bool rooted = op == "broadcast" || op == "reduce";
+    write_nccl_tests_header(out);
     double sum_bus = 0;
-    char line[256];
     for (const auto& r : rows) {
-        std::string t = r.time_us >= 10000 ? fmt("%.0f", r.time_us) : r.time_us >= 1000 ? fmt("%.1f", r.time_us) : fmt("%.2f", r.time_us);
-        std::snprintf(line, sizeof line, "%12lld  %12lld  %8s  %6s  %6s  %7s  %6.2f  %6.2f  %5s  %7s  %6.2f  %6.2f  %5s\n",
-                      static_cast<long long>(r.bytes), static_cast<long long>(r.count), "float", reduces ? "sum" : "none",
-                      rooted ? "0" : "-1", t.c_str(), r.algbw_gbs, r.busbw_gbs, "N/A", t.c_str(), r.algbw_gbs, r.busbw_gbs, "N/A");
-        out << line;
+        NcclTestsRow shown = r;
+        shown.type = "float";
+        shown.redop = reduces ? "sum" : "none";
+        shown.root = rooted ? 0 : -1;
+        shown.wrong = shown.inplace_wrong = -1;
+        shown.inplace_time_us = r.time_us;
+        shown.inplace_algbw_gbs = r.algbw_gbs;
+        shown.inplace_busbw_gbs = r.busbw_gbs;
+        write_nccl_tests_row(out, shown, layout);
         sum_bus += r.busbw_gbs;
     }
     // What NCCL_DEBUG_SUBSYS=TUNING would name, as size ranges: a comment, so the table stays
@@ -195,8 +198,7 @@ void write_nccl_tests_table(std::ostream& out, const std::string& op, const std:
         i = j + 1;
     }
     if (!picks.empty()) out << "# Algorithm/protocol (predicted tuner choice): " << picks << "\n";
-    out << "# Out of bounds values : N/A (predicted)\n";
-    out << "# Avg bus bandwidth    : " << fmt("%.4f", rows.empty() ? 0.0 : sum_bus / static_cast<double>(rows.size())) << " \n";
+    write_nccl_tests_footer(out, "N/A (predicted)", fmt("%.4f", rows.empty() ? 0.0 : sum_bus / static_cast<double>(rows.size())));
 }
 
 }  // namespace zerosim
