@@ -20,12 +20,12 @@ namespace {
 
 constexpr int32_t kIndel = 2, kResized = 3, kDifferent = 6;
 
-bool same_op(const LogOp& a, const LogOp& b) { return a.record == b.record && a.size_text == b.size_text; }
+bool same_op(const LoggedOp& a, const LoggedOp& b) { return a.record == b.record && a.size_text == b.size_text; }
 
 // The exact minimum-cost alignment of pred[p0, p0 + n) with meas[m0, m0 + m), appended to `out`
 // in order. A band around the (scaled) diagonal bounds the work on long windows; logs that differ
 // by a few ops stay well inside it. Ties go to the diagonal, then to a missing op, from the end.
-void align_exact(const std::vector<LogOp>& pred, size_t p0, size_t n, const std::vector<LogOp>& meas, size_t m0,
+void align_exact(const std::vector<LoggedOp>& pred, size_t p0, size_t n, const std::vector<LoggedOp>& meas, size_t m0,
                  size_t m, std::vector<DiffEntry>& out) {
     const int64_t band = std::max<int64_t>(512, std::llabs(static_cast<int64_t>(n) - static_cast<int64_t>(m)) + 256);
     const int64_t INF = INT32_MAX / 2;
@@ -45,7 +45,7 @@ void align_exact(const std::vector<LogOp>& pred, size_t p0, size_t n, const std:
         }
         for (int64_t jj = std::max<int64_t>(1, lo); jj <= hi; ++jj) {
             const size_t j = static_cast<size_t>(jj);
-            const LogOp &a = pred[p0 + i - 1], &b = meas[m0 + j - 1];
+            const LoggedOp &a = pred[p0 + i - 1], &b = meas[m0 + j - 1];
             int32_t sub = same_op(a, b) ? 0 : (a.record == b.record ? kResized : kDifferent);
             int32_t d = prev[j - 1] + sub, u = prev[j] + kIndel, l = cur[j - 1] + kIndel;
             uint8_t best = 1;
@@ -83,7 +83,7 @@ void advance(const DiffEntry& e, size_t& i, size_t& j) {
 }
 
 // Linear memory: match while the logs agree, resolve each disagreement in a window (see align.hpp).
-std::vector<DiffEntry> align_windowed(const std::vector<LogOp>& pred, const std::vector<LogOp>& meas, const AlignLimits& lim) {
+std::vector<DiffEntry> align_windowed(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas, const AlignLimits& lim) {
     const size_t n = pred.size(), m = meas.size();
     std::vector<DiffEntry> out;
     out.reserve(std::max(n, m));
@@ -131,7 +131,7 @@ std::vector<DiffEntry> align_windowed(const std::vector<LogOp>& pred, const std:
 }
 
 // Two neighbours in the other order show up as missing + match + extra of the same op.
-std::vector<DiffEntry> fold_swaps(const std::vector<DiffEntry>& e, const std::vector<LogOp>& pred, const std::vector<LogOp>& meas) {
+std::vector<DiffEntry> fold_swaps(const std::vector<DiffEntry>& e, const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas) {
     std::vector<DiffEntry> out;
     out.reserve(e.size());
     for (size_t k = 0; k < e.size(); ++k) {
@@ -155,7 +155,7 @@ std::vector<DiffEntry> fold_swaps(const std::vector<DiffEntry>& e, const std::ve
 
 }  // namespace
 
-std::vector<DiffEntry> align_ops(const std::vector<LogOp>& pred, const std::vector<LogOp>& meas, const AlignLimits& limits) {
+std::vector<DiffEntry> align_ops(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas, const AlignLimits& limits) {
     std::vector<DiffEntry> e;
     if ((pred.size() + 1) * (meas.size() + 1) <= limits.exact_cells)
         align_exact(pred, 0, pred.size(), meas, 0, meas.size(), e);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "schedule/collective_table.hpp"
 #include "timing/collectives.hpp"
 #include "timing/engine.hpp"
 #include "formats/measured_logs.hpp"

@@ -36,7 +36,7 @@ std::string phase_of(const std::string& phase) {
     return dot == std::string::npos ? (phase.empty() ? "?" : phase) : phase.substr(dot + 1);
 }
 
-std::string describe(const LogOp& op) {
+std::string describe(const LoggedOp& op) {
     return ds_record_key(op.record, op.caller) + " " + op.size_text + " (line " + std::to_string(op.line) + ")";
 }
 
@@ -62,7 +62,7 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
     std::map<std::string, Group> groups[3];   // by op, by phase, by step
     std::vector<double> all_err;
     std::map<std::string, std::pair<double, double>> step_comm;
-    auto account = [&](const LogOp& p, const LogOp& m) {
+    auto account = [&](const LoggedOp& p, const LoggedOp& m) {
         std::string ph = !p.phase.empty() ? p.phase : m.phase;
         if (ph.rfind("step", 0) == 0) {
             auto& sc = step_comm[step_of(ph)];

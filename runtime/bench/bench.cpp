@@ -4,14 +4,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
+#include <algorithm>
 #include <unistd.h>
 
 #include "backends/dtype.hpp"
+#include "schedule/collective_table.hpp"
 
 namespace zerorun {
 
 using zerosim::Error;
+using zerosim::OpKind;
 using zerosim::Result;
 
 namespace {
@@ -24,40 +26,8 @@ double input_value(DType t, int r, int64_t i) {
     return t == DType::UINT8 ? static_cast<double>(v % 5) : static_cast<double>(v - 5);
 }
 
-struct Collective {
-    const char* name;
-    bool reduces;          // prints a redop
-    bool rooted;           // prints the root
-    double bus_factor(int n) const {
-        std::string s = name;
-        if (s == "all_reduce") return 2.0 * (n - 1) / n;
-        if (s == "all_gather" || s == "reduce_scatter") return static_cast<double>(n - 1) / n;
-        return 1.0;
-    }
-    // Per-rank element counts of the send and receive buffers for a total of `count` elements
-    // (nccl-tests' GetCollByteCount): all_gather sends count/n, reduce_scatter receives count/n.
-    std::function<void(int64_t count, int n, int64_t& send, int64_t& recv)> sizes;
-};
-
-const std::vector<Collective>& collectives() {
-    static const std::vector<Collective> table = {
-        {"all_reduce", true, false, [](int64_t c, int, int64_t& s, int64_t& r) { s = r = c; }},
-        {"all_gather", false, false, [](int64_t c, int n, int64_t& s, int64_t& r) { s = c / n; r = s * n; }},
-        {"reduce_scatter", true, false, [](int64_t c, int n, int64_t& s, int64_t& r) { r = c / n; s = r * n; }},
-        {"broadcast", false, true, [](int64_t c, int, int64_t& s, int64_t& r) { s = r = c; }},
-        {"reduce", true, true, [](int64_t c, int, int64_t& s, int64_t& r) { s = r = c; }},
-    };
-    return table;
-}
-
-const Collective* find(const std::string& op) {
-    for (const auto& c : collectives())
-        if (op == c.name) return &c;
-    return nullptr;
-}
-
 // Expected element i of rank `me`'s output.
-double expected_value(const std::string& op, DType t, ReduceOp redop, int n, int me, int root, int64_t recv_count, int64_t i) {
+double expected_value(OpKind op, DType t, ReduceOp redop, int n, int me, int root, int64_t recv_count, int64_t i) {
     auto combine = [&](int64_t idx) {
         double acc = redop == ReduceOp::Max ? -1e300 : 0.0;
         for (int r = 0; r < n; ++r) {
@@ -66,15 +36,17 @@ double expected_value(const std::string& op, DType t, ReduceOp redop, int n, int
         }
         return acc;
     };
-    if (op == "all_reduce") return combine(i);
-    if (op == "reduce") return combine(i);
-    if (op == "broadcast") return input_value(t, root, i);
-    if (op == "all_gather") {
-        int64_t chunk = recv_count / n;   // rank r's input lands at r * chunk
-        return input_value(t, static_cast<int>(i / chunk), i % chunk);
+    switch (op) {
+        case OpKind::AllReduce:
+        case OpKind::Reduce: return combine(i);
+        case OpKind::Broadcast: return input_value(t, root, i);
+        case OpKind::AllGather: {
+            int64_t chunk = recv_count / n;   // rank r's input lands at r * chunk
+            return input_value(t, static_cast<int>(i / chunk), i % chunk);
+        }
+        case OpKind::ReduceScatter: return combine(static_cast<int64_t>(me) * recv_count + i);
+        default: return 0.0;
     }
-    if (op == "reduce_scatter") return combine(static_cast<int64_t>(me) * recv_count + i);
-    return 0.0;
 }
 
 double now_s() {
@@ -97,7 +69,13 @@ double sum_over_ranks(Backend& be, double v) {
 
 }  // namespace
 
-bool bench_op_known(const std::string& op) { return find(op) != nullptr; }
+bool bench_op_known(const std::string& op) { return zerosim::collective_named(op).has_value(); }
+
+int64_t bench_wrong_total(const std::vector<zerosim::NcclTestsRow>& rows) {
+    int64_t total = 0;
+    for (const auto& r : rows) total += std::max<int64_t>(0, r.wrong) + std::max<int64_t>(0, r.inplace_wrong);
+    return total;
+}
 
 Result<DType> parse_bench_dtype(const std::string& text) {
     if (text == "float") return DType::FP32;
@@ -122,8 +100,14 @@ const char* nccl_type_name(DType t) {
     return "?";
 }
 
-std::vector<BenchRow> run_bench(Backend& be, const BenchOptions& opt, std::ostream& out) {
-    const Collective& coll = *find(opt.op);
+// zerorun's rows as earlier releases printed them: one column wider than nccl-tests' times, one
+// decimal from 100 µs, "   N/A" when results are not checked. Kept so that scripts reading them
+// by column do not break.
+const zerosim::NcclTestsLayout kZerorunLayout{.time_width = 8, .one_decimal_from_us = 100, .not_checked = "   N/A"};
+
+std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& opt, std::ostream& out) {
+    const zerosim::CollectiveInfo& coll = zerosim::collective_info(*zerosim::collective_named(opt.op));
+    const OpKind kind = coll.kind;
     const int n = be.world(), me = be.rank();
     const int es = zerosim::dtype_size(opt.dtype);
     const bool print = me == 0;
@@ -141,56 +125,61 @@ std::vector<BenchRow> run_bench(Backend& be, const BenchOptions& opt, std::ostre
             if (opt.evict_bytes > 0) out << "; caches evicted with " << (opt.evict_bytes >> 20) << " MiB between calls";
         }
         out << "\n#\n";
-        out << "#                                                              out-of-place                       in-place          \n";
-        out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
-        out << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";
+        zerosim::write_nccl_tests_header(out);
         out.flush();
     }
     std::vector<unsigned char> evict(opt.fenced ? static_cast<size_t>(std::max<int64_t>(0, opt.evict_bytes)) : 0, 0);
-    std::vector<BenchRow> rows;
+    std::vector<zerosim::NcclTestsRow> rows;
     double bw_sum = 0;
     int bw_count = 0;
     for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes;
          bytes = opt.factor > 1 ? bytes * opt.factor : bytes + std::max<int64_t>(1, -opt.factor)) {
         // Whole elements, and a multiple of the rank count where the op splits the buffer.
         int64_t count = bytes / es;
-        if (coll.name == std::string("all_gather") || coll.name == std::string("reduce_scatter")) count = count / n * n;
+        if (coll.splits_buffer) count = count / n * n;
         if (count == 0) continue;
-        int64_t send_n = 0, recv_n = 0;
-        coll.sizes(count, n, send_n, recv_n);
+        const zerosim::CollectiveCounts per_rank = coll.per_rank_counts(count, n);
+        const int64_t send_n = per_rank.send, recv_n = per_rank.recv;
         const size_t send_b = static_cast<size_t>(send_n) * es, recv_b = static_cast<size_t>(recv_n) * es;
         // In-place buffers follow torch/NCCL: all_gather's input is the rank's chunk of the output,
         // reduce_scatter's output is the rank's chunk of the input.
         const size_t big = std::max(send_b, recv_b);
         char* sendbuf = static_cast<char*>(be.alloc(send_b));
         char* recvbuf = static_cast<char*>(be.alloc(big));
-        BenchRow row;
+        zerosim::NcclTestsRow row;
         row.bytes = static_cast<int64_t>(std::max(send_b, recv_b));
         row.count = count;
+        row.type = nccl_type_name(opt.dtype);
+        row.redop = coll.reduces ? zerosim::reduce_op_name(opt.redop) : "none";
+        row.root = coll.rooted ? opt.root : -1;
+        double time_us[2] = {0, 0}, algbw[2] = {0, 0}, busbw[2] = {0, 0};
+        int64_t wrong_of[2] = {-1, -1};
         for (int ip = 0; ip < 2; ++ip) {
             char* in = sendbuf;
             char* outp = recvbuf;
             if (ip) {
-                if (coll.name == std::string("all_gather")) in = recvbuf + static_cast<size_t>(me) * send_b;
-                else if (coll.name == std::string("reduce_scatter")) { in = recvbuf; outp = recvbuf + static_cast<size_t>(me) * recv_b; }
+                if (kind == OpKind::AllGather) in = recvbuf + static_cast<size_t>(me) * send_b;
+                else if (kind == OpKind::ReduceScatter) { in = recvbuf; outp = recvbuf + static_cast<size_t>(me) * recv_b; }
                 else in = outp = recvbuf;
             }
             auto fill = [&] {
                 for (int64_t i = 0; i < send_n; ++i) store_element(in, opt.dtype, i, input_value(opt.dtype, me, i));
-                if (coll.name == std::string("broadcast") && me != opt.root && !ip)
+                if (kind == OpKind::Broadcast && me != opt.root && !ip)
                     std::memset(recvbuf, 0xff, recv_b);   // a broadcast must overwrite this
             };
             auto launch = [&] {
-                const std::string op = coll.name;
-                if (op == "all_reduce") be.all_reduce(in, outp, count, opt.dtype, opt.redop);
-                else if (op == "all_gather") be.all_gather(in, outp, send_n, opt.dtype);
-                else if (op == "reduce_scatter") be.reduce_scatter(in, outp, recv_n, opt.dtype, opt.redop);
-                else if (op == "reduce") be.reduce(in, outp, count, opt.dtype, opt.redop, opt.root);
-                else if (op == "broadcast") {
-                    // Out-of-place broadcast: the root's input is copied to its output first, as
-                    // ncclBroadcast does with distinct buffers.
-                    if (!ip && me == opt.root) std::memcpy(outp, in, send_b);
-                    be.broadcast(outp, count, opt.dtype, opt.root);
+                switch (kind) {
+                    case OpKind::AllReduce: be.all_reduce(in, outp, count, opt.dtype, opt.redop); break;
+                    case OpKind::AllGather: be.all_gather(in, outp, send_n, opt.dtype); break;
+                    case OpKind::ReduceScatter: be.reduce_scatter(in, outp, recv_n, opt.dtype, opt.redop); break;
+                    case OpKind::Reduce: be.reduce(in, outp, count, opt.dtype, opt.redop, opt.root); break;
+                    case OpKind::Broadcast:
+                        // Out-of-place broadcast: the root's input is copied to its output first, as
+                        // ncclBroadcast does with distinct buffers.
+                        if (!ip && me == opt.root) std::memcpy(outp, in, send_b);
+                        be.broadcast(outp, count, opt.dtype, opt.root);
+                        break;
+                    default: break;
                 }
             };
             // Check first (one call on fresh inputs), then time back-to-back calls.
@@ -199,10 +188,10 @@ std::vector<BenchRow> run_bench(Backend& be, const BenchOptions& opt, std::ostre
                 fill();
                 launch();
                 if (me == opt.test_corrupt_rank && recv_n > 0) store_element(outp, opt.dtype, 0, 99.0);
-                bool has_output = !(coll.name == std::string("reduce") && me != opt.root);
+                bool has_output = !(kind == OpKind::Reduce && me != opt.root);
                 if (has_output)
                     for (int64_t i = 0; i < recv_n; ++i) {
-                        double want = round_to(opt.dtype, expected_value(opt.op, opt.dtype, opt.redop, n, me, opt.root, recv_n, i));
+                        double want = round_to(opt.dtype, expected_value(kind, opt.dtype, opt.redop, n, me, opt.root, recv_n, i));
                         if (load_element(outp, opt.dtype, i) != want) ++wrong;
                     }
                 wrong = static_cast<int64_t>(sum_over_ranks(be, static_cast<double>(wrong)));
@@ -231,38 +220,34 @@ std::vector<BenchRow> run_bench(Backend& be, const BenchOptions& opt, std::ostre
                 dt = (now_s() - t0) / opt.iters;
             }
             double us = opt.fenced ? dt * 1e6 : sum_over_ranks(be, dt * 1e6) / n;
-            row.time_us[ip] = us;
-            row.algbw[ip] = us > 0 ? static_cast<double>(row.bytes) / (us * 1e-6) / 1e9 : 0.0;
-            row.busbw[ip] = row.algbw[ip] * coll.bus_factor(n);
-            row.wrong[ip] = opt.check ? wrong : -1;
-            bw_sum += row.busbw[ip];
+            time_us[ip] = us;
+            algbw[ip] = us > 0 ? static_cast<double>(row.bytes) / (us * 1e-6) / 1e9 : 0.0;
+            busbw[ip] = algbw[ip] * coll.bus_factor(n);
+            wrong_of[ip] = opt.check ? wrong : -1;
+            bw_sum += busbw[ip];
             ++bw_count;
         }
         be.release(sendbuf, send_b);
         be.release(recvbuf, big);
+        row.time_us = time_us[0];
+        row.algbw_gbs = algbw[0];
+        row.busbw_gbs = busbw[0];
+        row.wrong = wrong_of[0];
+        row.inplace_time_us = time_us[1];
+        row.inplace_algbw_gbs = algbw[1];
+        row.inplace_busbw_gbs = busbw[1];
+        row.inplace_wrong = wrong_of[1];
         rows.push_back(row);
         if (print) {
-            auto fmt_time = [](double us) {
-                char b[32];
-                std::snprintf(b, sizeof b, us >= 10000 ? "%8.0f" : us >= 100 ? "%8.1f" : "%8.2f", us);
-                return std::string(b);
-            };
-            auto wrong_s = [&](int64_t w) { return w < 0 ? std::string("   N/A") : std::to_string(w); };
-            std::snprintf(line, sizeof line, "%12lld  %12lld  %8s  %6s  %6d  %s  %6.2f  %6.2f  %5s  %s  %6.2f  %6.2f  %5s\n",
-                          static_cast<long long>(row.bytes), static_cast<long long>(row.count), nccl_type_name(opt.dtype),
-                          coll.reduces ? zerosim::reduce_op_name(opt.redop) : "none", coll.rooted ? opt.root : -1,
-                          fmt_time(row.time_us[0]).c_str(), row.algbw[0], row.busbw[0], wrong_s(row.wrong[0]).c_str(),
-                          fmt_time(row.time_us[1]).c_str(), row.algbw[1], row.busbw[1], wrong_s(row.wrong[1]).c_str());
-            out << line;
+            zerosim::write_nccl_tests_row(out, row, kZerorunLayout);
             out.flush();
         }
     }
     if (print) {
-        int64_t total_wrong = 0;
-        for (const auto& r : rows) total_wrong += std::max<int64_t>(0, r.wrong[0]) + std::max<int64_t>(0, r.wrong[1]);
-        out << "# Out of bounds values : " << total_wrong << (total_wrong ? " FAILED" : " OK") << "\n";
-        std::snprintf(line, sizeof line, "# Avg bus bandwidth    : %g \n#\n", bw_count ? bw_sum / bw_count : 0.0);
-        out << line;
+        int64_t total_wrong = bench_wrong_total(rows);
+        std::snprintf(line, sizeof line, "%g", bw_count ? bw_sum / bw_count : 0.0);
+        zerosim::write_nccl_tests_footer(out, std::to_string(total_wrong) + (total_wrong ? " FAILED" : " OK"), line);
+        out << "#\n";
         out.flush();
     }
     return rows;

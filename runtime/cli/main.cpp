@@ -69,9 +69,7 @@ int run_bench_cmd(Backend& be, const BenchArgs& a) {
     }
     o.test_corrupt_rank = a.corrupt_rank;
     auto rows = run_bench(be, o, std::cout);
-    int64_t wrong = 0;
-    for (const auto& r : rows) wrong += std::max<int64_t>(0, r.wrong[0]) + std::max<int64_t>(0, r.wrong[1]);
-    return wrong ? 1 : 0;
+    return bench_wrong_total(rows) ? 1 : 0;
 }
 
 }  // namespace

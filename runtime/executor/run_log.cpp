@@ -6,6 +6,7 @@
 
 #include "executor/memory.hpp"
 #include "formats/comms_log.hpp"
+#include "formats/schedule_outputs.hpp"
 
 namespace zerorun {
 
@@ -107,26 +108,15 @@ nlohmann::json run_json(const zerosim::Schedule& s, const ExecOptions& a, const 
 }
 
 void write_measured_deepspeed(std::ostream& out, const zerosim::Schedule& s, const json& log) {
-    std::vector<zerosim::LoggedOp> logged;
     // Timestamps are rank 0's, on the wall clock (run_json made them relative to the epoch).
     const auto& recs = log.at("ranks").at(0).at("ops");
     const double epoch = log.at("epoch_unix_us").get<double>();
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-        const auto& op = s.ops[i];
-        if (op.kind == OpKind::Compute) continue;
-        const auto& rec = recs.at(i);
-        zerosim::LoggedOp l;
-        l.record = zerosim::op_record_name(op.kind);
-        l.caller = op.caller;
-        l.bytes = op.bytes();
-        l.time_ms = log.at("ops").at(i).at("time_ms").get<double>();
-        auto bw = zerosim::ds_bandwidth(l.record, l.bytes, l.time_ms, s.meta.world);
-        l.algbw_gbps = bw.algbw_gbps;
-        l.busbw_gbps = bw.busbw_gbps;
-        l.timestamp_s = (rec.at("end_us").get<double>() + epoch) / 1e6;
-        zerosim::write_ds_verbose_line(out, l);
-        logged.push_back(std::move(l));
-    }
+    std::vector<zerosim::OpLogTime> times(s.ops.size());
+    for (size_t i = 0; i < s.ops.size(); ++i)
+        if (s.ops[i].kind != OpKind::Compute)
+            times[i] = {log.at("ops").at(i).at("time_ms").get<double>(), (recs.at(i).at("end_us").get<double>() + epoch) / 1e6};
+    const std::vector<zerosim::LoggedOp> logged = zerosim::logged_ops(s, times);
+    for (const auto& l : logged) zerosim::write_ds_verbose_line(out, l);
     zerosim::write_ds_summary(out, logged);
 }
 

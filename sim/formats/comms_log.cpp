@@ -143,8 +143,8 @@ std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
         if (f.rfind("[Caller Func: ", 0) == 0 && f.back() == ']') {
             out.op.caller = f.substr(14, f.size() - 15);
         } else if (f.rfind("msg size: ", 0) == 0) {
-            out.size_text = f.substr(10);
-            auto b = parse_ds_size_string(out.size_text);
+            out.op.size_text = f.substr(10);
+            auto b = parse_ds_size_string(out.op.size_text);
             if (!b) return std::nullopt;
             out.op.bytes = static_cast<int64_t>(std::llround(*b));
             have_size = true;

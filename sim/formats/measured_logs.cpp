@@ -49,11 +49,14 @@ Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& n
         if (!o.is_object() || !o.contains("kind")) return Error{name, "ops[" + std::to_string(i - 1) + "]", "expected an op object"};
         std::string kind = o["kind"].get<std::string>();
         if (kind == "forward" || kind == "backward" || kind == "optimizer_step" || kind == "compute") continue;
-        LogOp op;
+        LoggedOp op;
         op.record = kind;
         op.caller = o.value("caller", "");
-        op.bytes = o.value("bytes", 0.0);
-        op.size_text = ds_size_string(static_cast<int64_t>(op.bytes));
+        double bytes = o.value("bytes", 0.0);
+        if (!(bytes >= 0 && bytes < 9e18))
+            return Error{name, "ops[" + std::to_string(i - 1) + "].bytes", "expected a size in bytes, 0 or more"};
+        op.bytes = static_cast<int64_t>(bytes);
+        op.size_text = ds_size_string(op.bytes);
         op.time_ms = o.contains("logged_ms") ? o["logged_ms"].get<double>() : o.value("time_ms", 0.0);
         op.line = i;
         int step = o.value("step", -1);
@@ -106,12 +109,7 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
                 in_summary = false;
             }
             if (p->op.record == "log_summary_barrier") continue;
-            LogOp op;
-            op.record = p->op.record;
-            op.caller = p->op.caller;
-            op.size_text = p->size_text;
-            op.bytes = static_cast<double>(p->op.bytes);
-            op.time_ms = p->op.time_ms;
+            LoggedOp op = std::move(p->op);
             op.line = n;
             op.phase = phase;
             log.ops.push_back(std::move(op));

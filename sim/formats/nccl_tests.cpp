@@ -2,6 +2,7 @@
 
 #include "core/json_input.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -29,7 +30,45 @@ bool number(const std::string& tok, double& v) {
     return end && *end == '\0';
 }
 
+// A count column (#wrong, root): a whole number that fits, else `fallback`.
+int64_t count_or(const std::string& tok, int64_t fallback) {
+    double v = 0;
+    if (!number(tok, v) || !(v >= -1e15 && v <= 1e15)) return fallback;
+    return static_cast<int64_t>(v);
+}
+
+std::string time_cell(double us, const NcclTestsLayout& layout) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%*.*f", layout.time_width, us >= 10000 ? 0 : us >= layout.one_decimal_from_us ? 1 : 2, us);
+    return buf;
+}
+
+std::string wrong_cell(int64_t wrong, const NcclTestsLayout& layout) {
+    return wrong < 0 ? layout.not_checked : std::to_string(wrong);
+}
+
 }  // namespace
+
+void write_nccl_tests_header(std::ostream& out) {
+    out << "#                                                              out-of-place                       in-place          \n";
+    out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+    out << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";
+}
+
+void write_nccl_tests_row(std::ostream& out, const NcclTestsRow& r, const NcclTestsLayout& layout) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%12lld  %12lld  %8s  %6s  %6lld  %s  %6.2f  %6.2f  %5s  %s  %6.2f  %6.2f  %5s\n",
+                  static_cast<long long>(r.bytes), static_cast<long long>(r.count), r.type.c_str(), r.redop.c_str(),
+                  static_cast<long long>(r.root), time_cell(r.time_us, layout).c_str(), r.algbw_gbs, r.busbw_gbs,
+                  wrong_cell(r.wrong, layout).c_str(), time_cell(r.inplace_time_us, layout).c_str(), r.inplace_algbw_gbs,
+                  r.inplace_busbw_gbs, wrong_cell(r.inplace_wrong, layout).c_str());
+    out << line;
+}
+
+void write_nccl_tests_footer(std::ostream& out, const std::string& out_of_bounds, const std::string& avg_bus_bandwidth) {
+    out << "# Out of bounds values : " << out_of_bounds << "\n";
+    out << "# Avg bus bandwidth    : " << avg_bus_bandwidth << " \n";
+}
 
 std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
     std::vector<NcclTestsTable> tables;
@@ -66,10 +105,20 @@ std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
         r.count = static_cast<int64_t>(count);
         r.type = tok[2];
         r.redop = tok[3];
+        if (has_root) r.root = count_or(tok[4], -1);
         size_t k = has_root ? 5 : 4;
         if (!number(tok[k], r.time_us) || !number(tok[k + 1], r.algbw_gbs) || !number(tok[k + 2], r.busbw_gbs)) continue;
+        r.wrong = count_or(tok[k + 3], -1);
         double ip = 0;
-        if (tok.size() >= k + 5 && number(tok[k + 4], ip)) r.inplace_time_us = ip;
+        if (tok.size() >= k + 5 && number(tok[k + 4], ip)) {
+            r.inplace_time_us = ip;
+            double alg = 0, bus = 0;
+            if (tok.size() >= k + 7 && number(tok[k + 5], alg) && number(tok[k + 6], bus)) {
+                r.inplace_algbw_gbs = alg;
+                r.inplace_busbw_gbs = bus;
+            }
+            if (tok.size() >= k + 8) r.inplace_wrong = count_or(tok[k + 7], -1);
+        }
         tables.back().rows.push_back(r);
     }
     std::vector<NcclTestsTable> nonempty;

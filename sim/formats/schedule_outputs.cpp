@@ -10,15 +10,28 @@
 
 namespace zerosim {
 
-std::vector<LoggedOp> logged_ops(const Schedule& s) {
+LoggedOp logged_op(const Schedule& s, const Op& op, double time_ms, double end_s) {
+    LoggedOp l;
+    l.record = op_record_name(op.kind);
+    l.caller = op.caller;
+    l.bytes = op.bytes();
+    l.size_text = ds_size_string(l.bytes);
+    l.line = static_cast<int>(op.id);
+    l.phase = phase_label(op, s.meta.grad_accum);
+    l.time_ms = time_ms;
+    Bandwidth bw = ds_bandwidth(l.record, l.bytes, l.time_ms, s.meta.world);
+    l.algbw_gbps = bw.algbw_gbps;
+    l.busbw_gbps = bw.busbw_gbps;
+    l.timestamp_s = end_s;
+    return l;
+}
+
+std::vector<LoggedOp> logged_ops(const Schedule& s, const std::vector<OpLogTime>& times) {
     std::vector<LoggedOp> out;
-    for (const auto& op : s.ops) {
-        if (!is_collective(op.kind)) continue;
-        LoggedOp l;
-        l.record = op_record_name(op.kind);
-        l.caller = op.caller;
-        l.bytes = op.bytes();
-        out.push_back(std::move(l));
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        if (!is_collective(s.ops[i].kind)) continue;
+        OpLogTime t = i < times.size() ? times[i] : OpLogTime{};
+        out.push_back(logged_op(s, s.ops[i], t.time_ms, t.end_s));
     }
     return out;
 }

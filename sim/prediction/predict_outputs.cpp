@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/comms_log.hpp"
+#include "formats/schedule_outputs.hpp"
+#include "schedule/collective_table.hpp"
 
 namespace zerosim {
 
@@ -15,23 +17,12 @@ std::string fmt(const char* f, double v) {
     return buf;
 }
 
+// The synchronized timing as the comms logger would log it: each op's duration, its end as the
+// line's timestamp.
 std::vector<LoggedOp> logged_with_times(const Schedule& s, const Prediction& p) {
-    std::vector<LoggedOp> out;
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-        const Op& op = s.ops[i];
-        if (!is_collective(op.kind)) continue;
-        LoggedOp l;
-        l.record = op_record_name(op.kind);
-        l.caller = op.caller;
-        l.bytes = op.bytes();
-        l.time_ms = p.ops[i].duration() * 1e3;
-        Bandwidth bw = ds_bandwidth(l.record, l.bytes, l.time_ms, s.meta.world);
-        l.algbw_gbps = bw.algbw_gbps;
-        l.busbw_gbps = bw.busbw_gbps;
-        l.timestamp_s = p.ops[i].end_s;
-        out.push_back(std::move(l));
-    }
-    return out;
+    std::vector<OpLogTime> times(s.ops.size());
+    for (size_t i = 0; i < s.ops.size(); ++i) times[i] = {p.ops[i].duration() * 1e3, p.ops[i].end_s};
+    return logged_ops(s, times);
 }
 
 }  // namespace
@@ -60,16 +51,13 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
     // step0.micro0.forward #####"), so the validator can break errors down by step and phase;
     // parsers of comms_logger lines skip them.
     std::vector<LoggedOp> ops = logged_with_times(r.schedule, r.logged);
-    size_t k = 0;
     std::string phase;
-    for (const auto& op : r.schedule.ops) {
-        if (!is_collective(op.kind)) continue;
-        std::string ph = phase_label(op, r.schedule.meta.grad_accum);
-        if (ph != phase) {
-            out << "##### PHASE " << ph << " #####\n";
-            phase = ph;
+    for (const auto& op : ops) {
+        if (op.phase != phase) {
+            out << "##### PHASE " << op.phase << " #####\n";
+            phase = op.phase;
         }
-        write_ds_verbose_line(out, ops[k++]);
+        write_ds_verbose_line(out, op);
     }
     if (log_summary) {
         LoggedOp barrier;
@@ -179,20 +167,23 @@ void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& 
 
 void write_nccl_tests_table(std::ostream& out, const std::string& op, const std::string& header,
                             const std::vector<BenchRow>& rows) {
+    // zerosim's rows as earlier releases printed them: one decimal from 1000 µs (nccl-tests: 100).
+    static const NcclTestsLayout layout{.time_width = 7, .one_decimal_from_us = 1000, .not_checked = "N/A"};
+    auto kind = collective_named(op);
+    bool reduces = kind && collective_info(*kind).reduces, rooted = kind && collective_info(*kind).rooted;
     out << "# zerosim bench: predicted " << op << " (" << header << ")\n";
-    out << "#                                                              out-of-place                       in-place          \n";
-    out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
-    out << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";
-    bool reduces = op == "all_reduce" || op == "reduce_scatter" || op == "reduce";
-    bool rooted = op == "broadcast" || op == "reduce";
+    write_nccl_tests_header(out);
     double sum_bus = 0;
-    char line[256];
     for (const auto& r : rows) {
-        std::string t = r.time_us >= 10000 ? fmt("%.0f", r.time_us) : r.time_us >= 1000 ? fmt("%.1f", r.time_us) : fmt("%.2f", r.time_us);
-        std::snprintf(line, sizeof line, "%12lld  %12lld  %8s  %6s  %6s  %7s  %6.2f  %6.2f  %5s  %7s  %6.2f  %6.2f  %5s\n",
-                      static_cast<long long>(r.bytes), static_cast<long long>(r.count), "float", reduces ? "sum" : "none",
-                      rooted ? "0" : "-1", t.c_str(), r.algbw_gbs, r.busbw_gbs, "N/A", t.c_str(), r.algbw_gbs, r.busbw_gbs, "N/A");
-        out << line;
+        NcclTestsRow shown = r;
+        shown.type = "float";
+        shown.redop = reduces ? "sum" : "none";
+        shown.root = rooted ? 0 : -1;
+        shown.wrong = shown.inplace_wrong = -1;
+        shown.inplace_time_us = r.time_us;
+        shown.inplace_algbw_gbs = r.algbw_gbs;
+        shown.inplace_busbw_gbs = r.busbw_gbs;
+        write_nccl_tests_row(out, shown, layout);
         sum_bus += r.busbw_gbs;
     }
     // What NCCL_DEBUG_SUBSYS=TUNING would name, as size ranges: a comment, so the table stays
@@ -207,8 +198,7 @@ void write_nccl_tests_table(std::ostream& out, const std::string& op, const std:
         i = j + 1;
     }
     if (!picks.empty()) out << "# Algorithm/protocol (predicted tuner choice): " << picks << "\n";
-    out << "# Out of bounds values : N/A (predicted)\n";
-    out << "# Avg bus bandwidth    : " << fmt("%.4f", rows.empty() ? 0.0 : sum_bus / static_cast<double>(rows.size())) << " \n";
+    write_nccl_tests_footer(out, "N/A (predicted)", fmt("%.4f", rows.empty() ? 0.0 : sum_bus / static_cast<double>(rows.size())));
 }
 
 }  // namespace zerosim

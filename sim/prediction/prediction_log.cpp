@@ -2,24 +2,16 @@
 
 #include <sstream>
 
+#include "formats/schedule_outputs.hpp"
+
 namespace zerosim {
 
 MeasuredLog prediction_as_log(const Schedule& s, const Prediction& logged) {
+    std::vector<OpLogTime> times(s.ops.size());
+    for (size_t i = 0; i < s.ops.size(); ++i) times[i] = {logged.ops[i].duration() * 1e3, logged.ops[i].end_s};
     MeasuredLog log;
     log.path = "prediction";
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-        const Op& op = s.ops[i];
-        if (!is_collective(op.kind)) continue;
-        LogOp l;
-        l.record = op_record_name(op.kind);
-        l.caller = op.caller;
-        l.bytes = static_cast<double>(op.bytes());
-        l.size_text = ds_size_string(op.bytes());
-        l.time_ms = logged.ops[i].duration() * 1e3;
-        l.line = static_cast<int>(i);
-        l.phase = phase_label(op, s.meta.grad_accum);
-        log.ops.push_back(std::move(l));
-    }
+    log.ops = logged_ops(s, times);
     return log;
 }
 

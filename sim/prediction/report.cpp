@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "formats/schedule_outputs.hpp"
+
 namespace zerosim {
 
 namespace {
@@ -151,12 +153,10 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
         for (size_t i = 0; i < s.ops.size(); ++i) {
             const Op& op = s.ops[i];
             if (!is_collective(op.kind)) continue;
-            LoggedOp want;
-            want.record = op_record_name(op.kind);
-            want.caller = op.caller;
+            const LoggedOp want = logged_op(s, op);
             size_t k = j;
             while (k < in.measured->size() && !((*in.measured)[k].record == want.record &&
-                                                 ds_size_string((*in.measured)[k].bytes) == ds_size_string(op.bytes())))
+                                                 ds_size_string((*in.measured)[k].bytes) == want.size_text))
                 ++k;
             if (k == in.measured->size()) {
                 ++missing;
@@ -166,7 +166,7 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
             ++matched;
             double p = in.logged.ops[i].duration() * 1e3, mm = (*in.measured)[k].time_ms;
             pts.emplace_back(p, mm);
-            out << "<tr><td>" << op.id << "</td><td class='l'>" << want.record_key() << "</td><td>" << ds_size_string(op.bytes())
+            out << "<tr><td>" << op.id << "</td><td class='l'>" << want.record_key() << "</td><td>" << want.size_text
                 << "</td><td>" << num("%.3f", p) << "</td><td>" << num("%.2f", mm) << "</td><td>"
                 << (mm > 0 ? num("%+.1f%%", (p - mm) / mm * 100) : "-") << "</td></tr>\n";
         }

@@ -1,5 +1,7 @@
 #include "schedule/ir.hpp"
 
+#include "schedule/collective_table.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -100,9 +102,7 @@ std::optional<PartitionKind> partition_kind_from_name(const std::string& name) {
 
 bool is_collective(OpKind k) { return k != OpKind::Compute; }
 
-bool deepspeed_calls_in_place(OpKind k) {
-    return k == OpKind::AllReduce || k == OpKind::Broadcast || k == OpKind::Reduce;
-}
+bool deepspeed_calls_in_place(OpKind k) { return is_collective(k) && collective_info(k).deepspeed_in_place; }
 
 std::string phase_label(const Op& op, int64_t grad_accum) {
     if (op.step < 0) return "initialize";

@@ -153,7 +153,7 @@ void expect_log_matches_ir(const std::string& log_path, const zerosim::Schedule&
         SCOPED_TRACE("IR op " + std::to_string(op.id) + " (step " + std::to_string(op.step) + ")");
         EXPECT_EQ(lines[i].op.record, zerosim::op_record_name(op.kind));
         EXPECT_EQ(lines[i].op.caller, op.caller);
-        EXPECT_EQ(lines[i].size_text, zerosim::ds_size_string(op.bytes()));
+        EXPECT_EQ(lines[i].op.size_text, zerosim::ds_size_string(op.bytes()));
         EXPECT_GE(lines[i].op.time_ms, 0.0);
         if (::testing::Test::HasFailure()) return;   // one mismatch says enough
     }

@@ -13,17 +13,17 @@ using namespace zerosim;
 
 namespace {
 
-LogOp op(const std::string& record, const std::string& size) {
-    LogOp o;
+LoggedOp op(const std::string& record, const std::string& size) {
+    LoggedOp o;
     o.record = record;
     o.size_text = size;
     return o;
 }
 
 // A training-like log: the same step of `period` ops repeated, with runs of identical ops.
-std::vector<LogOp> periodic_log(size_t n, size_t period) {
+std::vector<LoggedOp> periodic_log(size_t n, size_t period) {
     const char* records[] = {"all_gather_into_tensor", "reduce_scatter_tensor", "broadcast", "all_reduce"};
-    std::vector<LogOp> out;
+    std::vector<LoggedOp> out;
     for (size_t i = 0; i < n; ++i) {
         size_t k = i % period;
         out.push_back(op(records[(k / 3) % 4], std::to_string(64 << (k % 5)) + " KB"));
@@ -59,7 +59,7 @@ AlignLimits windowed_only() {
 }  // namespace
 
 TEST(Align, WindowedReportsTheHandMadeEdits) {
-    std::vector<LogOp> pred = periodic_log(3000, 37), meas = pred;
+    std::vector<LoggedOp> pred = periodic_log(3000, 37), meas = pred;
     // By hand: remove predicted ops 100 and 1500, insert a barrier before predicted op 2001 (now
     // at 1999), resize predicted op 2500 (two removed and one inserted before it: measured 2499).
     meas.erase(meas.begin() + 1500);
@@ -84,7 +84,7 @@ TEST(Align, WindowedReportsTheHandMadeEdits) {
 TEST(Align, WindowedEqualsExactOnSparseRandomEdits) {
     std::mt19937 rng(7);
     for (int trial = 0; trial < 20; ++trial) {
-        std::vector<LogOp> pred = periodic_log(1500 + static_cast<size_t>(trial) * 37, 23 + static_cast<size_t>(trial)), meas = pred;
+        std::vector<LoggedOp> pred = periodic_log(1500 + static_cast<size_t>(trial) * 37, 23 + static_cast<size_t>(trial)), meas = pred;
         // About 1% of the ops removed, inserted or resized, at random places.
         std::uniform_int_distribution<size_t> what(0, 2);
         for (int k = 0; k < 15; ++k) {
@@ -111,9 +111,9 @@ TEST(Align, WindowedHandlesAGapLongerThanItsFirstWindow) {
     // step at more than one place, and the windowed alignment then keeps a local choice).
     std::mt19937 rng(11);
     std::uniform_int_distribution<int> size(1, 1 << 20);
-    std::vector<LogOp> pred;
+    std::vector<LoggedOp> pred;
     for (int i = 0; i < 4000; ++i) pred.push_back(op("all_gather_into_tensor", std::to_string(size(rng)) + " B"));
-    std::vector<LogOp> meas = pred;
+    std::vector<LoggedOp> meas = pred;
     meas.erase(meas.begin() + 1000, meas.begin() + 1300);
     Counts c = count(align_ops(pred, meas, windowed_only()));
     EXPECT_EQ(c.missing, 300u);

@@ -146,7 +146,7 @@ TEST(PredictionLog, OneLineOfTheValidatorPerCollective) {
     for (const auto& op : s->ops) collectives += is_collective(op.kind);
     ASSERT_EQ(log.ops.size(), collectives);
     ASSERT_FALSE(log.ops.empty());
-    const LogOp& first = log.ops.front();
+    const LoggedOp& first = log.ops.front();
     const Op& op = s->ops[static_cast<size_t>(first.line)];
     EXPECT_EQ(first.record, op_record_name(op.kind));
     EXPECT_DOUBLE_EQ(first.time_ms, static_cast<double>(first.line + 1));

@@ -52,7 +52,7 @@ TEST(PredictCli, DeepSpeedFormatParsesBackAsTheSchedule) {
         ASSERT_LT(i, ops.size());
         EXPECT_EQ(p->op.record, op_record_name(ops[i]->kind));
         EXPECT_EQ(p->op.caller, ops[i]->caller);
-        EXPECT_EQ(p->size_text, ds_size_string(ops[i]->bytes()));
+        EXPECT_EQ(p->op.size_text, ds_size_string(ops[i]->bytes()));
         if (ops[i]->kind != OpKind::Barrier) {
             EXPECT_GT(p->op.time_ms, 0.0) << line;
             // The bandwidth comes from the unrounded time; compare where 2 decimals are precise.

@@ -48,7 +48,7 @@ std::vector<RealOp> real_ops(const std::string& log) {
         if (phase == "log_summary" || phase == "done") continue;
         auto parsed = parse_ds_verbose_line(line);
         if (!parsed) continue;
-        ops.push_back({parsed->op.record_key(), parsed->size_text, phase});
+        ops.push_back({parsed->op.record_key(), parsed->op.size_text, phase});
     }
     return ops;
 }

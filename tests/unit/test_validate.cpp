@@ -131,7 +131,7 @@ TEST(Alignment, ReportsExactlyWhatChanged) {
     // and 61st (two different ops). Reported: 1 missing, 1 resized, 1 swapped, nothing extra.
     auto real = read_log(kRef + "/z2_smallbucket_w4/rank0.log");
     ASSERT_TRUE(real.ok());
-    std::vector<LogOp> pred = real->ops, meas = real->ops;
+    std::vector<LoggedOp> pred = real->ops, meas = real->ops;
     ASSERT_NE(meas[59].size_text, meas[60].size_text);
     std::swap(meas[59], meas[60]);
     meas[49].size_text = "999.0 KB";

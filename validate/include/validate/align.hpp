@@ -37,7 +37,7 @@ struct AlignLimits {
     size_t max_window = 2048;
     size_t resync_run = 8;                 // matches in a row that mean "back in step"
 };
-std::vector<DiffEntry> align_ops(const std::vector<LogOp>& pred, const std::vector<LogOp>& meas,
+std::vector<DiffEntry> align_ops(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas,
                                  const AlignLimits& limits = {});
 
 }  // namespace zerosim

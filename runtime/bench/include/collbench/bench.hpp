@@ -1,8 +1,9 @@
 // `zerorun bench`: one collective swept over sizes, printed as nccl-tests prints it.
 //
-// Shaped like nccl-tests: each collective is one entry of a table (bytes moved for a count, how
-// to fill inputs and compute the expected output, the bus-bandwidth factor, how to launch it);
-// one harness does the sweep, the timing, the result check (#wrong) and the printing.
+// Shaped like nccl-tests: each collective is one entry of the collective table
+// (schedule/collective_table.hpp: its buffers for a count, the bus-bandwidth factor, whether it
+// reduces or has a root); one harness does the sweep, the fill and expected values, the launch,
+// the timing, the result check (#wrong) and the printing.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "backends/backend.hpp"
 #include "core/error.hpp"
+#include "formats/nccl_tests.hpp"
 
 namespace zerorun {
 
@@ -41,17 +43,12 @@ zerosim::Result<DType> parse_bench_dtype(const std::string& text);
 const char* nccl_type_name(DType t);
 bool bench_op_known(const std::string& op);
 
-struct BenchRow {
-    int64_t bytes = 0;
-    int64_t count = 0;
-    double time_us[2] = {0, 0};      // out-of-place, in-place (mean per call, averaged over ranks)
-    double algbw[2] = {0, 0};
-    double busbw[2] = {0, 0};
-    int64_t wrong[2] = {0, 0};       // wrong elements, summed over ranks
-};
+// The #wrong of every row, out-of-place and in-place, summed (unchecked rows count 0).
+int64_t bench_wrong_total(const std::vector<zerosim::NcclTestsRow>& rows);
 
-// Runs the sweep on every rank; rank 0 prints the table to `out`. Returns the rows (every rank)
-// and the total of #wrong.
-std::vector<BenchRow> run_bench(Backend& be, const BenchOptions& opt, std::ostream& out);
+// Runs the sweep on every rank; rank 0 prints the table to `out` (formats/nccl_tests.hpp's
+// writer). Returns the rows (every rank); time and bandwidth are the mean per call, averaged over
+// ranks, #wrong the wrong elements summed over ranks.
+std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& opt, std::ostream& out);
 
 }  // namespace zerorun

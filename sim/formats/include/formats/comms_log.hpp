@@ -27,15 +27,22 @@ struct Bandwidth {
 // A zero time gives zero bandwidth (DeepSpeed would divide by zero; a schedule has no times).
 Bandwidth ds_bandwidth(const std::string& record, int64_t bytes, double time_ms, int64_t world);
 
-// One logged op.
+// One logged op: what the writers print, what the readers (formats/measured_logs.hpp) give back,
+// and what the validator aligns. Made from a schedule by logged_op() (formats/schedule_outputs.hpp).
 struct LoggedOp {
     std::string record;     // op name, e.g. "all_reduce"
     std::string caller;     // "" when the logger ran without debug
-    int64_t bytes = 0;
+    int64_t bytes = 0;      // read from a log: from the printed size, so only as precise as it
     double time_ms = 0.0;
     double algbw_gbps = 0.0;
     double busbw_gbps = 0.0;
     double timestamp_s = 0.0;   // seconds since the log's epoch, for the line prefix
+    // The size as printed ("134.33 MB"): from a log, its own text (the validator compares sizes at
+    // the printed precision); from a schedule, ds_size_string(bytes). The writers print
+    // ds_size_string(bytes).
+    std::string size_text;
+    int line = 0;           // the line of the file it was read from; from a schedule, the op's id
+    std::string phase;      // "step0.micro0.forward" (phase_label; "##### PHASE" markers), "" if none
 
     // The key the logger groups by: "all_reduce | [Caller Func: allreduce_bucket]".
     std::string record_key() const;
@@ -56,10 +63,9 @@ void write_ds_summary(std::ostream& out, const std::vector<LoggedOp>& ops);
 // Reads one verbose comms_logger line back. Accepts the variants seen in the field: any prefix
 // before "comm op:" (logging prefix, "rank=0 | "), no caller (debug off), and extra
 // " | [Key: value]" fields such as "[Line Number: n]". Sizes are parsed from their printed form,
-// so `bytes` is only as precise as the two printed decimals; `size_text` keeps the original.
+// so `bytes` is only as precise as the two printed decimals; `op.size_text` keeps the original.
 struct ParsedLogLine {
     LoggedOp op;
-    std::string size_text;
 };
 std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line);
 // "134.33 MB" -> bytes (approximate); "0B" -> 0. nullopt if malformed.

@@ -8,22 +8,13 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "formats/comms_log.hpp"
 #include "formats/nccl_tests.hpp"
 
 namespace zerosim {
 
 enum class LogFormat { DeepSpeed, NcclTests, ZerosimJson };
 const char* log_format_name(LogFormat f);
-
-struct LogOp {
-    std::string record;       // all_reduce, ...
-    std::string caller;       // "" without debug
-    std::string size_text;    // as printed ("134.33 MB")
-    double bytes = 0;         // from the printed size (approximate)
-    double time_ms = 0;
-    int line = 0;             // in the file
-    std::string phase;        // "step0.micro0.forward" from "##### PHASE" markers, "" if none
-};
 
 struct SummaryRow {
     std::string record_key;   // "all_reduce | [Caller Func: allreduce_bucket]"
@@ -36,7 +27,7 @@ struct SummaryRow {
 struct MeasuredLog {
     std::string path;
     LogFormat format = LogFormat::DeepSpeed;
-    std::vector<LogOp> ops;              // in order, log_summary's own barriers left out
+    std::vector<LoggedOp> ops;           // in order, log_summary's own barriers left out
     std::vector<SummaryRow> summary;
     std::vector<NcclTestsTable> tables;  // nccl-tests
 };

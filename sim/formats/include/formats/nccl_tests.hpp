@@ -1,4 +1,7 @@
-// Reader for nccl-tests output (all_reduce_perf and friends), as people paste it: rank prefixes
+// nccl-tests tables (all_reduce_perf and friends): one row type, one writer (`zerosim bench`'s
+// predicted tables, `zerorun bench`'s measured ones), one reader (validate, calibrate).
+//
+// The reader takes nccl-tests output (all_reduce_perf and friends), as people paste it: rank prefixes
 // ("0: ", "[1,0]<stdout>:"), numbers with 0-2 decimals or in scientific notation, "N/A" in
 // #wrong, "none" redops, tables with or without the root column (older ones end in an "error"
 // column instead of #wrong), header lines of any version. Sections are split at each new table
@@ -6,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -13,21 +17,41 @@
 
 namespace zerosim {
 
+// One row: size count type redop root, then time algbw busbw #wrong out of place and in place.
 struct NcclTestsRow {
     int64_t bytes = 0;
     int64_t count = 0;
     std::string type;
     std::string redop;
+    int64_t root = -1;           // -1: no root (or a table without the root column)
     double time_us = 0;          // out-of-place
     double algbw_gbs = 0;
     double busbw_gbs = 0;
+    int64_t wrong = -1;          // -1: not checked ("N/A")
     double inplace_time_us = -1; // -1 when the table has no in-place columns
+    double inplace_algbw_gbs = 0;
+    double inplace_busbw_gbs = 0;
+    int64_t inplace_wrong = -1;
 };
 
 struct NcclTestsTable {
     std::string title;           // the nearest preceding comment line that is not a column header
     std::vector<NcclTestsRow> rows;
 };
+
+// How a program prints its rows. nccl-tests (src/common.cu) prints times as "%7.2f" below 100 µs,
+// "%7.1f" below 10000 and "%7.0f" above, and "N/A" in #wrong when it does not check.
+struct NcclTestsLayout {
+    int time_width = 7;
+    double one_decimal_from_us = 100;
+    const char* not_checked = "N/A";
+};
+// The three column-header lines that open a table.
+void write_nccl_tests_header(std::ostream& out);
+void write_nccl_tests_row(std::ostream& out, const NcclTestsRow& r, const NcclTestsLayout& layout);
+// The two summary lines that close a table ("# Out of bounds values : ...", "# Avg bus
+// bandwidth    : ..."), with the program's own texts.
+void write_nccl_tests_footer(std::ostream& out, const std::string& out_of_bounds, const std::string& avg_bus_bandwidth);
 
 std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text);
 // Strips launcher prefixes such as "0: " and "[1,0]<stdout>:".

@@ -12,8 +12,23 @@
 
 namespace zerosim {
 
-// The collectives of a schedule as the comms logger would log them on rank 0, with zero times.
-std::vector<LoggedOp> logged_ops(const Schedule& s);
+// Schedule -> comms_logger records, in this one place for the schedule, predicted and measured
+// logs and the validator's view of a prediction.
+//
+// One collective as DeepSpeed's comms logger records it on rank 0 (DeepSpeed v0.14.2
+// comm/comm.py timed_op, utils/comms_logging.py append): record, caller, size as logged and as
+// printed, its phase label (phase_label) and line = the op's id; given a time, its bandwidths
+// (calc_bw_log, ds_bandwidth) and the line's timestamp (the op's end, seconds).
+LoggedOp logged_op(const Schedule& s, const Op& op, double time_ms = 0.0, double end_s = 0.0);
+
+// An op's time as a log reports it and when it ended.
+struct OpLogTime {
+    double time_ms = 0.0;
+    double end_s = 0.0;
+};
+// The collectives of a schedule in order; `times` is indexed like s.ops (empty: zero times, as
+// `zerosim schedule` prints them).
+std::vector<LoggedOp> logged_ops(const Schedule& s, const std::vector<OpLogTime>& times = {});
 
 struct DeepSpeedLogOptions {
     bool header = true;          // a first line saying where the log came from

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/nccl_tests.hpp"
 #include "timing/engine.hpp"
 #include "schedule/ir.hpp"
 #include "timing/topology.hpp"
@@ -27,14 +28,14 @@ void write_predicted_csv(std::ostream& out, const PredictReport& r);
 // One process per group of identical ranks, one thread per stream.
 void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& p);
 
-struct BenchRow {
-    int64_t bytes = 0;          // nccl-tests' size column
-    int64_t count = 0;
-    double time_us = 0;
-    double algbw_gbs = 0;
-    double busbw_gbs = 0;
-    std::string algorithm;      // NCCL's pick, "ring/LL128" (a comment line after the table)
+// A predicted nccl-tests row (bytes, count, time, algbw, busbw; the writer fills the rest) and the
+// algorithm/protocol NCCL's tuner is predicted to pick for it, "ring/LL128", which the table names
+// in a comment line after it.
+struct BenchRow : NcclTestsRow {
+    std::string algorithm;
 };
+// `zerosim bench`'s table (formats/nccl_tests.hpp's writer): both columns show the prediction,
+// #wrong is N/A.
 void write_nccl_tests_table(std::ostream& out, const std::string& op, const std::string& header,
                             const std::vector<BenchRow>& rows);
 

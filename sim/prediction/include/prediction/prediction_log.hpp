@@ -13,7 +13,7 @@
 
 namespace zerosim {
 
-// One LogOp per collective of `s`, in order, timed as the comms logger times it (`logged`: the
+// One LoggedOp per collective of `s`, in order, timed as the comms logger times it (`logged`: the
 // synchronised prediction), its line the op's index, its phase the op's step/micro-step/pass; the
 // log is named "prediction".
 MeasuredLog prediction_as_log(const Schedule& s, const Prediction& logged);

@@ -2,9 +2,11 @@
 // algorithm (ring, tree, NVLS) and protocol (LL, LL128, Simple) a latency and the bytes each rank
 // moves over its intra-node link and its share of the NICs; NCCL's tuner picks the fastest.
 //
-// One table describes each collective (its buffer size, bus factor and ring steps, as nccl-tests
-// defines them); plan_collective() is the one harness that turns a table row and a topology into
-// a plan. Ranks are symmetric, so a plan describes every rank's traffic at once.
+// The collective table (schedule/collective_table.hpp) describes each collective (its buffer size,
+// bus factor and ring rounds, as nccl-tests and NCCL define them); plan_collective() is the one
+// harness that turns a table entry and a topology into a plan. Ranks are symmetric, so a plan
+// describes every rank's traffic at once. NCCL's constants, each algorithm and the channel
+// trimming are private files beside collectives.cpp (nccl_model.hpp lists them).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/collective_table.hpp"
 #include "schedule/ir.hpp"
 #include "timing/topology.hpp"
 
@@ -23,24 +26,6 @@ const char* algorithm_name(Algorithm a);
 const char* protocol_name(Protocol p);
 // "ring/LL128": a pair as NCCL_DEBUG_SUBSYS=TUNING and bench's tables name it.
 std::string algorithm_protocol_name(Algorithm a, Protocol p);
-
-// nccl-tests' definitions of one collective (src/*.cu in nccl-tests).
-struct CollectiveInfo {
-    const char* name;          // nccl-tests name: all_reduce, all_gather, ...
-    // The whole buffer S (nccl-tests' "size") from DeepSpeed's logged bytes on n ranks.
-    double (*buffer_bytes)(double logged, int64_t n);
-    double (*bus_factor)(int64_t n);     // busbw = algbw * factor
-    int64_t (*ring_steps)(int64_t n);
-    int64_t (*ring_inter_steps)(int64_t nodes);
-    bool reduces;               // carries a reduction (NVLS / tree apply)
-};
-const CollectiveInfo& collective_info(OpKind k);
-// The collective with this name (all_reduce, all_gather, reduce_scatter, broadcast, reduce), as
-// `bench --op` and `calibrate --op` take it.
-std::optional<OpKind> collective_named(const std::string& name);
-// The size DeepSpeed logs for a collective over a whole buffer of `buffer_bytes` (nccl-tests' size):
-// the inverse of CollectiveInfo::buffer_bytes (all_gather logs one rank's shard).
-double logged_bytes_of_buffer(OpKind k, double buffer_bytes, int64_t world);
 
 struct CollectivePlan {
     Algorithm algorithm = Algorithm::Ring;

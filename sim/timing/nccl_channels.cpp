@@ -1,0 +1,41 @@
+// NCCL's channel and thread tuning for small ring/tree collectives (src/enqueue.cc,
+// topoGetAlgoInfo; in NCCL <= 2.18 getAlgoInfo): after the tuner has picked algorithm and protocol
+// on its full-bandwidth estimate, NCCL drops channels (one thread block each) while the buffer is
+// smaller than channels x threads x per-thread threshold, so each thread keeps at least a
+// threshold's worth of work. A collective then runs on fewer blocks, and its bandwidth shrinks with
+// them. The figures are in nccl_constants.hpp.
+//
+// The bytes NCCL tests are the larger of what a rank sends and receives (ncclFuncMaxSendRecvCount x
+// type size): the whole buffer S for every collective here. NCCL also halves the threads once a
+// single channel is left; what that does to one block's throughput is not in NCCL's model, so it is
+// left out. NVLS keeps its own channel count (topoGetAlgoInfo) and is not trimmed.
+#include <algorithm>
+
+#include "nccl_constants.hpp"
+#include "nccl_model.hpp"
+
+namespace zerosim::nccl {
+
+namespace {
+
+double channel_fraction(const Topology& t, double buffer_bytes, int64_t n, Algorithm a, Protocol p) {
+    if (a == Algorithm::NVLS || t.intra == IntraKind::SharedMemory || n <= 1) return 1.0;
+    double threads = p == Protocol::LL ? kThreadsLL : p == Protocol::LL128 ? kThreadsLL128 : kThreadsSimple;
+    double threshold = p == Protocol::LL ? kThresholdLL : p == Protocol::LL128 ? kThresholdLL128 : kThresholdSimple;
+    if (a == Algorithm::Ring && p == Protocol::LL) threshold *= static_cast<double>(n);
+    int channels = std::min(kMaxChannels, kRuntimeChannelsPerSearchChannel * std::max(1, t.intra_channels));
+    int nc = channels;
+    while (nc > 1 && buffer_bytes < nc * threads * threshold) --nc;
+    return static_cast<double>(nc) / static_cast<double>(channels);
+}
+
+}  // namespace
+
+CollectivePlan as_run(const Topology& t, int64_t world, CollectivePlan plan) {
+    double f = channel_fraction(t, plan.buffer_bytes, std::max<int64_t>(world, 1), plan.algorithm, plan.protocol);
+    plan.intra_rate *= f;
+    plan.inter_rate *= f;
+    return plan;
+}
+
+}  // namespace zerosim::nccl
