@@ -18,20 +18,13 @@ using zerosim::Result;
 
 namespace {
 
-// Input element i of rank r: small integers, so sums over any number of ranks up to ~50 are
-// exact in every type (bf16 holds integers exactly up to 256), whatever order MPI adds them in.
-// #wrong is then an exact comparison, as nccl-tests' is for integer-valued data.
-double input_value(DType t, int r, int64_t i) {
-    int64_t v = (static_cast<int64_t>(r) * 7 + i * 3) % 11;
-    return t == DType::UINT8 ? static_cast<double>(v % 5) : static_cast<double>(v - 5);
-}
-
-// Expected element i of rank `me`'s output.
+// Expected element i of rank `me`'s output, every rank's input being check_pattern_value (its
+// sums are exact, so #wrong is an exact comparison, as nccl-tests' is for integer-valued data).
 double expected_value(OpKind op, DType t, ReduceOp redop, int n, int me, int root, int64_t recv_count, int64_t i) {
     auto combine = [&](int64_t idx) {
         double acc = redop == ReduceOp::Max ? -1e300 : 0.0;
         for (int r = 0; r < n; ++r) {
-            double v = input_value(t, r, idx);
+            double v = check_pattern_value(t, r, idx);
             acc = redop == ReduceOp::Max ? std::max(acc, v) : acc + v;
         }
         return acc;
@@ -39,10 +32,10 @@ double expected_value(OpKind op, DType t, ReduceOp redop, int n, int me, int roo
     switch (op) {
         case OpKind::AllReduce:
         case OpKind::Reduce: return combine(i);
-        case OpKind::Broadcast: return input_value(t, root, i);
+        case OpKind::Broadcast: return check_pattern_value(t, root, i);
         case OpKind::AllGather: {
             int64_t chunk = recv_count / n;   // rank r's input lands at r * chunk
-            return input_value(t, static_cast<int>(i / chunk), i % chunk);
+            return check_pattern_value(t, static_cast<int>(i / chunk), i % chunk);
         }
         case OpKind::ReduceScatter: return combine(static_cast<int64_t>(me) * recv_count + i);
         default: return 0.0;
@@ -163,7 +156,7 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
                 else in = outp = recvbuf;
             }
             auto fill = [&] {
-                for (int64_t i = 0; i < send_n; ++i) store_element(in, opt.dtype, i, input_value(opt.dtype, me, i));
+                for (int64_t i = 0; i < send_n; ++i) store_element(in, opt.dtype, i, check_pattern_value(opt.dtype, me, i));
                 if (kind == OpKind::Broadcast && me != opt.root && !ip)
                     std::memset(recvbuf, 0xff, recv_b);   // a broadcast must overwrite this
             };

@@ -14,17 +14,8 @@ namespace detail {
 using zerosim::OpKind;
 using zerosim::Payload;
 
-namespace {
-
-// Inputs of ops whose payload the runtime does not model (norms, overflow flags, trace lists):
-// small integers, exact under any reduction order, so the result check is exact.
-double pattern_value(DType t, int r, int64_t i) {
-    int64_t v = (static_cast<int64_t>(r) * 7 + i * 3) % 11;
-    return t == DType::UINT8 ? static_cast<double>(v % 5) : static_cast<double>(v - 5);
-}
-
-}  // namespace
-
+// Ops whose payload the runtime does not model (norms, overflow flags, trace lists) carry the
+// backends' check pattern (check_pattern_value), exact under any reduction order.
 void Executor::run_collective(const Op& op, OpRecord& rec) {
     switch (op.payload) {
         case Payload::Barrier:
@@ -99,19 +90,19 @@ void Executor::pattern_op(const Op& op, OpRecord& rec) {
     Check c;
     Buffer b = comm_buffer(n, t);
     if (op.kind == OpKind::AllReduce) {
-        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, pattern_value(t, rank_, i));
+        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, check_pattern_value(t, rank_, i));
         timed_call(rec, [&] { be_.all_reduce(b.data(), b.data(), n, t, op.redop); });
         for (int64_t i = 0; i < n; ++i) {
             double want = op.redop == zerosim::ReduceOp::Max ? -1e300 : 0.0;
             for (int r = 0; r < world_; ++r)
-                want = op.redop == zerosim::ReduceOp::Max ? std::max(want, pattern_value(t, r, i))
-                                                          : want + pattern_value(t, r, i);
+                want = op.redop == zerosim::ReduceOp::Max ? std::max(want, check_pattern_value(t, r, i))
+                                                          : want + check_pattern_value(t, r, i);
             c.see(load_element(b.data(), t, i) == round_to(t, want));
         }
     } else if (op.kind == OpKind::Broadcast) {
-        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, rank_ == op.root ? pattern_value(t, op.root, i) : 77.0);
+        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, rank_ == op.root ? check_pattern_value(t, op.root, i) : 77.0);
         timed_call(rec, [&] { be_.broadcast(b.data(), n, t, op.root); });
-        for (int64_t i = 0; i < n; ++i) c.see(load_element(b.data(), t, i) == pattern_value(t, op.root, i));
+        for (int64_t i = 0; i < n; ++i) c.see(load_element(b.data(), t, i) == check_pattern_value(t, op.root, i));
     } else {
         broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " in a " + zerosim::op_record_name(op.kind));
     }

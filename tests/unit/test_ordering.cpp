@@ -12,6 +12,7 @@
 #include "inputs/model.hpp"
 #include "schedule/ordering.hpp"
 #include "schedule/schedule.hpp"
+#include "inline_inputs.hpp"
 #include "test_helpers.hpp"
 #include "timing/engine.hpp"
 
@@ -19,26 +20,9 @@ using namespace zerosim;
 
 namespace {
 
-Model param_list(const std::string& json) {
-    auto m = model_from_param_list_json("inline-model.json", json);
-    EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().what());
-    return m.value();
-}
-
-DsConfig ds(const std::string& json) {
-    auto c = parse_ds_config("inline-ds.json", json);
-    EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().what());
-    return c.value();
-}
-
-Schedule build(const Model& m, const DsConfig& c, int64_t world, int steps = 1) {
-    ScheduleOptions o;
-    o.world = world;
-    o.steps = steps;
-    auto s = build_schedule(m, c, o);
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
-    return s.value();
-}
+using test::build;
+using test::ds;
+using test::param_list;
 
 // l1.weight (5 elements) then l2.weight (9): forward runs l1, l2; backward l2, l1.
 const char* kTwoLayers = R"({"parameters": [{"name": "l1.weight", "shape": [5]}, {"name": "l2.weight", "shape": [9]}]})";

@@ -7,33 +7,16 @@
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "schedule/schedule.hpp"
+#include "inline_inputs.hpp"
 #include "test_helpers.hpp"
 
 using namespace zerosim;
 
 namespace {
 
-Model param_list(const std::string& json) {
-    auto m = model_from_param_list_json("inline-model.json", json);
-    EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().what());
-    return m.value();
-}
-
-DsConfig ds(const std::string& json) {
-    auto c = parse_ds_config("inline-ds.json", json);
-    EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().what());
-    return c.value();
-}
-
-Schedule build(const Model& m, const DsConfig& c, int64_t world, int steps = 1, std::vector<int> overflow = {}) {
-    ScheduleOptions o;
-    o.world = world;
-    o.steps = steps;
-    o.overflow_steps = std::move(overflow);
-    auto s = build_schedule(m, c, o);
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
-    return s.value();
-}
+using test::build;
+using test::ds;
+using test::param_list;
 
 std::vector<const Op*> select(const Schedule& s, const std::function<bool(const Op&)>& f) {
     std::vector<const Op*> out;
