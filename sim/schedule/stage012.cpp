@@ -142,6 +142,10 @@ struct Stage012 {
             for (const auto& sl : slices) all.push_back(&sl);
             send(all, OpKind::AllReduce, "stage12.flush.multi_rank_allreduce", -1);
         } else {
+            // average_tensor:1114-1135: a dict keyed by (dst, group) in first-insertion order, so
+            // an owner's slices form one list even with other owners' slices between them; each
+            // list goes through allreduce_no_retain as reduces to that owner (docs/zero-comm.md
+            // §7, "Order of the per-rank reduces").
             std::vector<int> owners;
             std::map<int, std::vector<const OwnerSlice*>> by_owner;
             for (const auto& sl : slices) {
