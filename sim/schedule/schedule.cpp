@@ -104,6 +104,21 @@ bool Build::overflows(int s) const {
     return std::find(opt.overflow_steps.begin(), opt.overflow_steps.end(), s) != opt.overflow_steps.end();
 }
 
+std::vector<int> Build::autograd_order(int module) const {
+    // The order autograd's engine runs the module's parameters' AccumulateGrad nodes (DeepSpeed's
+    // reduce hooks sit on them): it queues a backward node's inputs in argument order and runs
+    // AccumulateGrad first among ready nodes, earlier-queued first on a tie (docs/zero-comm.md §3).
+    //  - Linear (addmm(bias, x, weight.t()) / HF Conv1D addmm(bias, x, weight)): the bias is the
+    //    first argument, the weight comes through t() or after it: bias, then weight, i.e.
+    //    reverse registration order.
+    //  - LayerNorm (native_layer_norm(input, shape, weight, bias)): weight, then bias, i.e.
+    //    registration order.
+    const Module& mod = model.modules[module];
+    std::vector<int> order(mod.params.begin(), mod.params.end());
+    if (mod.kind != ModuleKind::Norm) std::reverse(order.begin(), order.end());
+    return order;
+}
+
 std::vector<std::pair<int, std::vector<int>>> Build::backward_plan() const {
     // A parameter's gradient is complete once the backward of its first forward use has run
     // (autograd sums all uses before the accumulate-grad hook fires).
@@ -115,9 +130,8 @@ std::vector<std::pair<int, std::vector<int>>> Build::backward_plan() const {
     for (size_t k = model.forward_order.size(); k-- > 0;) {
         int module = model.forward_order[k];
         std::vector<int> ready;
-        const auto& ps = model.modules[module].params;
-        for (size_t j = ps.size(); j-- > 0;)
-            if (first_use_pos[ps[j]] == static_cast<int>(k)) ready.push_back(ps[j]);
+        for (int p : autograd_order(module))
+            if (first_use_pos[p] == static_cast<int>(k)) ready.push_back(p);
         plan.emplace_back(module, std::move(ready));
     }
     return plan;

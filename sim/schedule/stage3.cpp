@@ -396,9 +396,8 @@ void generate_stage3(Build& b) {
     for (size_t n = 0; n < b.model.calls.size(); ++n) {
         int mod = b.model.calls[n].module;
         if (mod < 0) continue;
-        const auto& ps = b.model.modules[mod].params;
-        for (size_t j = ps.size(); j-- > 0;)
-            if (first_use_node[ps[j]] == static_cast<int>(n)) ready_at_node[n].push_back(ps[j]);
+        for (int p : b.autograd_order(mod))
+            if (first_use_node[p] == static_cast<int>(n)) ready_at_node[n].push_back(p);
     }
     for (int step = 0; step < b.opt.steps; ++step) {
         b.step = step;

@@ -21,11 +21,13 @@
 // (base 2 + 12b): ln1.w 128, ln1.b 128, qkv.w 49152, qkv.b 384, proj.w 16384, proj.b 128,
 // ln2.w 128, ln2.b 128, fc1.w 65536, fc1.b 512, fc2.w 65536, fc2.b 128; 26 ln_f.w 128,
 // 27 ln_f.b 128, 28 lm_head 131072. 667136 elements, a multiple of 2*world at 2 and 4 ranks, so
-// no padding. Gradients become ready in reverse: 28, 27, 26, 25, ..., 1, 0 (the generator's
-// backward_plan). Flushes, counted from 0 (flush 0 is lm_head's empty-bucket flush, no op):
-//  1 [28]  2 [27 26 25]  3 [24]  4 [23]  5 [22]  6 [21 20 19 18 17]  7 [16 15 14 13]  8 [12]
-//  9 [11]  10 [10]  11 [9 8 7 6 5]  12 [4 3 2]  13 [1]  14 [0]
-// (e.g. flush 12: 4 joins after flush 11 since 17152 + 49152 > 50000; 3 and 2 make 49408; 1
+// no padding. Gradients become ready module by module in reverse forward order; inside a Linear
+// bias then weight, inside a LayerNorm weight then bias (autograd's order, the generator's
+// backward_plan): 28, 26, 27, 25, 24, 23, 22, 20, 21, 19, 18, 17, 16, 14, 15, 13, ..., 2, 3, 1, 0.
+// Flushes, counted from 0 (flush 0 is lm_head's empty-bucket flush, no op):
+//  1 [28]  2 [26 27 25]  3 [24]  4 [23]  5 [22]  6 [20 21 19 18 17]  7 [16 14 15 13]  8 [12]
+//  9 [11]  10 [10]  11 [8 9 7 6 5]  12 [4 2 3]  13 [1]  14 [0]
+// (e.g. flush 12: 4 joins after flush 11 since 17152 + 49152 > 50000; 2 and 3 make 49408; 1
 // would make 57600 > 50000.)
 #include <gtest/gtest.h>
 
@@ -108,14 +110,14 @@ class FlushOrder : public ::testing::Test {
 TEST_F(FlushOrder, World2RoundRobinGroupsNonAdjacentSlicesPerOwnerInFirstSeenOrder) {
     const Schedule w2 = build(2, true);
     auto flushes = reduces_by_flush(w2);
-    // Flush 7 = [16 15 14 13]. rank_and_offsets: 16 -> (0, @0, 5504), (1, @5504, 43648);
-    // 15 -> owner 1 = prev_id, merged: (1, @5504, 43776); 14 -> (0, @49280, 128);
-    // 13 -> (1, @49408, 128). Dict, first seen: 0: [5504, 128], 1: [43776, 128]. Neither list
-    // passes 50000, so one reduce each: dst 0 then dst 1.
+    // Flush 7 = [16 14 15 13]. rank_and_offsets: 16 -> (0, @0, 5504), (1, @5504, 43648);
+    // 14 -> (0, @49152, 128); 15 -> (1, @49280, 128); 13 -> owner 1 = prev_id, merged:
+    // (1, @49280, 256). Dict, first seen: 0: [5504, 128], 1: [43648, 256]. Neither list passes
+    // 50000, so one reduce each: dst 0 then dst 1.
     expect_flush(flushes, 7,
                  {{0, {{16, 0, 5504}, {14, 0, 128}}}, {1, {{16, 5504, 43648}, {15, 0, 128}, {13, 0, 128}}}});
-    // Flush 12 = [4 3 2]: 4 -> (0, @0, 49152); 3 -> (1, @49152, 128); 2 -> (0, @49280, 128).
-    // Dict: 0: [49152, 128] (49280, not past 50000: one reduce), 1: [128]. Dst 0 then 1.
+    // Flush 12 = [4 2 3]: 4 -> (0, @0, 49152); 2 -> owner 0 = prev_id, merged (0, @0, 49280);
+    // 3 -> (1, @49280, 128). Dict: 0: [49280] (not past 50000: one reduce), 1: [128].
     expect_flush(flushes, 12, {{0, {{4, 0, 49152}, {2, 0, 128}}}, {1, {{3, 0, 128}}}});
     // Flush 1 = [28] alone (131072 > 50000 after appending: sent as one reduce); 28 is even,
     // at 524928 -> partition 1.
@@ -129,10 +131,10 @@ TEST_F(FlushOrder, World2RoundRobinGroupsNonAdjacentSlicesPerOwnerInFirstSeenOrd
 TEST_F(FlushOrder, World4RoundRobinSplitsAParameterAcrossOwnersByOffset) {
     const Schedule w4 = build(4, true);
     auto flushes = reduces_by_flush(w4);
-    // Flush 12 = [4 3 2]: 4's (partition, offset) pairs sorted by offset: (0, 0), (1, 35712) ->
-    // (0, @0, 35712), (1, @35712, 13440); 3 -> (3, @49152, 128); 2 -> owner 3 = prev_id, merged
+    // Flush 12 = [4 2 3]: 4's (partition, offset) pairs sorted by offset: (0, 0), (1, 35712) ->
+    // (0, @0, 35712), (1, @35712, 13440); 2 -> (3, @49152, 128); 3 -> owner 3 = prev_id, merged
     // (3, @49152, 256). Dict: 0, 1, 3, one reduce each.
-    expect_flush(flushes, 12, {{0, {{4, 0, 35712}}}, {1, {{4, 35712, 13440}}}, {3, {{3, 0, 128}, {2, 0, 128}}}});
+    expect_flush(flushes, 12, {{0, {{4, 0, 35712}}}, {1, {{4, 35712, 13440}}}, {3, {{2, 0, 128}, {3, 0, 128}}}});
     // Flush 3 = [24]: (1, @0, 38400), (2, @38400, 27136).
     expect_flush(flushes, 3, {{1, {{24, 0, 38400}}}, {2, {{24, 38400, 27136}}}});
     expect_flush(flushes, 1, {{2, {{28, 0, 131072}}}});
@@ -145,39 +147,39 @@ TEST_F(FlushOrder, RegistrationOrderLayoutAtWorld2And4) {
     const Schedule w2 = build(2, false);
     expect_flush(reduces_by_flush(w2), 8, {{0, {{12, 0, 61696}}}, {1, {{12, 61696, 3840}}}});
     // World 4, partitions of 166784 (boundaries 166784, 333568, 500352): flush 3 = [24] ->
-    // (2, @0, 30208), (3, @30208, 35328); flush 12 = [4 3 2]: 4 -> (0, @0, 27264),
-    // (1, @27264, 21888); 3 -> owner 0 (139392 < 166784), 2 -> owner 0. Dict: 0: [27264, 256]
-    // (entries 4's first slice and the merged 3+2 entry), 1: [21888]. Dst 0 then 1: the
+    // (2, @0, 30208), (3, @30208, 35328); flush 12 = [4 2 3]: 4 -> (0, @0, 27264),
+    // (1, @27264, 21888); 2 -> owner 0 (139264 < 166784), 3 -> owner 0. Dict: 0: [27264, 256]
+    // (entries 4's first slice and the merged 2+3 entry), 1: [21888]. Dst 0 then 1: the
     // parameter's second slice goes out after later parameters' slices of its first owner.
     const Schedule w4 = build(4, false);
     auto flushes = reduces_by_flush(w4);
     expect_flush(flushes, 3, {{2, {{24, 0, 30208}}}, {3, {{24, 30208, 35328}}}});
-    expect_flush(flushes, 12, {{0, {{4, 0, 27264}, {3, 0, 128}, {2, 0, 128}}}, {1, {{4, 27264, 21888}}}});
+    expect_flush(flushes, 12, {{0, {{4, 0, 27264}, {2, 0, 128}, {3, 0, 128}}}, {1, {{4, 27264, 21888}}}});
 }
 
-// Flushes whose first two owners come from a norm's bias and weight: the derivation takes the
-// generator's ready order (docs/zero-comm.md §3: inside a module, reverse registration, so ln.b
-// before ln.w). Were a norm's weight ready before its bias, the first two reduces of each of these
-// flushes would swap; the grouping rule itself (dict, first-seen order) is what is pinned here.
-TEST_F(FlushOrder, RoundRobinOwnersOutOfRankOrder) {
-    // World 2 (layout above): flush 11 = [9 8 7 6 5]; odd 9, 7, 5 -> partition 1, even
-    // 8@196736 and 6@180352 -> partition 0. Entries (1: 9), (0: 8), (1: 7), (0: 6), (1: 5);
-    // dict 1: [9 7 5] = 640, 0: [8 6] = 16512: dst 1 first.
+// Flushes whose first two owners come from a LayerNorm's weight and bias (weight ready first,
+// docs/zero-comm.md §3). Were the bias ready first (reverse registration, as for a Linear), the
+// first two reduces of each of these flushes would swap: world 2 flush 11 would go to ranks 1, 0,
+// world 4 flushes 11 and 6 to 3, 1, 2 and 3, 1.
+TEST_F(FlushOrder, LayerNormWeightBeforeBiasOrdersTheOwners) {
+    // World 2 (layout above): flush 11 = [8 9 7 6 5]; even 8@196736 and 6@180352 -> partition 0,
+    // odd 9, 7, 5 -> partition 1. Entries (0: 8), (1: 9 + 7), (0: 6), (1: 5); dict 0: [8 6] =
+    // 16512, 1: [9 7 5] = 640: dst 0 first.
     const Schedule w2 = build(2, true);
     expect_flush(reduces_by_flush(w2), 11,
-                 {{1, {{9, 0, 128}, {7, 0, 128}, {5, 0, 384}}}, {0, {{8, 0, 128}, {6, 0, 16384}}}});
-    // World 4 (layout above): 9@500352, exactly the start of partition 3 (start_index <=
-    // current_index: owner 3, offset 0); 5@499968 ends exactly at 500352 (no slice in 3: the
-    // straddle test is strict) -> owner 2; 8@180224 -> 1; 7, 6 -> 3. Flush 11 = [9 8 7 6 5]:
-    // entries (3: 9), (1: 8), (3: 7 + 6), (2: 5); dict 3: [128, 16512], 1: [128], 2: [384].
+                 {{0, {{8, 0, 128}, {6, 0, 16384}}}, {1, {{9, 0, 128}, {7, 0, 128}, {5, 0, 384}}}});
+    // World 4 (layout above): 8@180224 -> 1; 9@500352, exactly the start of partition 3
+    // (start_index <= current_index: owner 3, offset 0); 7, 6 -> 3; 5@499968 ends exactly at
+    // 500352 (no slice in 3: the straddle test is strict) -> owner 2. Flush 11 = [8 9 7 6 5]:
+    // entries (1: 8), (3: 9 + 7 + 6), (2: 5); dict 1: [128], 3: [16640], 2: [384].
     const Schedule w4sched = build(4, true);
     auto w4 = reduces_by_flush(w4sched);
     expect_flush(w4, 11,
-                 {{3, {{9, 0, 128}, {7, 0, 128}, {6, 0, 16384}}}, {1, {{8, 0, 128}}}, {2, {{5, 0, 384}}}});
-    // Flush 6 = [21 20 19 18 17]: 21@500992, 19, 18@583424, 17@500608 -> 3; 20@295040 -> 1.
-    // Entries (3: 21), (1: 20), (3: 19 + 18 + 17); dict 3: [128, 16896], 1: [128].
+                 {{1, {{8, 0, 128}}}, {3, {{9, 0, 128}, {7, 0, 128}, {6, 0, 16384}}}, {2, {{5, 0, 384}}}});
+    // Flush 6 = [20 21 19 18 17]: 20@295040 -> 1; 21@500992, 19, 18@583424, 17@500608 -> 3.
+    // Entries (1: 20), (3: 21 + 19 + 18 + 17); dict 1: [128], 3: [17024].
     expect_flush(w4, 6,
-                 {{3, {{21, 0, 128}, {19, 0, 128}, {18, 0, 16384}, {17, 0, 384}}}, {1, {{20, 0, 128}}}});
+                 {{1, {{20, 0, 128}}}, {3, {{21, 0, 128}, {19, 0, 128}, {18, 0, 16384}, {17, 0, 384}}}});
 }
 
 }  // namespace
