@@ -58,9 +58,15 @@ class JsonField {
 
     std::string as_string() const;
     bool as_bool() const;
+    // A finite number (JSON has no NaN or infinity; 1e400 is refused when the file is parsed).
     double as_number() const;
-    // A count that must be a whole number (DeepSpeed configs often write 5e8 for 500000000).
+    // A finite number in [lo, hi]; `what` says what it is when it is not ("a clipping norm").
+    double as_number_in(double lo, double hi) const;
+    // A count that must be a whole number (DeepSpeed configs often write 5e8 for 500000000), one
+    // that fits a signed 64-bit integer: 2^63 and beyond are refused with the number as written.
     int64_t as_integer() const;
+    // A whole number in [lo, hi], refused with the range and the number as written.
+    int64_t as_integer_in(int64_t lo, int64_t hi) const;
 
     [[noreturn]] void fail_here(const std::string& message) const { fail(file_, path_, message); }
 
