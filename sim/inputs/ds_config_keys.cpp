@@ -48,6 +48,15 @@ const std::vector<std::string>& top_level_keys() {
     return keys;
 }
 
+// closest_key's "close" (a third of the key) is loose for short keys ("model" would suggest "moe");
+// a config key is suggested only when one edit, or an edit per three characters, separates them.
+std::string near_key(const std::string& key, const std::vector<std::string>& keys) {
+    std::string near = closest_key(key, keys);
+    if (near.empty()) return near;
+    size_t d = edit_distance(key, near);
+    return d <= 1 || 3 * d <= key.size() ? near : std::string();
+}
+
 bool is_one_of(const std::string& key, const std::vector<std::string>& keys) {
     return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
@@ -98,7 +107,7 @@ void refuse_name_beside_alias(const JsonField& z) {
 void check_zero_keys(const JsonField& z, DsConfig& c) {
     for (auto it = z.raw().begin(); it != z.raw().end(); ++it) {
         if (is_one_of(it.key(), zero_keys())) continue;
-        std::string near = closest_key(it.key(), zero_keys());
+        std::string near = near_key(it.key(), zero_keys());
         z.at(it.key()).fail_here("DeepSpeed v0.14.2 refuses keys zero_optimization does not have" +
                                  (near.empty() ? std::string(" (runtime/zero/config.py lists them)")
                                                : "; did you mean '" + near + "'?"));
@@ -152,7 +161,7 @@ bool offload_enabled(const JsonField& z, const char* key) {
     const auto& keys = std::string(key) == "offload_param" ? param_keys : optimizer_keys;
     for (auto it = o.raw().begin(); it != o.raw().end(); ++it) {
         if (is_one_of(it.key(), keys)) continue;
-        std::string near = closest_key(it.key(), keys);
+        std::string near = near_key(it.key(), keys);
         o.at(it.key()).fail_here(std::string("DeepSpeed v0.14.2 refuses keys ") + key + " does not have" +
                                  (near.empty() ? std::string(" (runtime/zero/offload_config.py lists them)")
                                                : "; did you mean '" + near + "'?"));
@@ -170,7 +179,7 @@ void note_top_level_keys(const JsonField& root, DsConfig& c) {
     for (auto it = root.raw().begin(); it != root.raw().end(); ++it) {
         const std::string& key = it.key();
         if (!is_one_of(key, top_level_keys())) {
-            std::string near = closest_key(key, top_level_keys());
+            std::string near = near_key(key, top_level_keys());
             if (is_one_of(key, zero_keys()))
                 c.ignored_keys.push_back(key + " (a zero_optimization key; DeepSpeed ignores it at the top level)");
             else

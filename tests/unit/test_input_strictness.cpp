@@ -115,6 +115,8 @@ TEST(InputStrictness, UnknownTopLevelKeyWarnedWithClosestKey) {
     EXPECT_EQ(c.ignored_keys[1], "my_custom_key");
     EXPECT_EQ(c.ignored_keys[2], "mics_shard_size (a zero_optimization key; DeepSpeed ignores it at the top level)");
     EXPECT_EQ(c.zero.stage, 0);  // what DeepSpeed does with the misspelt section
+    // Two edits in five letters is no typo: "model" (a run.json key) suggests nothing, not "moe".
+    EXPECT_EQ(ds_ok(R"({"model": "tiny"})").ignored_keys.at(0), "model");
 }
 
 // ---------------------------------------------------------------------------------------------

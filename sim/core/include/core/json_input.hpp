@@ -27,6 +27,9 @@ struct InputFailure {
 // A whole file as text; `what` names it in the error ("DeepSpeed config", "topology file").
 Result<std::string> read_text_file(const std::string& path, const std::string& what);
 
+// Levenshtein distance (insertions, deletions, substitutions).
+size_t edit_distance(const std::string& a, const std::string& b);
+
 // The candidate closest to `key` by edit distance, for "did you mean" hints; "" if none is close.
 std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);
 
