@@ -40,7 +40,7 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     if (a.model.empty()) return zerosim::Error{"", "--model", "required (or --schedule)"};
     auto cfg = zerosim::load_ds_config(a.ds_config);
     if (!cfg) return cfg.error();
-    if (be.rank() == 0) zerosim::warn_ignored_keys("zerorun", a.ds_config, cfg->ignored_keys);
+    if (be.rank() == 0) zerosim::warn_ds_config("zerorun", cfg.value());
     auto model = zerosim::load_model(a.model);
     if (!model) return model.error();
     zerosim::ScheduleOptions opt;

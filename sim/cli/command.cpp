@@ -28,7 +28,7 @@ void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
 Result<Inputs> load_inputs(const ScheduleArgs& a) {
     auto cfg = load_ds_config(a.ds_config);
     if (!cfg) return cfg.error();
-    warn_ignored_keys("zerosim", a.ds_config, cfg->ignored_keys);
+    warn_ds_config("zerosim", cfg.value());
     if (cfg->zero.offload_optimizer || cfg->zero.offload_param)
         std::cerr << "zerosim: warning: " << a.ds_config
                   << ": offload_optimizer/offload_param are not modelled; the schedule is that of the same config without offload\n";

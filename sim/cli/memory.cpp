@@ -18,6 +18,7 @@ struct MemoryArgs {
 int run_memory(const MemoryArgs& a) {
     auto cfg = load_ds_config(a.sched.ds_config);
     if (!cfg) return input_error(cfg.error());
+    warn_ds_config("zerosim", cfg.value());
     auto model = load_model(a.sched.model);
     if (!model) return input_error(model.error());
     auto stages = parse_stage_list(a.stages);

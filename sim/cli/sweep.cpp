@@ -30,6 +30,7 @@ int run_sweep_cmd(SweepArgs& a) {
     if (!spec.ds_config.empty()) {
         auto cfg = parse_ds_config(spec.ds_config, inputs->ds_config.dump());
         if (!cfg) return input_error(cfg.error());
+        warn_ds_config("zerosim", cfg.value());
     }
     if (auto e = check_writable(a.output, "-o")) return input_error(*e);
     if (auto e = check_writable(a.plot, "--plot")) return input_error(*e);

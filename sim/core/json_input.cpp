@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace zerosim {
@@ -78,18 +79,20 @@ Result<std::string> read_text_file(const std::string& path, const std::string& w
     return ss.str();
 }
 
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j)
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
 std::string closest_key(const std::string& key, const std::vector<std::string>& candidates) {
-    auto distance = [](const std::string& a, const std::string& b) {
-        std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-        for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-        for (size_t i = 1; i <= a.size(); ++i) {
-            cur[0] = i;
-            for (size_t j = 1; j <= b.size(); ++j)
-                cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            std::swap(prev, cur);
-        }
-        return prev[b.size()];
-    };
+    auto distance = edit_distance;
     std::string best;
     size_t best_d = SIZE_MAX;
     for (const auto& c : candidates) {
@@ -141,17 +144,64 @@ bool JsonField::as_bool() const {
 
 double JsonField::as_number() const {
     if (!v_->is_number()) fail_here("expected a number, found " + json_type_name(*v_) + " " + v_->dump());
-    return v_->get<double>();
+    double d = v_->get<double>();
+    if (!std::isfinite(d)) fail_here("expected a finite number, found " + v_->dump());
+    return d;
+}
+
+namespace {
+
+// A bound as people read it: 9223372036854775807 is "2^63 - 1", other numbers as they are.
+std::string bound_text(int64_t v) {
+    if (v == INT64_MAX) return "9223372036854775807 (2^63 - 1)";
+    return std::to_string(v);
+}
+
+std::string number_text(double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+}
+
+}  // namespace
+
+double JsonField::as_number_in(double lo, double hi) const {
+    double d = as_number();
+    if (d < lo || d > hi)
+        fail_here((hi == std::numeric_limits<double>::max() ? "expected a number >= " + number_text(lo)
+                                                           : "expected a number from " + number_text(lo) + " to " + number_text(hi)) +
+                  ", found " + v_->dump());
+    return d;
 }
 
 int64_t JsonField::as_integer() const {
-    if (v_->is_number_integer() || v_->is_number_unsigned()) return v_->get<int64_t>();
+    // nlohmann keeps integers above INT64_MAX as unsigned; reading one as int64_t would wrap it
+    // to a negative number, so it is refused here with the digits the file holds.
+    if (v_->is_number_unsigned()) {
+        if (v_->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+            fail_here("expected a whole number up to " + bound_text(INT64_MAX) + ", found " + v_->dump());
+        return static_cast<int64_t>(v_->get<uint64_t>());
+    }
+    if (v_->is_number_integer()) return v_->get<int64_t>();
     if (v_->is_number_float()) {
         double d = v_->get<double>();
-        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<int64_t>(d);
-        fail_here("expected a whole number, found " + v_->dump());
+        if (!std::isfinite(d) || d != std::floor(d)) fail_here("expected a whole number, found " + v_->dump());
+        // 2^63 is the first double beyond int64_t; every double below it converts exactly.
+        if (std::fabs(d) >= 9223372036854775808.0)
+            fail_here("expected a whole number from -2^63 to " + bound_text(INT64_MAX) + ", found " + v_->dump());
+        return static_cast<int64_t>(d);
     }
     fail_here("expected a whole number, found " + json_type_name(*v_) + " " + v_->dump());
+}
+
+int64_t JsonField::as_integer_in(int64_t lo, int64_t hi) const {
+    int64_t v = as_integer();
+    if (v < lo || v > hi) {
+        std::string range = hi == INT64_MAX ? (lo == 1 ? "a positive whole number" : "a whole number >= " + std::to_string(lo))
+                                            : "a whole number from " + std::to_string(lo) + " to " + bound_text(hi);
+        fail_here("expected " + range + ", found " + v_->dump());
+    }
+    return v;
 }
 
 }  // namespace zerosim

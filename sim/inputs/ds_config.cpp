@@ -5,8 +5,12 @@
 #include <set>
 #include <sstream>
 
+#include <iostream>
+#include <limits>
+
 #include "core/json_input.hpp"
 #include "core/number_list.hpp"
+#include "ds_config_keys.hpp"
 
 namespace zerosim {
 
@@ -26,41 +30,6 @@ const std::map<std::string, std::string>& auto_sources() {
         {"zero_optimization.stage3_param_persistence_threshold", "the model: 10 * hidden_size"},
     };
     return m;
-}
-
-// Top-level keys DeepSpeed knows that do not change which collectives ZeRO issues.
-const std::set<std::string>& known_inert_keys() {
-    static const std::set<std::string> s = {
-        "optimizer", "scheduler", "steps_per_print", "wall_clock_breakdown", "comms_logger",
-        "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "dump_state", "prescale_gradients",
-        "gradient_predivide_factor", "sparse_gradients", "amp", "activation_checkpointing", "flops_profiler",
-        "tensorboard", "wandb", "csv_monitor", "comet", "monitor_config", "elasticity", "autotuning",
-        "checkpoint", "data_efficiency", "curriculum_learning", "compression_training", "aio",
-        "memory_breakdown", "seed", "dataloader_drop_last", "disable_allgather", "load_universal_checkpoint",
-        "pipeline", "sparse_attention", "eigenvalue", "progressive_layer_drop", "quantize_training",
-        "hybrid_engine", "nebula", "use_node_local_storage", "data_types", "compile", "timers",
-        "weight_quantization", "graph_harvesting", "zero_quantized_weights", "fp16_master_weights_and_grads",
-        "bf16_immediate_grad_update", "seq_parallel_communication_data_type", "mics_shard_size",
-        "mics_hierarchical_params_gather", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-        "train_batch_size", "fp16", "bf16", "bfloat16", "communication_data_type", "gradient_clipping",
-        "zero_optimization"};
-    return s;
-}
-
-const std::set<std::string>& known_zero_keys() {
-    static const std::set<std::string> s = {
-        "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "use_multi_rank_bucket_allreduce",
-        "allgather_partitions", "allgather_bucket_size", "overlap_comm", "round_robin_gradients", "sub_group_size",
-        "stage3_prefetch_bucket_size", "prefetch_bucket_size", "stage3_param_persistence_threshold",
-        "param_persistence_threshold", "stage3_model_persistence_threshold", "model_persistence_threshold",
-        "stage3_max_live_parameters", "max_live_parameters", "stage3_max_reuse_distance", "max_reuse_distance",
-        "offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
-        "load_from_fp32_weights", "elastic_checkpoint", "stage3_gather_16bit_weights_on_model_save",
-        "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", "ignore_unused_parameters",
-        "legacy_stage1", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
-        "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
-        "pipeline_loading_checkpoint", "override_module_apply"};
-    return s;
 }
 
 void reject_auto(const JsonField& f) {
@@ -109,8 +78,7 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
         root.expect_object();
         DsConfig c;
         c.source = file;
-        for (auto it = doc->begin(); it != doc->end(); ++it)
-            if (!known_inert_keys().count(it.key())) c.ignored_keys.push_back(it.key());
+        note_top_level_keys(root, c);
 
         if (root.has("train_micro_batch_size_per_gpu")) c.micro_batch = positive_count(root.at("train_micro_batch_size_per_gpu"));
         if (root.has("gradient_accumulation_steps")) c.grad_accum = positive_count(root.at("gradient_accumulation_steps"));
@@ -118,7 +86,8 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
         if (root.has("gradient_clipping")) {
             auto g = root.at("gradient_clipping");
             reject_auto(g);
-            c.gradient_clipping = g.as_number();
+            // DeepSpeed clips when the value is > 0; a negative norm is no clipping written wrongly.
+            c.gradient_clipping = g.as_number_in(0.0, std::numeric_limits<double>::max());
         }
 
         bool fp16 = section_enabled(root, "fp16");
@@ -152,8 +121,6 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
         if (root.has("zero_optimization")) {
             auto z = root.at("zero_optimization");
             z.expect_object();
-            for (auto it = z.raw().begin(); it != z.raw().end(); ++it)
-                if (!known_zero_keys().count(it.key())) c.ignored_keys.push_back("zero_optimization." + it.key());
             auto& zc = c.zero;
             if (z.has("stage")) {
                 auto s = z.at("stage");
@@ -185,19 +152,19 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
                        zc.model_persistence_threshold, true);
             read_count({"max_live_parameters", "stage3_max_live_parameters"}, zc.max_live_parameters, true);
             read_count({"max_reuse_distance", "stage3_max_reuse_distance"}, zc.max_reuse_distance, true);
-            auto offload = [&](const char* key) {
-                if (!z.has(key) || z.at(key).is_null()) return false;
-                auto o = z.at(key);
-                o.expect_object();
-                return o.has("device") && o.at("device").as_string() != "none";
-            };
-            zc.offload_optimizer = offload("offload_optimizer");
-            zc.offload_param = offload("offload_param");
+            zc.offload_optimizer = offload_enabled(z, "offload_optimizer");
+            zc.offload_param = offload_enabled(z, "offload_param");
+            check_zero_keys(z, c);
         }
         return c.with_stage(c.zero.stage);
     } catch (const InputFailure& f) {
         return f.error;
     }
+}
+
+void warn_ds_config(const std::string& program, const DsConfig& c) {
+    warn_ignored_keys(program, c.source, c.ignored_keys);
+    for (const auto& w : c.warnings) std::cerr << program << ": warning: " << c.source << ": " << w << '\n';
 }
 
 DsConfig DsConfig::with_stage(int k) const {
@@ -226,27 +193,46 @@ Result<DsConfig> load_ds_config(const std::string& path) {
 Result<BatchPlan> resolve_batch(const DsConfig& c, int64_t world) {
     BatchPlan b;
     const std::string& f = c.source;
+    // Every product below is checked: a batch of 2^62 per rank times 4 ranks must not wrap.
+    bool overflow = false;
+    auto times = [&](int64_t x, int64_t y) {
+        int64_t r = 0;
+        if (__builtin_mul_overflow(x, y, &r)) overflow = true;
+        return r;
+    };
+    auto too_big = [&](const char* field) {
+        return Error{f, field, "the batch it implies with the world size (" + std::to_string(world) +
+                                   ") exceeds 2^63 - 1 samples"};
+    };
     if (c.train_batch && c.micro_batch && c.grad_accum) {
-        if (*c.train_batch != *c.micro_batch * *c.grad_accum * world)
+        int64_t product = times(times(*c.micro_batch, *c.grad_accum), world);
+        if (overflow) return too_big("train_micro_batch_size_per_gpu");
+        if (*c.train_batch != product)
             return Error{f, "train_batch_size",
                          "must equal train_micro_batch_size_per_gpu * gradient_accumulation_steps * world = " +
                              std::to_string(*c.micro_batch) + " * " + std::to_string(*c.grad_accum) + " * " +
                              std::to_string(world) + ", found " + std::to_string(*c.train_batch)};
         b = {*c.micro_batch, *c.grad_accum, *c.train_batch};
     } else if (c.train_batch && c.micro_batch) {
-        if (*c.train_batch % (*c.micro_batch * world) != 0)
+        int64_t per_step = times(*c.micro_batch, world);
+        if (overflow) return too_big("train_micro_batch_size_per_gpu");
+        if (*c.train_batch % per_step != 0)
             return Error{f, "train_batch_size", "is not divisible by train_micro_batch_size_per_gpu * world"};
-        b = {*c.micro_batch, *c.train_batch / (*c.micro_batch * world), *c.train_batch};
+        b = {*c.micro_batch, *c.train_batch / per_step, *c.train_batch};
     } else if (c.train_batch && c.grad_accum) {
-        if (*c.train_batch % (*c.grad_accum * world) != 0)
+        int64_t per_micro = times(*c.grad_accum, world);
+        if (overflow) return too_big("gradient_accumulation_steps");
+        if (*c.train_batch % per_micro != 0)
             return Error{f, "train_batch_size", "is not divisible by gradient_accumulation_steps * world"};
-        b = {*c.train_batch / (*c.grad_accum * world), *c.grad_accum, *c.train_batch};
+        b = {*c.train_batch / per_micro, *c.grad_accum, *c.train_batch};
     } else if (c.train_batch) {
         if (*c.train_batch % world != 0) return Error{f, "train_batch_size", "is not divisible by the world size"};
         b = {*c.train_batch / world, 1, *c.train_batch};
     } else if (c.micro_batch) {
         int64_t gas = c.grad_accum.value_or(1);
-        b = {*c.micro_batch, gas, *c.micro_batch * gas * world};
+        int64_t total = times(times(*c.micro_batch, gas), world);
+        if (overflow) return too_big("train_micro_batch_size_per_gpu");
+        b = {*c.micro_batch, gas, total};
     } else {
         return Error{f, "train_micro_batch_size_per_gpu",
                      "DeepSpeed needs train_batch_size or train_micro_batch_size_per_gpu; neither is set"};

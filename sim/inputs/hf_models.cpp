@@ -11,15 +11,82 @@ namespace zerosim {
 
 namespace {
 
+// The largest size a config may give (hidden_size, vocab_size, num_hidden_layers...): 2^31 - 1,
+// beyond every real model's, so that any product of two sizes fits 64 bits before it is checked.
+constexpr int64_t kMaxConfigSize = INT32_MAX;
+
+struct HfConfig {
+    JsonField root;
+    // Every size read, so that a parameter too large to count can be blamed on the largest of them.
+    mutable std::vector<std::pair<std::string, int64_t>> sizes;
+
+    int64_t count(const char* key) const {
+        auto f = root.at(key);
+        int64_t v = f.as_integer();
+        if (v <= 0) f.fail_here("expected a positive whole number, found " + f.raw().dump());
+        if (v > kMaxConfigSize)
+            f.fail_here("expected at most 2147483647 (2^31 - 1), found " + f.raw().dump() +
+                        ": beyond any model's, and its parameters' element counts would not fit 64 bits");
+        sizes.emplace_back(key, v);
+        return v;
+    }
+    int64_t count_or(const char* key, int64_t fallback) const {
+        if (!root.has(key) || root.at(key).is_null()) return fallback;
+        return count(key);
+    }
+    bool flag_or(const char* key, bool fallback) const {
+        if (!root.has(key) || root.at(key).is_null()) return fallback;
+        return root.at(key).as_bool();
+    }
+    void divisible(int64_t a, const char* a_key, int64_t b, const char* b_key) const {
+        if (b > 0 && a % b == 0) return;
+        // A default the file leaves out cannot be blamed as a field: name the divisor the file gave.
+        if (root.has(a_key))
+            root.at(a_key).fail_here("must be divisible by " + std::string(b_key) + " (" + std::to_string(b) + ")");
+        root.at(b_key).fail_here("must divide " + std::string(a_key) + " (" + std::to_string(a) + ", the default)");
+    }
+    // A parameter or a running total past kMaxModelElements, blamed on the largest size the config
+    // gave (the defaults a config leaves out are never that large); the field names that key.
+    [[noreturn]] void too_many(const std::string& what, long double elements, std::string key = "") const {
+        int64_t largest = 0;
+        if (key.empty() || !root.has(key))
+            for (const auto& [k, v] : sizes)
+                if (v > largest) largest = v, key = k;
+        std::string message = "makes " + what + " " + element_count_text(elements) + " elements, more than " +
+                              element_count_text(kMaxModelElements) + ", the most zerosim takes for a model";
+        if (key.empty()) fail(root.file(), "", message);
+        root.at(key).fail_here(message);
+    }
+};
+
 // Collects parameters in registration order and the call tree of one forward pass.
 struct HfBuilder {
     Model m;
     std::vector<int> stack;               // open container calls
     std::vector<std::pair<std::string, int64_t>> attention_outputs;  // output projection -> heads' width
 
-    HfBuilder() { m.calls.push_back(CallNode{"", -1, {}, true, true}); stack.push_back(0); }
+    const HfConfig& config;
+    int64_t total = 0;                    // elements so far, checked as each parameter is added
+
+    explicit HfBuilder(const HfConfig& c) : config(c) {
+        m.calls.push_back(CallNode{"", -1, {}, true, true});
+        stack.push_back(0);
+    }
 
     void param(const std::string& name, std::vector<int64_t> shape) {
+        // Checked arithmetic: a shape whose product wraps (hidden_size 2^32 squared is 2^64) must
+        // not turn into a small or zero element count.
+        int64_t numel = 1;
+        long double elements = 1;
+        bool wrapped = false;
+        for (int64_t d : shape) {
+            elements *= static_cast<long double>(d);
+            wrapped = __builtin_mul_overflow(numel, d, &numel) || wrapped;
+        }
+        if (wrapped || numel > kMaxModelElements) config.too_many("'" + name + "'", elements);
+        int64_t before = total;
+        if (__builtin_add_overflow(before, numel, &total) || total > kMaxModelElements)
+            config.too_many("the parameters up to '" + name + "'", static_cast<long double>(before) + numel);
         Parameter p;
         p.name = name;
         p.shape = std::move(shape);
@@ -29,6 +96,16 @@ struct HfBuilder {
     void linear(const std::string& name, int64_t in, int64_t out, bool bias) {
         param(name + ".weight", {out, in});
         if (bias) param(name + ".bias", {out});
+    }
+    // After the first of `layers` identical layers (begun when `total` was `before`): all of them
+    // must fit, checked before the other layers are built.
+    void check_layers(int64_t before, int64_t layers, const char* layers_key) {
+        int64_t per_layer = total - before, rest = 0, all = 0;
+        long double elements = static_cast<long double>(before) + static_cast<long double>(per_layer) * layers;
+        if (__builtin_mul_overflow(per_layer, layers - 1, &rest) || __builtin_add_overflow(total, rest, &all) ||
+            all > kMaxModelElements)
+            config.too_many("the parameters up to the last of " + std::to_string(layers) + " layers", elements,
+                            layers_key);
     }
     void norm(const std::string& name, int64_t dim, bool bias) {
         param(name + ".weight", {dim});
@@ -47,27 +124,6 @@ struct HfBuilder {
     void exit() { stack.pop_back(); }
 };
 
-struct HfConfig {
-    JsonField root;
-    int64_t count(const char* key) const {
-        auto f = root.at(key);
-        int64_t v = f.as_integer();
-        if (v <= 0) f.fail_here("expected a positive whole number, found " + f.raw().dump());
-        return v;
-    }
-    int64_t count_or(const char* key, int64_t fallback) const {
-        if (!root.has(key) || root.at(key).is_null()) return fallback;
-        return count(key);
-    }
-    bool flag_or(const char* key, bool fallback) const {
-        if (!root.has(key) || root.at(key).is_null()) return fallback;
-        return root.at(key).as_bool();
-    }
-    void divisible(int64_t a, const char* a_key, int64_t b, const char* b_key) const {
-        if (b <= 0 || a % b != 0)
-            root.at(a_key).fail_here("must be divisible by " + std::string(b_key) + " (" + std::to_string(b) + ")");
-    }
-};
 
 // GPT2LMHeadModel. Conv1D weights are stored [in, out]. lm_head shares transformer.wte.weight
 // unless tie_word_embeddings is false, so named_parameters() lists it once.
@@ -86,7 +142,9 @@ void build_gpt2(const HfConfig& c, HfBuilder& b) {
     b.call("transformer.wte");
     b.call("transformer.wpe");
     b.call("transformer.drop");
+    const int64_t layers_start = b.total;
     for (int64_t l = 0; l < L; ++l) {
+        if (l == 1) b.check_layers(layers_start, L, "n_layer");
         std::string h = "transformer.h." + std::to_string(l);
         b.norm(h + ".ln_1", E, true);
         b.param(h + ".attn.c_attn.weight", {E, 3 * E});
@@ -139,7 +197,9 @@ void build_gpt_neox(const HfConfig& c, HfBuilder& b) {
     b.param("gpt_neox.embed_in.weight", {V, Hd});
     b.call("gpt_neox.embed_in");
     b.call("gpt_neox.emb_dropout");
+    const int64_t layers_start = b.total;
     for (int64_t l = 0; l < L; ++l) {
+        if (l == 1) b.check_layers(layers_start, L, "num_hidden_layers");
         std::string h = "gpt_neox.layers." + std::to_string(l);
         b.norm(h + ".input_layernorm", Hd, true);
         b.norm(h + ".post_attention_layernorm", Hd, true);
@@ -196,7 +256,9 @@ void build_llama(const HfConfig& c, HfBuilder& b, const std::string& type) {
     b.enter("model");
     b.param("model.embed_tokens.weight", {V, Hd});
     b.call("model.embed_tokens");
+    const int64_t layers_start = b.total;
     for (int64_t l = 0; l < L; ++l) {
+        if (l == 1) b.check_layers(layers_start, L, "num_hidden_layers");
         std::string h = "model.layers." + std::to_string(l);
         b.linear(h + ".self_attn.q_proj", Hd, nh * hd, qkv_bias);
         b.linear(h + ".self_attn.k_proj", Hd, nkv * hd, qkv_bias);
@@ -241,9 +303,9 @@ Result<Model> model_from_hf_config_json(const std::string& file, const std::stri
     try {
         JsonField root(doc.value(), file, "");
         root.expect_object();
-        HfConfig c{root};
+        HfConfig c{root, {}};
         std::string type = root.at("model_type").as_string();
-        HfBuilder b;
+        HfBuilder b(c);
         b.m.source = file;
         b.m.name = root.has("_name_or_path") && root.at("_name_or_path").is_string() ? root.at("_name_or_path").as_string() : type;
         if (b.m.name.empty()) b.m.name = type;

@@ -1,6 +1,8 @@
 #include "inputs/model.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -11,6 +13,15 @@
 #include "core/json_input.hpp"
 
 namespace zerosim {
+
+std::string element_count_text(long double elements) {
+    int exp = 0;
+    long double mant = std::frexp(elements, &exp);
+    if (elements >= 1 && mant == 0.5L) return "2^" + std::to_string(exp - 1);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3Lg", elements);
+    return buf;
+}
 
 int64_t Model::total_numel() const {
     int64_t n = 0;
@@ -121,6 +132,7 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
     std::unordered_map<std::string, int> module_index;
     for (const auto& mod : m.modules) module_index[mod.name] = static_cast<int>(&mod - m.modules.data());
     std::set<std::string> seen;
+    int64_t total = 0;
     for (size_t i = 0; i < m.params.size(); ++i) {
         auto& p = m.params[i];
         std::string field = "parameters[" + std::to_string(i) + "]";
@@ -129,12 +141,26 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
             return Error{m.source, field + ".name", "parameter '" + p.name + "' appears twice"};
         if (p.shape.empty()) return Error{m.source, field + ".shape", "expected at least one dimension"};
         p.numel = 1;
+        long double elements = 1;  // exact for the powers of two the message names
+        bool wrapped = false;
         for (auto d : p.shape) {
             if (d <= 0)
                 return Error{m.source, field + ".shape",
                              "dimensions must be positive, found " + std::to_string(d) + " in '" + p.name + "'"};
-            p.numel *= d;
+            elements *= static_cast<long double>(d);
+            wrapped = __builtin_mul_overflow(p.numel, d, &p.numel) || wrapped;
         }
+        if (wrapped || p.numel > kMaxModelElements)
+            return Error{m.source, field + ".shape",
+                         element_count_text(elements) + " elements in '" + p.name + "' exceed " +
+                             element_count_text(kMaxModelElements) + ", the most zerosim takes for a model"};
+        int64_t before = total;
+        if (__builtin_add_overflow(before, p.numel, &total) || total > kMaxModelElements)
+            return Error{m.source, field + ".shape",
+                         "the parameters up to '" + p.name + "' hold " +
+                             element_count_text(static_cast<long double>(before) + p.numel) +
+                             " elements, more than " + element_count_text(kMaxModelElements) +
+                             ", the most zerosim takes for a model"};
         if (policy == GroupPolicy::DecayNoDecay && p.group < 0) p.group = p.shape.size() == 1 ? 1 : 0;
         if (p.group < 0) p.group = 0;
         std::string mod = module_of(p.name);
@@ -186,9 +212,13 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
     // Every module with parameters must run, or its gradients would never be produced.
     std::vector<bool> runs(m.modules.size(), false);
     for (int i : m.forward_order) runs[i] = true;
-    for (size_t i = 0; i < m.modules.size(); ++i)
-        if (!runs[i])
-            return Error{m.source, "forward_order", "module '" + m.modules[i].name + "' owns parameters but never runs"};
+    for (size_t i = 0; i < m.modules.size(); ++i) {
+        if (runs[i]) continue;
+        bool owns = std::any_of(m.params.begin(), m.params.end(), [&](const Parameter& p) { return p.module == static_cast<int>(i); });
+        return Error{m.source, "forward_order",
+                     "module '" + m.modules[i].name + (owns ? "' owns parameters" : "' uses a tied parameter") +
+                         " but never runs" + (forward_order_names.empty() ? "" : "; forward_order must list it")};
+    }
     for (auto& mod : m.modules)
         if (mod.kind == ModuleKind::Other) mod.kind = guess_kind(m, mod);
     if (m.calls.empty()) {
@@ -241,7 +271,8 @@ Result<Model> model_from_param_list_json(const std::string& file, const std::str
             fo.expect_array();
             for (size_t i = 0; i < fo.size(); ++i) order.push_back(fo.at(i).as_string());
         }
-        if (root.has("seq_len")) m.default_seq_len = root.at("seq_len").as_integer();
+        // A sequence length above 2^31 - 1 is no model's; bounding it keeps token counts in 64 bits.
+        if (root.has("seq_len")) m.default_seq_len = root.at("seq_len").as_integer_in(1, INT32_MAX);
         std::vector<TiedUse> tied_uses;
         if (root.has("tied")) {
             auto tied = root.at("tied");

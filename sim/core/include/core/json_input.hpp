@@ -27,6 +27,9 @@ struct InputFailure {
 // A whole file as text; `what` names it in the error ("DeepSpeed config", "topology file").
 Result<std::string> read_text_file(const std::string& path, const std::string& what);
 
+// Levenshtein distance (insertions, deletions, substitutions).
+size_t edit_distance(const std::string& a, const std::string& b);
+
 // The candidate closest to `key` by edit distance, for "did you mean" hints; "" if none is close.
 std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);
 
@@ -58,9 +61,15 @@ class JsonField {
 
     std::string as_string() const;
     bool as_bool() const;
+    // A finite number (JSON has no NaN or infinity; 1e400 is refused when the file is parsed).
     double as_number() const;
-    // A count that must be a whole number (DeepSpeed configs often write 5e8 for 500000000).
+    // A finite number in [lo, hi]; `what` says what it is when it is not ("a clipping norm").
+    double as_number_in(double lo, double hi) const;
+    // A count that must be a whole number (DeepSpeed configs often write 5e8 for 500000000), one
+    // that fits a signed 64-bit integer: 2^63 and beyond are refused with the number as written.
     int64_t as_integer() const;
+    // A whole number in [lo, hi], refused with the range and the number as written.
+    int64_t as_integer_in(int64_t lo, int64_t hi) const;
 
     [[noreturn]] void fail_here(const std::string& message) const { fail(file_, path_, message); }
 

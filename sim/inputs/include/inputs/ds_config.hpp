@@ -46,6 +46,8 @@ struct DsConfig {
     std::optional<DType> grad_accum_dtype;    // data_types.grad_accum_dtype
     ZeroConfig zero;
     std::vector<std::string> ignored_keys;    // keys zerosim does not know, reported in one warning
+                                              // (with "(did you mean 'k'?)" where a known key is close)
+    std::vector<std::string> warnings;        // what the prediction leaves out, one line each
 
     // The dtype gradients travel in: communication_data_type if set, else the model's dtype.
     DType comm_dtype() const { return communication_data_type.value_or(model_dtype); }
@@ -68,6 +70,9 @@ struct BatchPlan {
 Result<BatchPlan> resolve_batch(const DsConfig& cfg, int64_t world);
 
 Result<DsConfig> load_ds_config(const std::string& path);
+// The config's warning lines on stderr: its ignored keys, then each of `warnings`
+// ("PROGRAM: warning: FILE: ...").
+void warn_ds_config(const std::string& program, const DsConfig& c);
 Result<DsConfig> parse_ds_config(const std::string& file_name, const std::string& text);
 
 }  // namespace zerosim

@@ -59,6 +59,17 @@ struct Model {
     int64_t group_numel(int g) const;
 };
 
+// The most elements a model may hold, per parameter and in total: 2^56 (7.2e16, some 10^4 times
+// the largest models trained). Its bytes (up to 16 per element with Adam's fp32 states beside the
+// half-precision copy) and the sums the schedule and the memory estimate make of them then stay
+// far inside a signed 64-bit count. Element counts are multiplied and added with overflow checks,
+// so a shape whose product wraps around 2^64 is refused, never read as a small number.
+inline constexpr int64_t kMaxModelElements = int64_t{1} << 56;
+
+// "2^64" for a power of two, else "1.84e+19" (the message form of an element count that may not
+// fit 64 bits, computed in long double).
+std::string element_count_text(long double elements);
+
 // How the caller chose parameter groups when the file does not say.
 enum class GroupPolicy { AllInOne, DecayNoDecay };
 

@@ -1,0 +1,214 @@
+#include "ds_config_keys.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace zerosim {
+
+namespace {
+
+// DeepSpeed v0.14.2 runtime/zero/config.py, DeepSpeedZeroConfig: every field, and every alias
+// (allow_population_by_field_name in runtime/config_utils.py accepts both spellings). Its base
+// class DeepSpeedConfigModel sets `extra = "forbid"`, so any other key fails initialize().
+const std::vector<std::string>& zero_keys() {
+    static const std::vector<std::string> keys = {
+        "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "use_multi_rank_bucket_allreduce",
+        "allgather_partitions", "allgather_bucket_size", "overlap_comm", "load_from_fp32_weights",
+        "elastic_checkpoint", "offload_param", "offload_optimizer", "sub_group_size", "cpu_offload_param",
+        "cpu_offload_use_pin_memory", "cpu_offload", "prefetch_bucket_size", "stage3_prefetch_bucket_size",
+        "param_persistence_threshold", "stage3_param_persistence_threshold", "model_persistence_threshold",
+        "stage3_model_persistence_threshold", "max_live_parameters", "stage3_max_live_parameters",
+        "max_reuse_distance", "stage3_max_reuse_distance", "gather_16bit_weights_on_model_save",
+        "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+        "ignore_unused_parameters", "legacy_stage1", "round_robin_gradients", "zero_hpz_partition_size",
+        "zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
+        "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
+        "pipeline_loading_checkpoint", "override_module_apply"};
+    return keys;
+}
+
+// Top-level keys DeepSpeed v0.14.2 reads (runtime/config.py DeepSpeedConfig._initialize_params and
+// the sections it hands to monitor/, profiling/, autotuning/, elasticity/, compression/,
+// data_pipeline/, swap_tensor/, comm/ and nebula/). DeepSpeed ignores any other top-level key.
+// tensor_parallel, moe and sequence_parallel_size are not among them (v0.14.2 takes those degrees
+// from the model's mpu and groups); they are known here so that they get their own warning.
+const std::vector<std::string>& top_level_keys() {
+    static const std::vector<std::string> keys = {
+        "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print",
+        "dump_state", "optimizer", "scheduler", "zero_optimization", "zero_allow_untested_optimizer",
+        "zero_force_ds_cpu_optimizer", "sparse_gradients", "amp", "fp16", "bf16", "bfloat16", "gradient_clipping",
+        "graph_harvesting", "communication_data_type", "seq_parallel_comm_data_type", "prescale_gradients",
+        "gradient_predivide_factor", "disable_allgather", "vocabulary_size", "wall_clock_breakdown",
+        "memory_breakdown", "eigenvalue", "progressive_layer_drop", "quantize_training", "checkpoint",
+        "data_types", "dataloader_drop_last", "use_data_before_expert_parallelism", "sparse_attention",
+        "pipeline", "hybrid_engine", "activation_checkpointing", "flops_profiler", "tensorboard", "wandb",
+        "csv_monitor", "comms_logger", "autotuning", "elasticity", "data_efficiency", "curriculum_learning",
+        "compression_training", "aio", "nebula", "compile", "tensor_parallel", "moe", "sequence_parallel_size"};
+    return keys;
+}
+
+// closest_key's "close" (a third of the key) is loose for short keys ("model" would suggest "moe");
+// a config key is suggested only when one edit, or an edit per three characters, separates them.
+std::string near_key(const std::string& key, const std::vector<std::string>& keys) {
+    std::string near = closest_key(key, keys);
+    if (near.empty()) return near;
+    size_t d = edit_distance(key, near);
+    return d <= 1 || 3 * d <= key.size() ? near : std::string();
+}
+
+bool is_one_of(const std::string& key, const std::vector<std::string>& keys) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+bool true_flag(const JsonField& z, const char* key) {
+    return z.has(key) && !z.at(key).is_null() && z.at(key).as_bool();
+}
+
+// A feature zerosim's schedule does not have yet: refused, since the prediction would be plain
+// ZeRO's. DeepSpeed v0.14.2 builds these only for stage 3 (engine.py _configure_zero_optimizer
+// hands them to DeepSpeedZeroOptimizer_Stage3 / MiCS_Optimizer), so below stage 3 it ignores them.
+[[noreturn]] void refuse_unmodelled(const JsonField& f, const std::string& feature, int stage) {
+    std::string tail = stage == 3 ? "the schedule would be plain stage 3's"
+                                  : "DeepSpeed v0.14.2 uses it at stage 3 only and ignores it at stage " +
+                                        std::to_string(stage) + ", so remove it";
+    f.fail_here(feature + " is not modelled yet; " + tail);
+}
+
+// DeepSpeed v0.14.2 runtime/config_utils.py _process_deprecated_field: a deprecated key written
+// beside the key that replaces it fails an assertion.
+void refuse_beside(const JsonField& z, const char* deprecated, std::initializer_list<const char*> replacements) {
+    if (!z.has(deprecated)) return;
+    for (const char* r : replacements)
+        if (z.has(r))
+            z.at(deprecated).fail_here(std::string("DeepSpeed v0.14.2 refuses the deprecated '") + deprecated +
+                                       "' beside '" + r + "', which replaces it; keep only '" + r + "'");
+}
+
+// pydantic v1 (DeepSpeed's deepspeed.pydantic_v1) validate_model reads a field by its alias first and
+// by its name only when the alias is absent; with both written the name is left over, and
+// `extra = "forbid"` refuses it as an extra field.
+void refuse_name_beside_alias(const JsonField& z) {
+    static const char* const pairs[][2] = {
+        {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
+        {"param_persistence_threshold", "stage3_param_persistence_threshold"},
+        {"model_persistence_threshold", "stage3_model_persistence_threshold"},
+        {"max_live_parameters", "stage3_max_live_parameters"},
+        {"max_reuse_distance", "stage3_max_reuse_distance"},
+        {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"}};
+    for (const auto& [name, alias] : pairs)
+        if (z.has(name) && z.has(alias))
+            z.at(name).fail_here(std::string("DeepSpeed v0.14.2 refuses '") + name + "' beside its alias '" + alias +
+                                 "' (it reads the alias and forbids the other as an extra key); keep one");
+}
+
+}  // namespace
+
+void check_zero_keys(const JsonField& z, DsConfig& c) {
+    for (auto it = z.raw().begin(); it != z.raw().end(); ++it) {
+        if (is_one_of(it.key(), zero_keys())) continue;
+        std::string near = near_key(it.key(), zero_keys());
+        z.at(it.key()).fail_here("DeepSpeed v0.14.2 refuses keys zero_optimization does not have" +
+                                 (near.empty() ? std::string(" (runtime/zero/config.py lists them)")
+                                               : "; did you mean '" + near + "'?"));
+    }
+    refuse_name_beside_alias(z);
+    refuse_beside(z, "cpu_offload", {"offload_optimizer"});
+    refuse_beside(z, "cpu_offload_param", {"offload_param"});
+    refuse_beside(z, "stage3_gather_fp16_weights_on_model_save",
+                  {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"});
+    // The deprecated booleans become offload to the CPU (config.py new_param_fn).
+    if (true_flag(z, "cpu_offload")) c.zero.offload_optimizer = true;
+    if (true_flag(z, "cpu_offload_param")) c.zero.offload_param = true;
+    if (true_flag(z, "legacy_stage1"))
+        z.at("legacy_stage1").fail_here("DeepSpeed v0.14.2 refuses legacy_stage1: true (engine.py "
+                                        "_configure_zero_optimizer: the old stage 1 is gone since 0.5.9)");
+
+    int stage = c.zero.stage;
+    if (z.has("zero_hpz_partition_size")) {
+        auto f = z.at("zero_hpz_partition_size");
+        // config.py: Field(1, ge=0); stage3.py builds the secondary group only when it is > 1.
+        if (f.as_integer_in(0, INT64_MAX) > 1) refuse_unmodelled(f, "ZeRO++ hpZ (zero_hpz_partition_size)", stage);
+    }
+    if (true_flag(z, "zero_quantized_weights"))
+        refuse_unmodelled(z.at("zero_quantized_weights"), "ZeRO++ qwZ (zero_quantized_weights)", stage);
+    if (true_flag(z, "zero_quantized_nontrainable_weights"))
+        refuse_unmodelled(z.at("zero_quantized_nontrainable_weights"),
+                          "ZeRO++ quantized non-trainable weights (zero_quantized_nontrainable_weights)", stage);
+    if (true_flag(z, "zero_quantized_gradients"))
+        refuse_unmodelled(z.at("zero_quantized_gradients"), "ZeRO++ qgZ (zero_quantized_gradients)", stage);
+    if (z.has("mics_shard_size")) {
+        auto f = z.at("mics_shard_size");
+        // engine.py _configure_zero_optimizer: MiCS when mics_shard_size > 0 (default -1).
+        if (f.as_integer() > 0) refuse_unmodelled(f, "MiCS (mics_shard_size)", stage);
+    }
+    if (true_flag(z, "mics_hierarchical_params_gather"))
+        refuse_unmodelled(z.at("mics_hierarchical_params_gather"),
+                          "MiCS hierarchical parameter gather (mics_hierarchical_params_gather)", stage);
+}
+
+bool offload_enabled(const JsonField& z, const char* key) {
+    if (!z.has(key) || z.at(key).is_null()) return false;
+    auto o = z.at(key);
+    o.expect_object();
+    // DeepSpeed v0.14.2 runtime/zero/offload_config.py: DeepSpeedZeroOffloadParamConfig and
+    // DeepSpeedZeroOffloadOptimizerConfig, both DeepSpeedConfigModel (extra keys forbidden).
+    static const std::vector<std::string> param_keys = {"device",     "nvme_path",  "buffer_count",
+                                                        "buffer_size", "max_in_cpu", "pin_memory"};
+    static const std::vector<std::string> optimizer_keys = {"device",        "nvme_path",      "buffer_count",
+                                                            "pin_memory",    "pipeline_read",  "pipeline_write",
+                                                            "fast_init",     "ratio"};
+    const auto& keys = std::string(key) == "offload_param" ? param_keys : optimizer_keys;
+    for (auto it = o.raw().begin(); it != o.raw().end(); ++it) {
+        if (is_one_of(it.key(), keys)) continue;
+        std::string near = near_key(it.key(), keys);
+        o.at(it.key()).fail_here(std::string("DeepSpeed v0.14.2 refuses keys ") + key + " does not have" +
+                                 (near.empty() ? std::string(" (runtime/zero/offload_config.py lists them)")
+                                               : "; did you mean '" + near + "'?"));
+    }
+    if (!o.has("device")) return false;  // OffloadDeviceEnum's default is "none"
+    auto d = o.at("device");
+    std::string device = d.as_string();
+    if (device != "none" && device != "cpu" && device != "nvme")
+        d.fail_here("expected \"none\", \"cpu\" or \"nvme\" (DeepSpeed's OffloadDeviceEnum), found \"" + device + "\"");
+    return device != "none";
+}
+
+void note_top_level_keys(const JsonField& root, DsConfig& c) {
+    std::vector<std::string> parallel;
+    for (auto it = root.raw().begin(); it != root.raw().end(); ++it) {
+        const std::string& key = it.key();
+        if (!is_one_of(key, top_level_keys())) {
+            std::string near = near_key(key, top_level_keys());
+            if (is_one_of(key, zero_keys()))
+                c.ignored_keys.push_back(key + " (a zero_optimization key; DeepSpeed ignores it at the top level)");
+            else
+                c.ignored_keys.push_back(near.empty() ? key : key + " (did you mean '" + near + "'?)");
+            continue;
+        }
+        const Json& v = it.value();
+        if (key == "pipeline" && !v.is_null()) parallel.push_back("pipeline parallelism (pipeline)");
+        if (key == "tensor_parallel" && !v.is_null()) {
+            // Inference's form: {"tp_size": N}; a size of 1 is no tensor parallelism.
+            bool one = v.is_object() && v.contains("tp_size") && v["tp_size"].is_number() && v["tp_size"] == 1;
+            if (!one) parallel.push_back("tensor parallelism (tensor_parallel)");
+        }
+        if (key == "moe" && !v.is_null()) {
+            bool off = v.is_boolean() ? !v.get<bool>()
+                                      : v.is_object() && v.contains("enabled") && v["enabled"] == false;
+            if (!off) parallel.push_back("expert parallelism (moe)");
+        }
+        if (key == "sequence_parallel_size") {
+            int64_t n = root.at(key).as_integer_in(1, INT64_MAX);
+            if (n > 1) parallel.push_back("sequence parallelism (sequence_parallel_size " + std::to_string(n) + ")");
+        }
+    }
+    if (parallel.empty()) return;
+    std::string list;
+    for (const auto& p : parallel) list += (list.empty() ? "" : ", ") + p;
+    c.warnings.push_back(list + (parallel.size() == 1 ? " is" : " are") +
+                         " not modelled: the prediction leaves out " + (parallel.size() == 1 ? "its" : "their") +
+                         " own collectives, and ZeRO's run over the data-parallel group only (--world ranks)");
+}
+
+}  // namespace zerosim
