@@ -154,8 +154,13 @@ Error command_line_error(const std::string& what) {
         size_t req = what.find(" is required");
         if (req != std::string::npos && what.find(' ') == req) return Error{"", what.substr(0, req), "required"};
         size_t colon = what.find(": ");
-        if (colon != std::string::npos && what.find(' ') > colon)
-            return Error{"", what.substr(0, colon), what.substr(colon + 2)};
+        if (colon != std::string::npos && what.find(' ') > colon) {
+            std::string msg = what.substr(colon + 2);
+            // ArgumentMismatch: "1 required INT missing" (the flag ended the command line).
+            if (msg.find(" required ") != std::string::npos && msg.size() > 8 && msg.substr(msg.size() - 8) == " missing")
+                msg = "expected a value after the flag";
+            return Error{"", what.substr(0, colon), msg};
+        }
     }
     return Error{"", "", what};
 }

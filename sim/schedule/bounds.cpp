@@ -138,10 +138,17 @@ Status check_schedule_size(const Model& m, const DsConfig& cfg, const ScheduleOp
         return o.str();
     };
     auto gib = [](int64_t bytes) {
+        const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+        double v = static_cast<double>(bytes);
+        int u = 0;
+        while (v >= 1024.0 && u < 6) {
+            v /= 1024.0;
+            ++u;
+        }
         std::ostringstream o;
         o.setf(std::ios::fixed);
-        o.precision(1);
-        o << static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30) << " GiB";
+        o.precision(u == 0 ? 0 : 1);
+        o << v << ' ' << units[u];
         return o.str();
     };
     if (s.ops > opt.max_ops)
