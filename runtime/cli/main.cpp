@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "backends/backend.hpp"
 #include "collbench/bench.hpp"
@@ -130,7 +131,17 @@ int main(int argc, char** argv) {
     app.add_option("--timeout", ra.timeout_s, "Seconds without progress before every rank is stopped")
         ->capture_default_str()
         ->check(finite_at_least(0, true));
-    app.add_option("--lr", ra.lr, "Adam learning rate")->capture_default_str()->check(finite_at_least(0));
+    // --lr is a float: a finite double past FLT_MAX would become inf in it.
+    app.add_option("--lr", ra.lr, "Adam learning rate")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                auto v = zerosim::parse_real_flag(text, "", 0, false);
+                if (!v) return v.error().message;
+                if (*v > std::numeric_limits<float>::max()) return "expected a number a float holds (at most 3.4e38), found '" + text + "'";
+                return std::string();
+            },
+            ""));
     app.add_option("--seed", ra.seed, "Seed of initial weights and loss targets")->capture_default_str()->check(integer_in(0));
     app.add_option("--max-ops", ra.max_ops, "Refuse a schedule estimated to hold more ops than this")
         ->capture_default_str()
