@@ -11,11 +11,6 @@ namespace zerosim::cli {
 
 int input_error(const Error& e) { return print_input_error("zerosim", e); }
 
-int run_error(const Error& e, int code) {
-    std::cerr << "zerosim: error: " << e.what() << '\n';
-    return code;
-}
-
 CLI::Validator integer_in(int64_t min, int64_t max) {
     return CLI::Validator(
         [min, max](std::string& text) {

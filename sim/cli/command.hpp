@@ -83,8 +83,6 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
 
 // "zerosim: error: ..." on stderr; returns 2.
 int input_error(const Error& e);
-// A failure once the input was accepted (a fault, exit 3, or a failed run, exit 1): one line.
-int run_error(const Error& e, int code);
 // Writes to -o FILE (or standard output) as zerosim writes every output; returns the exit code.
 int emit(const std::string& path, const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write);
 

@@ -31,8 +31,8 @@ Status check_output_path(const std::string& program, const std::string& path, co
 // leaves no half file and two processes writing the same path never share a temporary; a device or
 // FIFO (/dev/null) is written in place. Failures print one "PROGRAM: error: ..." line (naming
 // `flag`, the option that gave the path, where one did) and return the exit code:
-// kExitBadInput for a path check_output_path refuses, kExitRuntimeFault for a write, close or
-// rename that failed; 0 on success.
+// kExitBadInput for a path that cannot be used (a directory, an input, a folder where no file can be
+// created), kExitRuntimeFault for a write, close or rename that failed; 0 on success.
 int write_output(const std::string& program, const std::string& path, const std::string& flag,
                  const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write);
 
