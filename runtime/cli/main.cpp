@@ -2,18 +2,21 @@
 //   mpirun -np 4 zerorun --ds-config ds.json --model model.json --steps 5 -o measured.log --json measured.json
 //   mpirun -np 4 zerorun bench --op all_reduce --min 8 --max 256M
 //   --backend nccl|mpi (default: nccl when a CUDA device is visible, else mpi; stderr says which).
-// Exit codes: 0 success, 2 bad input (one line naming file and field), 1 a failed result check,
-// 3 a communication failure (MPI error, a peer that died, the watchdog's timeout).
+// Exit codes, as zerosim's (README "Exit codes", core/output.hpp): 0 success, 2 bad input (one line
+// naming file and field), 1 a failed result check, 3 a runtime fault (MPI error, a peer that died,
+// the watchdog's timeout, out of memory, an output that cannot be written).
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "backends/backend.hpp"
 #include "collbench/bench.hpp"
 #include "run.hpp"
 #include "backends/nccl_backend.hpp"
+#include "core/output.hpp"
 #include "core/sizes.hpp"
 
 using namespace zerorun;
@@ -22,6 +25,25 @@ namespace {
 
 // Every rank reads the same inputs and fails the same way; rank 0 says it once.
 int input_error(Backend& be, const zerosim::Error& e) { return zerosim::print_input_error("zerorun", e, be.rank() == 0); }
+
+// Range checks CLI11 runs on a flag's text before converting it (core/sizes.hpp's grammar, as
+// zerosim's command.hpp): an integer in [min, max], a finite real at least (or above) min.
+CLI::Validator integer_in(int64_t min, int64_t max = INT64_MAX) {
+    return CLI::Validator(
+        [min, max](std::string& text) {
+            auto v = zerosim::parse_int_flag(text, "", min, max);
+            return v ? std::string() : v.error().message;
+        },
+        "");
+}
+CLI::Validator finite_at_least(double min, bool exclusive = false) {
+    return CLI::Validator(
+        [min, exclusive](std::string& text) {
+            auto v = zerosim::parse_real_flag(text, "", min, exclusive);
+            return v ? std::string() : v.error().message;
+        },
+        "");
+}
 
 struct BenchArgs {
     std::string op = "all_reduce";
@@ -93,28 +115,46 @@ int main(int argc, char** argv) {
     app.add_option("--ds-config", ra.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize");
     app.add_option("--model", ra.model, "Hugging Face config.json or a parameter-list JSON");
     app.add_option("--schedule", ra.schedule, "Run this schedule IR (zerosim schedule --format json) instead of building one");
-    app.add_option("--steps", ra.steps, "Optimizer steps to run")->capture_default_str();
-    app.add_option("--seq-len", ra.seq_len, "Sequence length for compute segments (default: the model's, else 1024)");
+    app.add_option("--steps", ra.steps, "Optimizer steps to run")->capture_default_str()->check(integer_in(1, INT32_MAX));
+    app.add_option("--seq-len", ra.seq_len, "Sequence length for compute segments (default: the model's, else 1024)")
+        ->check(integer_in(1));
     app.add_option("-o,--output", ra.output, "rank 0's comms_logger lines and summary (default: standard output)");
     app.add_option("--json", ra.json, "JSON log of every op on every rank (written by rank 0)");
     app.add_option("--compute-scale", ra.compute_scale, "Fraction of each compute segment's FLOPs run as real GEMMs (0: none)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(finite_at_least(0));
     app.add_flag("--sync-each-op", ra.sync_each_op, "Finish every op before the next starts (DeepSpeed comms_logger timing)");
     app.add_option("--op-time", ra.op_time,
                    "Op time in the comms_logger lines: rank (rank 0's own call, as DeepSpeed logs it) or skew-free "
                    "(shortest call over ranks: the collective without waiting for late ranks)")
         ->capture_default_str();
-    app.add_option("--timeout", ra.timeout_s, "Seconds without progress before every rank is stopped")->capture_default_str();
-    app.add_option("--lr", ra.lr, "Adam learning rate")->capture_default_str();
-    app.add_option("--seed", ra.seed, "Seed of initial weights and loss targets")->capture_default_str();
+    app.add_option("--timeout", ra.timeout_s, "Seconds without progress before every rank is stopped")
+        ->capture_default_str()
+        ->check(finite_at_least(0, true));
+    // --lr is a float: a finite double past FLT_MAX would become inf in it.
+    app.add_option("--lr", ra.lr, "Adam learning rate")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                auto v = zerosim::parse_real_flag(text, "", 0, false);
+                if (!v) return v.error().message;
+                if (*v > std::numeric_limits<float>::max()) return "expected a number a float holds (at most 3.4e38), found '" + text + "'";
+                return std::string();
+            },
+            ""));
+    app.add_option("--seed", ra.seed, "Seed of initial weights and loss targets")->capture_default_str()->check(integer_in(0));
+    app.add_option("--max-ops", ra.max_ops, "Refuse a schedule estimated to hold more ops than this")
+        ->capture_default_str()
+        ->check(integer_in(1));
+    app.add_option("--max-memory", ra.max_memory, "Refuse a schedule estimated to take more memory than this (default 4G)");
     app.add_flag("--no-verify", ra.no_verify, "Skip checking collective results (no full-model reference state)");
     app.add_option("--dump-weights", ra.dump_weights, "Each rank writes its fp32 master partition to PREFIX.rank<N>.bin");
     app.add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
         ->check(CLI::IsMember({"nccl", "mpi"}));
     app.add_flag("--quiet", ra.quiet, "No memory report on standard output");
     // Hidden (empty group): make one rank fail on purpose, for the fault tests.
-    app.add_option("--test-fail-rank", ra.test_fail_rank)->group("");
-    app.add_option("--test-fail-op", ra.test_fail_op)->group("");
+    app.add_option("--test-fail-rank", ra.test_fail_rank)->group("")->check(integer_in(-1, INT32_MAX));
+    app.add_option("--test-fail-op", ra.test_fail_op)->group("")->check(integer_in(-1));
     app.add_option("--test-fail-mode", ra.test_fail_mode)->group("");
 
     BenchArgs ba;
@@ -122,13 +162,13 @@ int main(int argc, char** argv) {
     bench->add_option("--op", ba.op, "all_reduce, all_gather, reduce_scatter, broadcast or reduce")->capture_default_str();
     bench->add_option("-b,--min", ba.min, "Smallest size in bytes (K, M, G suffixes)")->capture_default_str();
     bench->add_option("-e,--max", ba.max, "Largest size in bytes")->capture_default_str();
-    bench->add_option("-f,--step-factor", ba.factor, "Size multiplier between rows")->capture_default_str();
-    bench->add_option("-n,--iters", ba.iters, "Timed calls per size")->capture_default_str();
-    bench->add_option("-w,--warmup", ba.warmup, "Untimed calls per size")->capture_default_str();
+    bench->add_option("-f,--step-factor", ba.factor, "Size multiplier between rows")->capture_default_str()->check(integer_in(2));
+    bench->add_option("-n,--iters", ba.iters, "Timed calls per size")->capture_default_str()->check(integer_in(1, INT32_MAX));
+    bench->add_option("-w,--warmup", ba.warmup, "Untimed calls per size")->capture_default_str()->check(integer_in(0, INT32_MAX));
     bench->add_option("-d,--dtype", ba.dtype, "float, half, bfloat16, double, int64, uint8")->capture_default_str();
     bench->add_option("-o,--redop", ba.redop, "sum or max")->capture_default_str();
-    bench->add_option("-r,--root", ba.root, "Root of broadcast and reduce")->capture_default_str();
-    bench->add_option("-c,--check", ba.check, "Check every result (1) or not (0)")->capture_default_str();
+    bench->add_option("-r,--root", ba.root, "Root of broadcast and reduce")->capture_default_str()->check(integer_in(0, INT32_MAX));
+    bench->add_option("-c,--check", ba.check, "Check every result (1) or not (0)")->capture_default_str()->check(integer_in(0, 1));
     bench->add_flag("--fenced", ba.fenced,
                     "Time single calls each after a barrier, as zerorun --sync-each-op does (default: back-to-back, as nccl-tests)");
     bench->add_option("--evict", ba.evict,
@@ -137,17 +177,22 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     bench->add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
         ->check(CLI::IsMember({"nccl", "mpi"}));
-    bench->add_option("--test-corrupt-rank", ba.corrupt_rank)->group("");
+    bench->add_option("--test-corrupt-rank", ba.corrupt_rank)->group("")->check(integer_in(-1, INT32_MAX));
 
     int code = 1;
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
+        // --help and --version are requests; anything else is the one error line, exit 2.
         int c = 0;
-        if (be->rank() == 0) c = app.exit(e);
-        else c = e.get_exit_code();
+        if (e.get_exit_code() == 0) {
+            if (be->rank() == 0) app.exit(e);
+            c = zerosim::check_standard_output("zerorun");
+        } else {
+            c = zerosim::print_input_error("zerorun", zerosim::command_line_error(e.what()), be->rank() == 0);
+        }
         finalize_mpi();
-        return c == 0 ? 0 : 2;
+        return c;
     }
     // The backend: as asked, else NCCL when a GPU is visible. One line on stderr says which.
     std::string why_default;
@@ -177,12 +222,12 @@ int main(int argc, char** argv) {
         else code = run_zero(*be, ra);
     } catch (const std::bad_alloc&) {
         std::cerr << "zerorun: error: rank " << be->rank() << ": out of memory\n";
-        be->abort(1);
+        be->abort(zerosim::kExitRuntimeFault);
     } catch (const std::exception& e) {
         std::cerr << "zerorun: error: rank " << be->rank() << ": " << e.what() << '\n';
-        be->abort(1);
+        be->abort(zerosim::kExitRuntimeFault);
     }
-    std::cout.flush();
+    int out_rc = code ? 0 : zerosim::check_standard_output("zerorun");
     finish();
-    return code;
+    return code ? code : out_rc;
 }

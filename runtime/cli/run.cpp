@@ -10,6 +10,7 @@
 #include "executor/run_log.hpp"
 #include "executor/watchdog.hpp"
 #include "core/output.hpp"
+#include "core/sizes.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "formats/schedule_outputs.hpp"
@@ -47,6 +48,12 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     opt.world = be.world();
     opt.steps = a.steps;
     opt.seq_len = a.seq_len;
+    opt.max_ops = a.max_ops;
+    if (!a.max_memory.empty()) {
+        auto cap = zerosim::parse_size(a.max_memory, "--max-memory");
+        if (!cap) return cap.error();
+        opt.max_bytes = cap.value();
+    }
     return zerosim::build_schedule(model.value(), cfg.value(), opt);
 }
 
@@ -76,6 +83,13 @@ int run_zero(Backend& be, const RunArgs& a) {
     if (a.steps < 1) return input_error(be, {"", "--steps", "expected at least 1 step"});
     auto opt = exec_options(a);
     if (!opt) return input_error(be, opt.error());
+    // The outputs are checked before the run: never an input (by identity, through links: -o or
+    // --json naming --ds-config, --model or --schedule), never a directory, never each other.
+    const std::vector<std::string> inputs = {a.ds_config, a.model, a.schedule};
+    if (auto e = zerosim::check_output_path("zerorun", a.output, "-o", inputs)) return input_error(be, *e);
+    if (auto e = zerosim::check_output_path("zerorun", a.json, "--json", inputs)) return input_error(be, *e);
+    if (!a.json.empty() && a.json == a.output)
+        return input_error(be, {a.json, "--json", "is also the -o file; give the two logs different names"});
     auto sched = load_schedule(be, a);
     if (!sched) return input_error(be, sched.error());
     const zerosim::Schedule& s = sched.value();
@@ -102,15 +116,17 @@ int run_zero(Backend& be, const RunArgs& a) {
     int64_t wrong = 0;
     for (const auto& r : ranks) wrong += r.at("wrong").get<int64_t>();
     nlohmann::json log = run_json(s, opt.value(), be.name(), ranks);
-    // Written whole or not at all, never over an input; the -o log may go to standard output.
-    const std::vector<std::string> inputs = {a.ds_config, a.model, a.schedule};
-    bool ok = zerosim::write_output("zerorun", a.output, "", inputs, [&](std::ostream& o) { write_measured_deepspeed(o, s, log); }) == 0;
-    if (!a.json.empty())
-        ok &= zerosim::write_output("zerorun", a.json, "", inputs, [&](std::ostream& o) { o << log.dump(1) << '\n'; }) == 0;
-    if (!a.quiet) write_memory_report(std::cout, s, ranks);
+    // Written whole or not at all, never over an input; the -o log may go to standard output. A
+    // write that fails is a runtime fault (exit 3); a failed result check is a failed run (exit 1).
+    int write_rc = zerosim::write_output("zerorun", a.output, "-o", inputs, [&](std::ostream& o) { write_measured_deepspeed(o, s, log); });
+    if (!a.json.empty()) {
+        int rc = zerosim::write_output("zerorun", a.json, "--json", inputs, [&](std::ostream& o) { o << log.dump(1) << '\n'; });
+        if (!write_rc) write_rc = rc;
+    }
+    if (!a.quiet && !write_rc) write_memory_report(std::cout, s, ranks);
     if (wrong) std::cerr << "zerorun: error: " << wrong << " result elements failed their check (see the JSON log)\n";
-    std::cout.flush();
-    return wrong ? 1 : ok ? 0 : 1;
+    int out_rc = write_rc ? 0 : zerosim::check_standard_output("zerorun");   // one line per failure
+    return wrong ? zerosim::kExitFailed : write_rc ? write_rc : out_rc;
 }
 
 }  // namespace zerorun

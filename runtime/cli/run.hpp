@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "schedule/bounds.hpp"
 
 namespace zerorun {
 
@@ -14,6 +15,8 @@ struct RunArgs {
     std::string ds_config, model, schedule;
     int steps = 2;
     int64_t seq_len = 0;
+    int64_t max_ops = zerosim::kDefaultMaxOps;   // schedule bounds (schedule/bounds.hpp); max_memory "" = the default
+    std::string max_memory;
     std::string output;                 // comms_logger lines (rank 0); "" = standard output
     std::string json;                   // JSON log of all ranks (rank 0)
     double compute_scale = 1.0;

@@ -57,15 +57,16 @@ Command add_bench(CLI::App& app) {
     auto a = std::make_shared<BenchArgs>();
     auto* sub = app.add_subcommand("bench", "Predicted nccl-tests table for one collective over a size sweep");
     sub->add_option("--topology", a->topology, "Topology JSON")->required();
-    sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes");
-    sub->add_option("--world", a->world, "Ranks (default: every GPU of the topology)");
+    sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));
+    sub->add_option("--world", a->world, "Ranks (default: every GPU of the topology)")->check(integer_in(1));
     sub->add_option("--op", a->op, "all_reduce, all_gather, reduce_scatter, broadcast or reduce")->capture_default_str();
     sub->add_option("-b,--min", a->min, "Smallest size (bytes; K, M, G suffixes)")->capture_default_str();
     sub->add_option("-e,--max", a->max, "Largest size")->capture_default_str();
-    sub->add_option("-f,--factor", a->factor, "Size multiplier between rows")->capture_default_str();
+    sub->add_option("-f,--factor", a->factor, "Size multiplier between rows")->capture_default_str()->check(integer_in(2));
     sub->add_option("-g,--gpus-per-thread", a->gpus_per_thread,
                     "GPUs one host thread drives, as nccl-tests -g (1: one process per GPU, as DeepSpeed runs)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(integer_in(1, INT32_MAX));
     sub->add_option("--algo", a->algo, "Only this algorithm, as NCCL_ALGO: ring, tree or nvls (default: NCCL's tuner picks)");
     sub->add_option("--proto", a->proto, "Only this protocol, as NCCL_PROTO: LL, LL128 or Simple (default: NCCL's tuner picks)");
     sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");

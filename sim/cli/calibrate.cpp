@@ -54,8 +54,8 @@ Command add_calibrate(CLI::App& app) {
     sub->add_option("--topology", a->topology, "The topology to calibrate")->required();
     sub->add_option("tables", a->files, "nccl-tests style tables (nccl-tests, zerorun bench)")->required();
     sub->add_option("--op", a->op, "The collective the tables measured (default: read from the file)");
-    sub->add_option("--world", a->world, "Ranks in the measurements (default: every GPU of the topology)");
-    sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes");
+    sub->add_option("--world", a->world, "Ranks in the measurements (default: every GPU of the topology)")->check(integer_in(1));
+    sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));
     sub->add_option("--column", a->column,
                     "Which time of each row to fit: out-of-place, in-place, or as-deepspeed (in-place for all_reduce, "
                     "broadcast and reduce, out-of-place for all_gather and reduce_scatter, as DeepSpeed calls them)")

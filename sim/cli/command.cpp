@@ -4,11 +4,35 @@
 
 #include "core/number_list.hpp"
 #include "core/output.hpp"
+#include "core/sizes.hpp"
 #include "schedule/schedule.hpp"
 
 namespace zerosim::cli {
 
 int input_error(const Error& e) { return print_input_error("zerosim", e); }
+
+CLI::Validator integer_in(int64_t min, int64_t max) {
+    return CLI::Validator(
+        [min, max](std::string& text) {
+            auto v = parse_int_flag(text, "", min, max);
+            return v ? std::string() : v.error().message;
+        },
+        "");
+}
+
+CLI::Validator finite_at_least(double min, bool exclusive) {
+    return CLI::Validator(
+        [min, exclusive](std::string& text) {
+            auto v = parse_real_flag(text, "", min, exclusive);
+            return v ? std::string() : v.error().message;
+        },
+        "");
+}
+
+int parse_error(CLI::App& app, const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);   // --help, --version: a request, not an error
+    return input_error(command_line_error(e.what()));
+}
 
 int emit(const std::string& path, const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write) {
     return write_output("zerosim", path, "-o", inputs, write);
@@ -17,12 +41,20 @@ int emit(const std::string& path, const std::vector<std::string>& inputs, const 
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
     sub->add_option("--ds-config", a.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
     sub->add_option("--model", a.model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")->required();
-    auto* w = sub->add_option("--world", a.world, "Data-parallel world size (number of ranks)");
+    auto* w = sub->add_option("--world", a.world, "Data-parallel world size (number of ranks)")->check(integer_in(1));
     if (world_required) w->required();
-    sub->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str();
-    sub->add_option("--seq-len", a.seq_len, "Sequence length for compute (default: the model's, else 1024)");
+    sub->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str()->check(integer_in(1, INT32_MAX));
+    sub->add_option("--seq-len", a.seq_len, "Sequence length for compute (default: the model's, else 1024)")
+        ->check(integer_in(1));
     sub->add_option("-o,--output", a.output, "Write to this file instead of standard output");
     sub->add_option("--overflow-steps", a.overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
+}
+
+void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {
+    sub->add_option("--max-ops", a.max_ops, "Refuse a schedule estimated to hold more ops than this")
+        ->capture_default_str()
+        ->check(integer_in(1));
+    sub->add_option("--max-memory", a.max_memory, "Refuse a schedule estimated to take more memory than this (default 4G)");
 }
 
 Result<Inputs> load_inputs(const ScheduleArgs& a) {
@@ -38,6 +70,12 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     opt.world = a.world;
     opt.steps = a.steps;
     opt.seq_len = a.seq_len;
+    opt.max_ops = a.max_ops;
+    if (!a.max_memory.empty()) {
+        auto cap = parse_size(a.max_memory, "--max-memory");
+        if (!cap) return cap.error();
+        opt.max_bytes = cap.value();
+    }
     auto steps = parse_int_list(a.overflow_steps, "--overflow-steps", "step numbers");
     if (!steps) return steps.error();
     opt.overflow_steps = steps.value();

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
+#include "schedule/bounds.hpp"
 #include "schedule/ir.hpp"
 #include "timing/engine.hpp"
 #include "timing/topology.hpp"
@@ -45,8 +46,20 @@ struct ScheduleArgs {
     std::string overflow_steps;
     bool log_summary = false;
     bool compute = false;
+    int64_t max_ops = kDefaultMaxOps;
+    std::string max_memory;   // a size (core/sizes.hpp); "" = kDefaultMaxScheduleBytes
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
+// --max-ops and --max-memory: the bounds on the schedule build_schedule refuses to pass (bounds.hpp).
+void add_schedule_limits(CLI::App* sub, ScheduleArgs& a);
+
+// Range checks CLI11 runs on a flag's text before converting it, in the one grammar of
+// core/sizes.hpp: an integer in [min, max], a finite real at least (or above) min. A failure is
+// one "zerosim: error: field 'FLAG': expected ..., found 'TEXT'" line, exit 2.
+CLI::Validator integer_in(int64_t min, int64_t max = INT64_MAX);
+CLI::Validator finite_at_least(double min, bool exclusive = false);
+// A CLI11 parse error as the one error line; returns 2 (0 for --help and --version).
+int parse_error(CLI::App& app, const CLI::ParseError& e);
 
 // What a command reads once: the config, the model, and the schedule built from them.
 struct Inputs {

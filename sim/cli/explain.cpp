@@ -8,6 +8,7 @@ Command add_explain(CLI::App& app) {
     auto a = std::make_shared<ScheduleArgs>();
     auto* sub = app.add_subcommand("explain", "Why each collective is there, what the config keys do, paper volume vs DeepSpeed");
     add_schedule_inputs(sub, *a, true);
+    add_schedule_limits(sub, *a);
     return {sub, [a] {
                 auto in = load_inputs(*a);
                 if (!in) return input_error(in.error());

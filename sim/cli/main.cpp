@@ -1,10 +1,14 @@
 // zerosim: the command-line front of sim/ and validate/. It builds the CLI11 app from one file per
 // subcommand (command.hpp) and runs the one given.
-// Exit codes: 0 success, 2 bad input (one line on stderr naming file and field), 1 other failure.
+// Exit codes (README "Exit codes", core/output.hpp): 0 success; 1 a failed verdict (validate) or a
+// failed run (a sweep none of whose points could be predicted); 2 bad input, one line on stderr
+// naming file and field; 3 a runtime fault once the input was accepted (out of memory, an output
+// that cannot be written).
 #include <iostream>
 #include <new>
 
 #include "command.hpp"
+#include "core/output.hpp"
 
 int main(int argc, char** argv) {
     using namespace zerosim::cli;
@@ -15,20 +19,16 @@ int main(int argc, char** argv) {
                                 add_sweep(app),    add_report(app),   add_validate(app), add_calibrate(app)};
     try {
         app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        app.exit(e);
-        return 2;
+        int rc = parse_error(app, e);
+        return rc ? rc : zerosim::check_standard_output("zerosim");
     }
     try {
         for (const auto& c : commands)
             if (app.got_subcommand(c.app)) return c.run();
     } catch (const std::bad_alloc&) {
         std::cerr << "zerosim: error: out of memory\n";
-        return 1;
+        return zerosim::kExitRuntimeFault;
     }
     return 1;
 }

@@ -55,8 +55,9 @@ Command add_report(CLI::App& app) {
     auto a = std::make_shared<ReportArgs>();
     auto* sub = app.add_subcommand("report", "One self-contained HTML report: timeline, ops, memory, explanation, measured diff");
     add_schedule_inputs(sub, a->sched, false);
+    add_schedule_limits(sub, a->sched);
     sub->add_option("--topology", a->topology, "Topology JSON")->required();
-    sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes");
+    sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));
     sub->add_option("--measured", a->measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");
     return {sub, [a] { return run_report(*a); }};
 }

@@ -34,9 +34,10 @@ Command add_schedule(CLI::App& app) {
     sub->add_option("--ds-config", a->ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
     sub->add_option("--model", a->model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")
         ->required();
-    sub->add_option("--world", a->world, "Data-parallel world size (number of ranks)")->required();
-    sub->add_option("--steps", a->steps, "Optimizer steps to list")->capture_default_str();
-    sub->add_option("--seq-len", a->seq_len, "Sequence length for compute estimates (default: the model's, else 1024)");
+    sub->add_option("--world", a->world, "Data-parallel world size (number of ranks)")->required()->check(integer_in(1));
+    sub->add_option("--steps", a->steps, "Optimizer steps to list")->capture_default_str()->check(integer_in(1, INT32_MAX));
+    sub->add_option("--seq-len", a->seq_len, "Sequence length for compute estimates (default: the model's, else 1024)")
+        ->check(integer_in(1));
     sub->add_option("--format", a->format, "deepspeed (comms_logger lines), table, or json (the schedule IR)")
         ->check(CLI::IsMember({"deepspeed", "table", "json"}))
         ->capture_default_str();
@@ -44,6 +45,7 @@ Command add_schedule(CLI::App& app) {
     sub->add_option("--overflow-steps", a->overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
     sub->add_flag("--log-summary", a->log_summary, "deepspeed format: end with deepspeed.comm.log_summary()'s table");
     sub->add_flag("--compute", a->compute, "table format: include compute segments");
+    add_schedule_limits(sub, *a);
     return {sub, [a] { return run_schedule(*a); }};
 }
 

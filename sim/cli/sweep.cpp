@@ -42,6 +42,9 @@ int run_sweep_cmd(SweepArgs& a) {
     if (!rows) return input_error(rows.error());
     size_t failed = std::count_if(rows->begin(), rows->end(), [](const SweepResult& r) { return !r.error.empty(); });
     if (failed) std::cerr << "zerosim: warning: " << failed << " point(s) could not be predicted (see the error column)\n";
+    // A sweep none of whose points could be predicted is a failed run, whatever it writes.
+    int verdict = !rows->empty() && failed == rows->size() ? kExitFailed : 0;
+    if (verdict) std::cerr << "zerosim: error: none of the " << failed << " point(s) could be predicted\n";
     std::vector<std::string> files = spec.topologies;
     files.push_back(spec.model);
     if (!spec.ds_config.empty()) files.push_back(spec.ds_config);
@@ -49,7 +52,8 @@ int run_sweep_cmd(SweepArgs& a) {
         int rc = emit(a.plot, files, [&](std::ostream& out) { write_sweep_svg(out, spec, rows.value()); });
         if (rc) return rc;
     }
-    return emit(a.output, files, [&](std::ostream& out) { write_sweep_csv(out, spec, rows.value(), spec.shard == 0); });
+    int rc = emit(a.output, files, [&](std::ostream& out) { write_sweep_csv(out, spec, rows.value(), spec.shard == 0); });
+    return rc ? rc : verdict;
 }
 
 }  // namespace
@@ -63,11 +67,13 @@ Command add_sweep(CLI::App& app) {
     sub->add_option("--stages", a->flags.stages, "ZeRO stages")->capture_default_str();
     sub->add_option("--nodes", a->flags.nodes, "Node counts (world = nodes x GPUs per node)")->capture_default_str();
     sub->add_option("--set", a->flags.sets, "A DeepSpeed key and its values, e.g. zero_optimization.reduce_bucket_size=5e7,5e8");
-    sub->add_option("--steps", a->spec.steps, "Steps per prediction (the last one is reported)")->capture_default_str();
-    sub->add_option("--seq-len", a->spec.seq_len, "Sequence length for compute");
+    sub->add_option("--steps", a->spec.steps, "Steps per prediction (the last one is reported)")
+        ->capture_default_str()
+        ->check(integer_in(1, INT32_MAX));
+    sub->add_option("--seq-len", a->spec.seq_len, "Sequence length for compute")->check(integer_in(1));
     sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
     sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
-    sub->add_option("--jobs", a->jobs, "Worker processes (default: every core)");
+    sub->add_option("--jobs", a->jobs, "Worker processes (default: every core)")->check(integer_in(1, 4096));
     sub->add_option("--shard", a->flags.shard,
                     "i/k: predict the i-th of k contiguous parts (0-based); concatenating the CSVs gives the whole grid");
     return {sub, [a] { return run_sweep_cmd(*a); }};

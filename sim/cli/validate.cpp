@@ -60,14 +60,17 @@ Command add_validate(CLI::App& app) {
     sub->add_option("predicted", a->predicted, "Predicted log (zerosim predict output, or any supported log)")->required();
     sub->add_option("measured", a->measured, "Measured log: DeepSpeed comms_logger output, zerorun log, or nccl-tests output")
         ->required();
-    sub->add_option("--tolerance", a->tolerance, "Largest median relative time error that passes")->capture_default_str();
+    sub->add_option("--tolerance", a->tolerance, "Largest median relative time error that passes")
+        ->capture_default_str()
+        ->check(finite_at_least(0));
     sub->add_option("--what", a->what, "ops (structure only), time, or all")
         ->check(CLI::IsMember({"ops", "time", "all"}))
         ->capture_default_str();
     sub->add_option("--format", a->format, "text, json, md, or row (one tab-separated line for scripts)")
         ->check(CLI::IsMember({"text", "json", "md", "row"}))
         ->capture_default_str();
-    sub->add_option("--min-ms", a->min_ms, "Leave ops shorter than this (on both sides) out of the time error");
+    sub->add_option("--min-ms", a->min_ms, "Leave ops shorter than this (on both sides) out of the time error")
+        ->check(finite_at_least(0));
     sub->add_option("--min-bytes", a->min_bytes, "Leave ops smaller than this (e.g. 256K) out of the time error");
     sub->add_option("-o,--output", a->output, "Write the report to this file");
     return {sub, [a] { return run_validate(*a); }};

@@ -1,6 +1,9 @@
 #include "core/sizes.hpp"
 
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace zerosim {
@@ -90,6 +93,76 @@ Result<int64_t> parse_size(const std::string& text, const std::string& flag) {
     }
     if (v > limit) return too_large;
     return static_cast<int64_t>(v);
+}
+
+namespace {
+
+std::string number_text(double v) {
+    std::string s = std::to_string(v);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+}
+
+}  // namespace
+
+Result<int64_t> parse_int_flag(const std::string& text, const std::string& flag, int64_t min, int64_t max) {
+    const std::string found = ", found '" + text + "'";
+    const Error syntax{"", flag, "expected an integer" + found};
+    const Error range{"", flag,
+                      "expected an integer " +
+                          (max == std::numeric_limits<int64_t>::max() ? "of at least " + std::to_string(min)
+                                                                      : "from " + std::to_string(min) + " to " + std::to_string(max)) +
+                          found};
+    size_t i = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+    if (i == text.size()) return syntax;
+    for (size_t j = i; j < text.size(); ++j)
+        if (!digit(text[j])) return syntax;
+    errno = 0;
+    long long v = std::strtoll(text.c_str(), nullptr, 10);
+    if (errno == ERANGE || v < min || v > max) return range;   // past 64 bits is out of range, never wrapped
+    return static_cast<int64_t>(v);
+}
+
+Result<double> parse_real_flag(const std::string& text, const std::string& flag, double min, bool min_exclusive) {
+    const std::string found = ", found '" + text + "'";
+    const Error syntax{"", flag, "expected a finite number" + found};
+    // Decimal only: strtod also reads "inf", "nan" and hex floats, none of which a flag means.
+    if (text.empty()) return syntax;
+    for (char c : text)
+        if (!digit(c) && c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-') return syntax;
+    errno = 0;
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) return syntax;
+    if (min_exclusive ? !(v > min) : !(v >= min))
+        return Error{"", flag, std::string("expected a number ") + (min_exclusive ? "greater than " : "of at least ") + number_text(min) + found};
+    return v;
+}
+
+Error command_line_error(const std::string& what) {
+    // CLI11 2.x: ConversionError "Could not convert: NAME = VALUE"; RequiredError "NAME is required";
+    // ValidationError and ArgumentMismatch "NAME: MSG".
+    const std::string conv = "Could not convert: ";
+    if (what.rfind(conv, 0) == 0) {
+        std::string rest = what.substr(conv.size());
+        size_t eq = rest.find(" = ");
+        if (eq != std::string::npos)
+            return Error{"", rest.substr(0, eq), "cannot read '" + rest.substr(eq + 3) + "'"};
+    }
+    if (!what.empty() && what[0] == '-') {
+        size_t req = what.find(" is required");
+        if (req != std::string::npos && what.find(' ') == req) return Error{"", what.substr(0, req), "required"};
+        size_t colon = what.find(": ");
+        if (colon != std::string::npos && what.find(' ') > colon) {
+            std::string msg = what.substr(colon + 2);
+            // ArgumentMismatch: "1 required INT missing" (the flag ended the command line).
+            if (msg.find(" required ") != std::string::npos && msg.size() > 8 && msg.substr(msg.size() - 8) == " missing")
+                msg = "expected a value after the flag";
+            return Error{"", what.substr(0, colon), msg};
+        }
+    }
+    return Error{"", "", what};
 }
 
 }  // namespace zerosim

@@ -1,5 +1,6 @@
-// Byte sizes as both command lines write them (zerosim bench -b/-e, validate --min-bytes; zerorun
-// bench -b/-e, --evict): one grammar, so a size one program takes the other takes too.
+// Numbers and byte sizes as both command lines write them (zerosim bench -b/-e, validate --min-bytes;
+// zerorun bench -b/-e, --evict; every integer and real flag): one grammar, so a value one program
+// takes the other takes too, and no flag is read as anything but what it says (no wrap, no NaN).
 #pragma once
 
 #include <cstdint>
@@ -14,5 +15,18 @@ namespace zerosim {
 // value must come to a whole number of bytes from 1 to INT64_MAX (no wrap past 64 bits). Errors name
 // `flag`.
 Result<int64_t> parse_size(const std::string& text, const std::string& flag);
+
+// An integer flag: optional sign, decimal digits only, within [min, max]. Anything else ("abc",
+// "1.5", "1e3", a value past 64 bits) is refused with "expected an integer ..., found 'TEXT'".
+Result<int64_t> parse_int_flag(const std::string& text, const std::string& flag, int64_t min, int64_t max);
+
+// A real flag: a finite decimal number (strtod's grammar, no hex, no inf/nan) at least `min`, or
+// greater than `min` when `min_exclusive`.
+Result<double> parse_real_flag(const std::string& text, const std::string& flag, double min, bool min_exclusive);
+
+// One CLI11 parse error (its what()) as the front ends' Error: "NAME: MSG" becomes field NAME,
+// "Could not convert: NAME = VALUE" and "NAME is required" name their flag; anything else is kept
+// as the message.
+Error command_line_error(const std::string& what);
 
 }  // namespace zerosim

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "schedule/ir.hpp"
 #include "inputs/model.hpp"
+#include "schedule/bounds.hpp"
 
 namespace zerosim {
 
@@ -18,8 +19,11 @@ struct ScheduleOptions {
     int steps = 1;
     int64_t seq_len = 0;                // 0: the model's default, else 1024
     std::vector<int> overflow_steps;    // fp16: optimizer steps (0-based) whose gradients overflow
+    int64_t max_ops = kDefaultMaxOps;               // refuse a schedule estimated past these (bounds.hpp)
+    int64_t max_bytes = kDefaultMaxScheduleBytes;
 };
 
+// Refuses, before building anything, a schedule whose estimate (bounds.hpp) passes opt's limits.
 Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
 
 }  // namespace zerosim
