@@ -1,5 +1,6 @@
 #include "formats/measured_logs.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -125,7 +126,6 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
 
     MeasuredLog log;
     log.path = name;
-    std::istringstream in(text);
     std::string line, phase, record;
     int n = 0, nccl_rows = 0, ds_lines = 0, first_ds = 0, first_nccl = 0;
     bool in_summary = false;
@@ -134,7 +134,18 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
     // A summary record whose table ends before any of its rows: the file was cut short.
     auto record_has_no_rows = [&] { return record_line && rows_under_record == 0; };
     auto no_rows_error = [&] { return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)"); };
-    while (std::getline(in, line)) {
+    // One allocation for the ops (a log of a long run holds millions: growing by doubling would
+    // hold the old array beside the new one, and up to twice the room needed).
+    {
+        size_t comm_ops = 0;
+        for (size_t at = text.find("comm op:"); at != std::string::npos; at = text.find("comm op:", at + 8)) ++comm_ops;
+        log.ops.reserve(comm_ops);
+    }
+    // Line by line over the text itself (a stream over it would hold a second copy of the file).
+    for (size_t pos = 0; pos < text.size();) {
+        size_t eol = text.find('\n', pos);
+        line.assign(text, pos, eol == std::string::npos ? std::string::npos : eol - pos);
+        pos = eol == std::string::npos ? text.size() : eol + 1;
         ++n;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.rfind("##### PHASE ", 0) == 0) {
@@ -250,8 +261,29 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
     return log;
 }
 
+namespace {
+
+// A regular file's bytes read straight into one string of its size (a log of a long run is
+// hundreds of MB: a stream buffer and its copy would hold it twice). Anything else (a missing
+// file, a directory, a pipe) goes through read_text_file and its messages.
+Result<std::string> read_log_text(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) {
+        std::ifstream in(path, std::ios::binary);
+        auto size = std::filesystem::file_size(path, ec);
+        if (in && !ec) {
+            std::string text(static_cast<size_t>(size), '\0');
+            if (in.read(text.data(), static_cast<std::streamsize>(size)) && in.peek() == std::ifstream::traits_type::eof())
+                return text;
+        }
+    }
+    return read_text_file(path, "log");
+}
+
+}  // namespace
+
 Result<MeasuredLog> read_log(const std::string& path) {
-    auto text = read_text_file(path, "log");
+    auto text = read_log_text(path);
     if (!text) return text.error();
     return parse_log(text.value(), path);
 }
