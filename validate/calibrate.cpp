@@ -33,24 +33,35 @@ double predicted_time_us(const Topology& t, const Measurement& m) {
     return simulate_single_collective(t, m.op, logged_bytes(m), m.world) * 1e6;
 }
 
-Result<FitResult> fit_topology(const Topology& base, const std::vector<Measurement>& rows) {
-    FitResult fit;
+namespace {
+
+// The rows a fit can use (a positive time, two ranks or more, within the topology); the others
+// with the reason, into `unused` when given.
+std::vector<const Measurement*> usable_rows(const Topology& base, const std::vector<Measurement>& rows,
+                                            std::vector<std::string>* unused) {
     std::vector<const Measurement*> usable;
     for (const auto& r : rows) {
-        if (!(r.time_us > 0)) {
-            fit.unused.push_back(r.source + ": time is not positive");
-            continue;
-        }
-        if (r.world < 2) {
-            fit.unused.push_back(r.source + ": a single rank moves no data");
-            continue;
-        }
-        if (r.world > base.total_gpus()) {
-            fit.unused.push_back(r.source + ": " + std::to_string(r.world) + " ranks exceed the topology's GPUs");
+        std::string why;
+        if (!(r.time_us > 0))
+            why = "time is not positive";
+        else if (r.world < 2)
+            why = "a single rank moves no data";
+        else if (r.world > base.total_gpus())
+            why = std::to_string(r.world) + " ranks exceed the topology's GPUs";
+        if (!why.empty()) {
+            if (unused) unused->push_back(r.source + ": " + why);
             continue;
         }
         usable.push_back(&r);
     }
+    return usable;
+}
+
+}  // namespace
+
+Result<FitResult> fit_topology(const Topology& base, const std::vector<Measurement>& rows) {
+    FitResult fit;
+    std::vector<const Measurement*> usable = usable_rows(base, rows, &fit.unused);
     std::vector<int64_t> sizes;
     for (auto* r : usable) sizes.push_back(r->bytes);
     std::sort(sizes.begin(), sizes.end());
@@ -139,6 +150,12 @@ Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>&
     auto global = fit_topology(t, rows);
     if (!global) return global.error();
     c.global = global.value();
+    // The topology as given, on the same rows: what the fit must beat.
+    std::vector<double> before;
+    for (const Measurement* m : usable_rows(t, rows, nullptr))
+        before.push_back(std::fabs((predicted_time_us(t, *m) - m->time_us) / m->time_us));
+    std::sort(before.begin(), before.end());
+    c.uncalibrated_median_abs_error = before.empty() ? 0 : before[before.size() / 2];
     std::map<std::string, std::vector<Measurement>> by_op;
     for (const auto& r : rows) by_op[collective_info(r.op).name].push_back(r);
     if (by_op.size() > 1)
@@ -187,7 +204,38 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
     out << "zerosim calibrate: " << cal.global.used << " rows fitted (" << cal.global.scope << ")\n";
     show("all collectives", cal.global);
     for (const auto& [name, f] : cal.per_collective) show(name, f);
+    {
+        char line[128];
+        std::snprintf(line, sizeof line, "  %-16s median |residual| %.1f%%\n", "as given", cal.uncalibrated_median_abs_error * 100);
+        out << line;
+    }
     for (const auto& u : cal.global.unused) out << "  not used: " << u << "\n";
+}
+
+std::vector<std::string> poor_fit_warnings(const Calibration& cal) {
+    std::vector<std::string> w;
+    char line[256];
+    if (cal.global.r2 < kPoorFitR2) {
+        std::snprintf(line, sizeof line, "poor fit: R^2 %.3f is below %.2f (the data do not follow latency + size / bandwidth)",
+                      cal.global.r2, kPoorFitR2);
+        w.push_back(line);
+    }
+    if (cal.global.median_abs_error > kPoorFitMedianResidual) {
+        std::snprintf(line, sizeof line, "poor fit: median |residual| %.1f%% is above %.0f%%", cal.global.median_abs_error * 100,
+                      kPoorFitMedianResidual * 100);
+        w.push_back(line);
+    }
+    return w;
+}
+
+std::string worse_than_uncalibrated(const Calibration& cal) {
+    if (!(cal.global.median_abs_error > cal.uncalibrated_median_abs_error + kWorseFitMargin)) return "";
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "the calibrated fit is worse than the topology as given on the same %zu rows (median |residual| %.1f%% "
+                  "against %.1f%%)",
+                  cal.global.used, cal.global.median_abs_error * 100, cal.uncalibrated_median_abs_error * 100);
+    return line;
 }
 
 Json calibrated_topology(const Json& topology, const Calibration& cal, const std::vector<std::string>& files,

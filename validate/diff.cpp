@@ -12,6 +12,7 @@
 namespace zerosim {
 
 bool DiffReport::pass() const {
+    if (!mismatch.empty()) return false;
     bool s = scope == DiffScope::Time || structure_ok;
     bool t = scope == DiffScope::Ops || time_ok;
     return s && t;
@@ -34,6 +35,35 @@ std::string step_of(const std::string& phase) {
 std::string phase_of(const std::string& phase) {
     auto dot = phase.rfind('.');
     return dot == std::string::npos ? (phase.empty() ? "?" : phase) : phase.substr(dot + 1);
+}
+
+// Logs of one run share their structure: most ops match, op and printed size. Fewer than half of
+// the smaller log's ops matched means another model, config or world, whatever the times say.
+// (Resized ops do not count: any two all_gathers align as "resized", whatever the model.)
+std::string unmatched_structure(size_t matched, size_t pred_ops, size_t meas_ops, const char* what) {
+    size_t smaller = std::min(pred_ops, meas_ops);
+    if (2 * matched >= smaller) return "";
+    return "these logs cannot be of the same run: " + std::to_string(matched) + " of " + std::to_string(pred_ops) +
+           " predicted " + what + " matched (" + std::to_string(meas_ops) + " measured)";
+}
+
+// What both logs state about their run and differs.
+std::string stated_difference(const MeasuredLog& pred, const MeasuredLog& meas) {
+    auto differ = [](int64_t a, int64_t b) { return a > 0 && b > 0 && a != b; };
+    if (differ(pred.world, meas.world))
+        return "these logs cannot be of the same run: predicted world " + std::to_string(pred.world) + ", measured world " +
+               std::to_string(meas.world);
+    if (differ(pred.total_params, meas.total_params))
+        return "these logs cannot be of the same run: predicted model " + std::to_string(pred.total_params) +
+               " parameters, measured " + std::to_string(meas.total_params);
+    return "";
+}
+
+// A relative error the verdict may use: |p - m| / m over a measured time above zero, finite.
+bool relative_error(double p, double m, double& e) {
+    if (!(m > 0)) return false;
+    e = std::fabs(p - m) / m;
+    return std::isfinite(e);
 }
 
 std::string describe(const LoggedOp& op) {
@@ -69,8 +99,8 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
             sc.first += p.time_ms;
             sc.second += m.time_ms;
         }
-        if (std::max(p.time_ms, m.time_ms) < min_time_ms || m.time_ms <= 0 || p.bytes < min_bytes) return;
-        double e = (p.time_ms - m.time_ms) / m.time_ms;
+        double e = 0;
+        if (std::max(p.time_ms, m.time_ms) < min_time_ms || p.bytes < min_bytes || !relative_error(p.time_ms, m.time_ms, e)) return;
         std::string keys[3] = {p.record, phase_of(ph), step_of(ph)};
         for (int k = 0; k < 3; ++k) {
             Group& g = groups[k][keys[k]];
@@ -78,12 +108,12 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
             g.stats.count++;
             g.stats.pred_ms += p.time_ms;
             g.stats.meas_ms += m.time_ms;
-            g.errors.push_back(std::fabs(e));
+            g.errors.push_back(e);
         }
         r.overall.count++;
         r.overall.pred_ms += p.time_ms;
         r.overall.meas_ms += m.time_ms;
-        all_err.push_back(std::fabs(e));
+        all_err.push_back(e);
     };
     for (const auto& e : entries) {
         switch (e.kind) {
@@ -121,7 +151,8 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
         for (const auto& [k, v] : step_comm) {
             ps.push_back(v.first);
             ms_.push_back(v.second);
-            if (v.second > 0) es.push_back(std::fabs(v.first - v.second) / v.second);
+            double e = 0;
+            if (relative_error(v.first, v.second, e)) es.push_back(e);
         }
         r.step_comm_pred_ms = median(ps);
         r.step_comm_meas_ms = median(ms_);
@@ -135,6 +166,8 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
         }
     r.structure_ok = r.missing == 0 && r.extra == 0 && r.resized == 0 && r.swapped == 0;
     r.time_ok = r.overall.count > 0 && r.overall.median_abs_error <= tolerance;
+    r.mismatch = stated_difference(pred, meas);
+    if (r.mismatch.empty()) r.mismatch = unmatched_structure(r.matched, r.pred_ops, r.meas_ops, "ops");
     return r;
 }
 
@@ -162,7 +195,8 @@ DiffReport diff_nccl_tables(const MeasuredLog& pred, const MeasuredLog& meas, do
             continue;
         }
         ++r.matched;
-        double e = std::fabs(t - it->second) / it->second;
+        double e = 0;
+        if (!relative_error(t, it->second, e)) continue;   // a 0 us measurement has no relative error
         errs.push_back(e);
         TimeStats& s = bytes >= (1 << 20) ? s_large : s_small;
         (bytes >= (1 << 20) ? large : small).push_back(e);
@@ -186,6 +220,7 @@ DiffReport diff_nccl_tables(const MeasuredLog& pred, const MeasuredLog& meas, do
     if (s_large.count) r.by_op.push_back(s_large);
     r.structure_ok = true;
     r.time_ok = r.overall.count > 0 && r.overall.median_abs_error <= tolerance;
+    r.mismatch = unmatched_structure(r.matched, r.pred_ops, r.meas_ops, "sizes");
     return r;
 }
 
@@ -247,6 +282,10 @@ void write_diff_text(std::ostream& out, const DiffReport& r) {
         stats_table(out, "by phase", r.by_phase, false);
         stats_table(out, "by step", r.by_step, false);
     }
+    if (!r.mismatch.empty()) {
+        out << "\nverdict: FAIL (" << r.mismatch << ")\n";
+        return;
+    }
     out << "\nverdict: " << (r.pass() ? "PASS" : "FAIL") << " (";
     if (r.scope != DiffScope::Time) out << "structure " << (r.structure_ok ? "identical" : "differs");
     if (r.scope == DiffScope::All) out << "; ";
@@ -266,7 +305,10 @@ void write_diff_markdown(std::ostream& out, const DiffReport& r) {
         stats_table(out, "by phase", r.by_phase, true);
         stats_table(out, "by step", r.by_step, true);
     }
-    out << "\n**verdict: " << (r.pass() ? "PASS" : "FAIL") << "** (tolerance " << pct(r.tolerance) << ")\n";
+    if (!r.mismatch.empty())
+        out << "\n**verdict: FAIL** (" << r.mismatch << ")\n";
+    else
+        out << "\n**verdict: " << (r.pass() ? "PASS" : "FAIL") << "** (tolerance " << pct(r.tolerance) << ")\n";
 }
 
 void write_diff_row(std::ostream& out, const DiffReport& r) {
@@ -274,7 +316,9 @@ void write_diff_row(std::ostream& out, const DiffReport& r) {
     std::snprintf(buf, sizeof buf, "%zu\t%zu\t%zu\t%zu\t%zu\t%.4f\t%.3f\t%.3f\t%.4f\t%s\n", r.matched, r.missing, r.extra,
                   r.resized, r.swapped, r.overall.median_abs_error, r.step_comm_pred_ms, r.step_comm_meas_ms, r.step_comm_error,
                   r.pass() ? "PASS" : "FAIL");
-    out << buf;
+    std::string line = buf;
+    if (!r.mismatch.empty()) line.insert(line.size() - 1, "\t" + r.mismatch);
+    out << line;
 }
 
 void write_diff_json(std::ostream& out, const DiffReport& r) {
@@ -298,6 +342,7 @@ void write_diff_json(std::ostream& out, const DiffReport& r) {
                                {"median_abs_error", r.step_comm_error}};
     j["tolerance"] = r.tolerance;
     j["verdict"] = r.pass() ? "pass" : "fail";
+    if (!r.mismatch.empty()) j["mismatch"] = r.mismatch;
     out << j.dump(1) << '\n';
 }
 

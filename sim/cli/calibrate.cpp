@@ -18,6 +18,7 @@ struct CalibrateArgs {
     int64_t nodes = 0;
     std::string column = "as-deepspeed";
     std::string output;
+    bool accept_worse_fit = false;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -39,6 +40,15 @@ int run_calibrate(const CalibrateArgs& a) {
     auto cal = calibrate(topo.value(), rows);
     if (!cal) return input_error(Error{a.files.front(), cal.error().field, cal.error().message});
     write_calibration_summary(std::cerr, cal.value());
+    for (const auto& w : poor_fit_warnings(cal.value())) std::cerr << "zerosim: warning: " << w << "\n";
+    // A fit worse than the file as given is refused (exit 1, a failed verdict) unless asked for.
+    if (auto worse = worse_than_uncalibrated(cal.value()); !worse.empty()) {
+        if (!a.accept_worse_fit) {
+            std::cerr << "zerosim: error: " << a.topology << ": " << worse << "; not written (--accept-worse-fit writes it)\n";
+            return 1;
+        }
+        std::cerr << "zerosim: warning: " << worse << "; written as --accept-worse-fit asks\n";
+    }
     Json out = calibrated_topology(doc.value(), cal.value(), a.files, a.column);
     if (a.output.empty()) return input_error(Error{"", "-o", "give the calibrated topology a file name (the input is never overwritten)"});
     std::vector<std::string> inputs = a.files;
@@ -62,6 +72,8 @@ Command add_calibrate(CLI::App& app) {
         ->check(CLI::IsMember({"as-deepspeed", "out-of-place", "in-place"}))
         ->capture_default_str();
     sub->add_option("-o,--output", a->output, "The calibrated topology file to write")->required();
+    sub->add_flag("--accept-worse-fit", a->accept_worse_fit,
+                  "Write the calibrated topology even when its fit is worse than the topology as given");
     return {sub, [a] { return run_calibrate(*a); }};
 }
 

@@ -110,8 +110,15 @@ std::optional<double> parse_ds_size_string(const std::string& text) {
     char* end = nullptr;
     double v = std::strtod(num.c_str(), &end);
     if (end == num.c_str() || *end != '\0') return std::nullopt;
+    // A size is a byte count: never negative, NaN or infinite ("1e400 KB"), and within int64 so
+    // that the caller's rounding to bytes is defined.
+    if (!std::isfinite(v) || v < 0) return std::nullopt;
     for (int i = 0; i < 9; ++i)
-        if (unit == names[i]) return v * std::pow(1024.0, i);
+        if (unit == names[i]) {
+            double bytes = v * std::pow(1024.0, i);
+            if (!(bytes < 9.2e18)) return std::nullopt;
+            return bytes;
+        }
     return std::nullopt;
 }
 
@@ -149,10 +156,16 @@ std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
             out.op.bytes = static_cast<int64_t>(std::llround(*b));
             have_size = true;
         } else {
+            // A known numeric field whose value is not a number makes the line malformed (it
+            // used to read as 0); its range is the reader's to check (reader_limits.hpp).
             double v = 0.0;
-            if (number_after(f, "time (ms): ", v)) out.op.time_ms = v;
-            else if (number_after(f, "algbw (Gbps): ", v)) out.op.algbw_gbps = v;
-            else if (number_after(f, "busbw (Gbps): ", v)) out.op.busbw_gbps = v;
+            const char* keys[] = {"time (ms): ", "algbw (Gbps): ", "busbw (Gbps): "};
+            double* dest[] = {&out.op.time_ms, &out.op.algbw_gbps, &out.op.busbw_gbps};
+            for (int k = 0; k < 3; ++k)
+                if (f.rfind(keys[k], 0) == 0) {
+                    if (!number_after(f, keys[k], v)) return std::nullopt;
+                    *dest[k] = v;
+                }
             // other " | [Key: value]" fields are tolerated and ignored
         }
     }

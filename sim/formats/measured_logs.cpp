@@ -1,11 +1,13 @@
 #include "formats/measured_logs.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/json_input.hpp"
 #include "formats/comms_log.hpp"
+#include "formats/reader_limits.hpp"
 
 namespace zerosim {
 
@@ -33,6 +35,17 @@ bool looks_like_nccl_row(const std::string& raw) {
                                        type == "int8" || type == "uint8" || type == "int32" || type == "int64");
 }
 
+// The JSON logs zerosim and zerorun write, and the versions of each this reader knows:
+// "zerorun-log" (runtime/executor/run_log.cpp, version 1), "zerosim-prediction"
+// (prediction/predict_outputs.cpp, no version field yet) and "zerosim-schedule"
+// (formats/schedule_outputs.cpp, version 1).
+// A log without a version is read as version 1 (the prediction writes none).
+struct KnownJsonLog {
+    const char* format;
+};
+constexpr KnownJsonLog kJsonLogs[] = {{"zerorun-log"}, {"zerosim-prediction"}, {"zerosim-schedule"}};
+constexpr int64_t kJsonLogVersion = 1;
+
 Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& name) {
     auto parsed = parse_json_text(text, name);
     if (!parsed) return parsed.error();
@@ -42,22 +55,53 @@ Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& n
     log.format = LogFormat::ZerosimJson;
     if (!j.is_object() || !j.contains("ops") || !j["ops"].is_array())
         return Error{name, "ops", "expected a zerosim JSON log with an \"ops\" array"};
+    // The header: a format this reader knows, a version it knows, a world of one rank or more.
+    std::string known;
+    for (const auto& k : kJsonLogs) known += std::string(known.empty() ? "" : ", ") + "\"" + k.format + "\"";
+    const KnownJsonLog* kind = nullptr;
+    if (!j.contains("format") || !j["format"].is_string())
+        return Error{name, "format", "expected one of " + known};
+    for (const auto& k : kJsonLogs)
+        if (j["format"].get<std::string>() == k.format) kind = &k;
+    if (!kind) return Error{name, "format", "expected one of " + known + ", found " + j["format"].dump()};
+    if (j.contains("version") && (!j["version"].is_number_integer() || j["version"].get<int64_t>() != kJsonLogVersion))
+        return Error{name, "version",
+                     "expected " + std::to_string(kJsonLogVersion) + " (the version this zerosim reads), found " + j["version"].dump()};
+    const Json* meta = j.contains("meta") && j["meta"].is_object() ? &j["meta"] : &j;
+    const std::string meta_prefix = meta == &j ? "" : "meta.";
+    for (const char* key : {"world", "total_params"}) {
+        if (!meta->contains(key)) continue;
+        const Json& v = (*meta)[key];
+        if (!v.is_number_integer() || v.get<int64_t>() < 1)
+            return Error{name, meta_prefix + key, std::string("expected a whole number, 1 or more, found ") + v.dump()};
+        (std::string(key) == "world" ? log.world : log.total_params) = v.get<int64_t>();
+    }
     int i = 0;
     try {
     for (const auto& o : j["ops"]) {
         ++i;
-        if (!o.is_object() || !o.contains("kind")) return Error{name, "ops[" + std::to_string(i - 1) + "]", "expected an op object"};
-        std::string kind = o["kind"].get<std::string>();
-        if (kind == "forward" || kind == "backward" || kind == "optimizer_step" || kind == "compute") continue;
+        const std::string at_op = "ops[" + std::to_string(i - 1) + "]";
+        if (!o.is_object() || !o.contains("kind")) return Error{name, at_op, "expected an op object"};
+        std::string kind_name = o["kind"].get<std::string>();
+        if (kind_name == "forward" || kind_name == "backward" || kind_name == "optimizer_step" || kind_name == "compute") continue;
         LoggedOp op;
-        op.record = kind;
+        op.record = std::move(kind_name);
         op.caller = o.value("caller", "");
         double bytes = o.value("bytes", 0.0);
         if (!(bytes >= 0 && bytes < 9e18))
-            return Error{name, "ops[" + std::to_string(i - 1) + "].bytes", "expected a size in bytes, 0 or more"};
+            return Error{name, at_op + ".bytes", "expected a size in bytes, 0 or more"};
         op.bytes = static_cast<int64_t>(bytes);
         op.size_text = ds_size_string(op.bytes);
-        op.time_ms = o.contains("logged_ms") ? o["logged_ms"].get<double>() : o.value("time_ms", 0.0);
+        // The time the log holds for the op: a missing time is an error, not 0 (an op that was
+        // never timed must not count as an instant one).
+        // A schedule has no times (its ops compare by structure only).
+        const char* time_key = o.contains("logged_ms") ? "logged_ms" : "time_ms";
+        bool untimed = std::string(kind->format) == "zerosim-schedule" && !o.contains(time_key);
+        if (!untimed && (!o.contains(time_key) || !o[time_key].is_number()))
+            return Error{name, at_op + "." + time_key, "expected the op's time in ms (a number)"};
+        op.time_ms = untimed ? 0.0 : o[time_key].get<double>();
+        if (const char* problem = time_problem(op.time_ms))
+            return Error{name, at_op + "." + time_key, time_error("time", op.time_ms, problem)};
         op.line = i;
         int step = o.value("step", -1);
         op.phase = step < 0 ? "initialize"
@@ -82,7 +126,6 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
 
     MeasuredLog log;
     log.path = name;
-    std::istringstream in(text);
     std::string line, phase, record;
     int n = 0, nccl_rows = 0, ds_lines = 0, first_ds = 0, first_nccl = 0;
     bool in_summary = false;
@@ -91,7 +134,18 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
     // A summary record whose table ends before any of its rows: the file was cut short.
     auto record_has_no_rows = [&] { return record_line && rows_under_record == 0; };
     auto no_rows_error = [&] { return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)"); };
-    while (std::getline(in, line)) {
+    // One allocation for the ops (a log of a long run holds millions: growing by doubling would
+    // hold the old array beside the new one, and up to twice the room needed).
+    {
+        size_t comm_ops = 0;
+        for (size_t at = text.find("comm op:"); at != std::string::npos; at = text.find("comm op:", at + 8)) ++comm_ops;
+        log.ops.reserve(comm_ops);
+    }
+    // Line by line over the text itself (a stream over it would hold a second copy of the file).
+    for (size_t pos = 0; pos < text.size();) {
+        size_t eol = text.find('\n', pos);
+        line.assign(text, pos, eol == std::string::npos ? std::string::npos : eol - pos);
+        pos = eol == std::string::npos ? text.size() : eol + 1;
         ++n;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.rfind("##### PHASE ", 0) == 0) {
@@ -109,6 +163,11 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
                 in_summary = false;
             }
             if (p->op.record == "log_summary_barrier") continue;
+            if (const char* problem = time_problem(p->op.time_ms))
+                return at(name, n, time_error("comm op time (ms)", p->op.time_ms, problem));
+            for (double bw : {p->op.algbw_gbps, p->op.busbw_gbps})
+                if (const char* problem = rate_problem(bw))
+                    return at(name, n, std::string("comm op bandwidth ") + problem + ": expected a finite rate, 0 or more");
             LoggedOp op = std::move(p->op);
             op.line = n;
             op.phase = phase;
@@ -160,6 +219,15 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
             } catch (const std::exception&) {
                 return at(name, n, "malformed log_summary row: a column is not a number");
             }
+            // The row summarises `count` ops: at least one, each timed within reason.
+            if (r.count < 1) return at(name, n, "log_summary row: count " + std::to_string(r.count) + " is not 1 or more");
+            if (const char* problem = time_problem(r.avg_ms))
+                return at(name, n, time_error("log_summary average latency (ms)", r.avg_ms, problem));
+            if (const char* problem = time_problem(r.total_ms, kMaxOpTimeMs * static_cast<double>(r.count)))
+                return at(name, n, time_error("log_summary total latency (ms)", r.total_ms, problem));
+            for (double bw : {r.tput_gbps, r.busbw_gbps})
+                if (const char* problem = rate_problem(bw))
+                    return at(name, n, std::string("log_summary bandwidth ") + problem + ": expected a finite rate, 0 or more");
             log.summary.push_back(r);
             ++rows_under_record;
             continue;
@@ -176,12 +244,14 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
                       ") and nccl-tests rows (from line " + std::to_string(first_nccl) + ") in one file");
     if (nccl_rows > 0) {
         log.format = LogFormat::NcclTests;
-        log.tables = parse_nccl_tests(text);
+        auto tables = parse_nccl_tests(text, name);
+        if (!tables) return tables.error();
+        log.tables = std::move(tables).value();
         if (log.tables.empty())
             return at(name, first_nccl, "nccl-tests rows without a '#  size  count  type ...' header");
         size_t parsed = 0;
         for (const auto& t : log.tables) parsed += t.rows.size();
-        if (parsed != static_cast<size_t>(nccl_rows))
+        if (parsed < static_cast<size_t>(nccl_rows))
             return Error{name, "", "only " + std::to_string(parsed) + " of " + std::to_string(nccl_rows) +
                                        " nccl-tests rows could be read (truncated or malformed rows)"};
         return log;
@@ -191,8 +261,29 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
     return log;
 }
 
+namespace {
+
+// A regular file's bytes read straight into one string of its size (a log of a long run is
+// hundreds of MB: a stream buffer and its copy would hold it twice). Anything else (a missing
+// file, a directory, a pipe) goes through read_text_file and its messages.
+Result<std::string> read_log_text(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) {
+        std::ifstream in(path, std::ios::binary);
+        auto size = std::filesystem::file_size(path, ec);
+        if (in && !ec) {
+            std::string text(static_cast<size_t>(size), '\0');
+            if (in.read(text.data(), static_cast<std::streamsize>(size)) && in.peek() == std::ifstream::traits_type::eof())
+                return text;
+        }
+    }
+    return read_text_file(path, "log");
+}
+
+}  // namespace
+
 Result<MeasuredLog> read_log(const std::string& path) {
-    auto text = read_text_file(path, "log");
+    auto text = read_log_text(path);
     if (!text) return text.error();
     return parse_log(text.value(), path);
 }

@@ -1,6 +1,9 @@
 #include "formats/nccl_tests.hpp"
 
 #include "core/json_input.hpp"
+#include "formats/reader_limits.hpp"
+
+#include <charconv>
 
 #include <cstdio>
 #include <cstdlib>
@@ -70,13 +73,41 @@ void write_nccl_tests_footer(std::ostream& out, const std::string& out_of_bounds
     out << "# Avg bus bandwidth    : " << avg_bus_bandwidth << " \n";
 }
 
-std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
+namespace {
+
+// "-256", "18446744073709551616", "1024": a whole number with an optional sign (what starts a row).
+bool integer_like(const std::string& tok) {
+    size_t i = tok[0] == '-' || tok[0] == '+' ? 1 : 0;
+    return i < tok.size() && tok.find_first_not_of("0123456789", i) == std::string::npos;
+}
+
+// A size or a count: a whole number, 0 or more, within int64 (checked, never wrapped: 2^64 is an
+// error, not a negative size). nccl-tests prints 0-byte rows (-b 0), so 0 is a size.
+const char* count_problem(const std::string& tok, int64_t& out) {
+    if (tok[0] == '-') return "is negative";
+    auto r = std::from_chars(tok.data() + (tok[0] == '+' ? 1 : 0), tok.data() + tok.size(), out);
+    if (r.ec == std::errc::result_out_of_range) return "does not fit in 64 bits";
+    if (r.ec != std::errc() || r.ptr != tok.data() + tok.size()) return "is not a whole number";
+    return nullptr;
+}
+
+Error row_error(const std::string& name, int line, const std::string& msg) {
+    return Error{name + ":" + std::to_string(line), "", "nccl-tests row: " + msg};
+}
+
+}  // namespace
+
+Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, const std::string& name) {
     std::vector<NcclTestsTable> tables;
-    std::istringstream in(text);
     std::string raw, title;
     bool has_root = true;
     bool open = false;
-    while (std::getline(in, raw)) {
+    int n = 0;
+    for (size_t pos = 0; pos < text.size();) {
+        size_t eol = text.find('\n', pos);
+        raw.assign(text, pos, eol == std::string::npos ? std::string::npos : eol - pos);
+        pos = eol == std::string::npos ? text.size() : eol + 1;
+        ++n;
         std::string line = strip_launcher_prefix(raw);
         std::istringstream ls(line);
         std::vector<std::string> tok;
@@ -95,30 +126,43 @@ std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
             }
             continue;
         }
-        if (!open) continue;
+        // A row starts with two whole numbers (size, count); any other line inside a table (a
+        // launcher's or NCCL's own messages) is not one. A row must be whole and possible.
+        if (!open || tok.size() < 2 || !integer_like(tok[0]) || !integer_like(tok[1])) continue;
         // size count type redop [root] time algbw busbw #wrong [time algbw busbw #wrong]
         size_t need = has_root ? 9 : 8;
-        double size = 0, count = 0;
-        if (tok.size() < need || !number(tok[0], size) || !number(tok[1], count)) continue;
+        if (tok.size() < need)
+            return row_error(name, n, "expected at least " + std::to_string(need) + " columns (size, count, type, redop" +
+                                          (has_root ? ", root" : "") + ", time, algbw, busbw, #wrong), found " +
+                                          std::to_string(tok.size()) + " (truncated?)");
         NcclTestsRow r;
-        r.bytes = static_cast<int64_t>(size);
-        r.count = static_cast<int64_t>(count);
+        if (const char* p = count_problem(tok[0], r.bytes)) return row_error(name, n, "size " + tok[0] + " " + p + ": expected bytes, 0 or more");
+        if (const char* p = count_problem(tok[1], r.count)) return row_error(name, n, "count " + tok[1] + " " + p + ": expected elements, 0 or more");
         r.type = tok[2];
         r.redop = tok[3];
         if (has_root) r.root = count_or(tok[4], -1);
         size_t k = has_root ? 5 : 4;
-        if (!number(tok[k], r.time_us) || !number(tok[k + 1], r.algbw_gbs) || !number(tok[k + 2], r.busbw_gbs)) continue;
+        if (!number(tok[k], r.time_us) || !number(tok[k + 1], r.algbw_gbs) || !number(tok[k + 2], r.busbw_gbs))
+            return row_error(name, n, "the time, algbw and busbw columns must be numbers");
+        if (const char* p = time_problem(r.time_us / 1e3)) return row_error(name, n, time_error("time (us)", r.time_us, p));
+        for (double bw : {r.algbw_gbs, r.busbw_gbs})
+            if (const char* p = rate_problem(bw)) return row_error(name, n, std::string("bandwidth ") + p + ": expected a finite rate, 0 or more");
         r.wrong = count_or(tok[k + 3], -1);
         double ip = 0;
         if (tok.size() >= k + 5 && number(tok[k + 4], ip)) {
+            if (const char* p = time_problem(ip / 1e3)) return row_error(name, n, time_error("in-place time (us)", ip, p));
             r.inplace_time_us = ip;
             double alg = 0, bus = 0;
             if (tok.size() >= k + 7 && number(tok[k + 5], alg) && number(tok[k + 6], bus)) {
+                for (double bw : {alg, bus})
+                    if (const char* p = rate_problem(bw))
+                        return row_error(name, n, std::string("in-place bandwidth ") + p + ": expected a finite rate, 0 or more");
                 r.inplace_algbw_gbs = alg;
                 r.inplace_busbw_gbs = bus;
             }
             if (tok.size() >= k + 8) r.inplace_wrong = count_or(tok[k + 7], -1);
         }
+        r.line = n;
         tables.back().rows.push_back(r);
     }
     std::vector<NcclTestsTable> nonempty;
@@ -127,10 +171,17 @@ std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
     return nonempty;
 }
 
+std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
+    auto tables = parse_nccl_tests(text, "");
+    return tables ? std::move(tables).value() : std::vector<NcclTestsTable>{};
+}
+
 Result<std::vector<NcclTestsTable>> read_nccl_tests(const std::string& path) {
     auto text = read_text_file(path, "nccl-tests output");
     if (!text) return text.error();
-    auto tables = parse_nccl_tests(text.value());
+    auto parsed = parse_nccl_tests(text.value(), path);
+    if (!parsed) return parsed.error();
+    auto tables = std::move(parsed).value();
     if (tables.empty()) return Error{path, "", "no nccl-tests table found (expected a '#  size  count  type ...' header)"};
     return tables;
 }

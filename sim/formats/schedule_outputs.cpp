@@ -182,7 +182,13 @@ void write_schedule_json(std::ostream& out, const Schedule& s) {
 }
 
 Result<Schedule> read_schedule_json(const std::string& path) {
-    auto doc = read_json_file(path);
+    auto text = read_text_file(path, "file");
+    if (!text) return text.error();
+    return parse_schedule_json(text.value(), path);
+}
+
+Result<Schedule> parse_schedule_json(const std::string& text, const std::string& path) {
+    auto doc = parse_json_text(text, path);
     if (!doc) return doc.error();
     try {
         JsonField root(doc.value(), path, "");

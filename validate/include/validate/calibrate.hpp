@@ -44,6 +44,9 @@ Result<FitResult> fit_topology(const Topology& t, const std::vector<Measurement>
 struct Calibration {
     FitResult global;
     std::map<std::string, FitResult> per_collective;   // nccl-tests names
+    // The topology as given (its own scales), on the rows the global fit used: the median
+    // relative |residual| the fit is compared with.
+    double uncalibrated_median_abs_error = 0;
 };
 Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& rows);
 // Predicted time (µs) of one measurement on a topology (the engine's single-collective path).
@@ -62,6 +65,20 @@ Result<std::vector<Measurement>> read_calibration_table(const std::string& file,
 // The fit as `zerosim calibrate` reports it on stderr: rows used, scales, R^2 and median residual,
 // globally and per collective, then the rows left out.
 void write_calibration_summary(std::ostream& out, const Calibration& cal);
+
+// A fit is poor when R^2 (on the times) is below 0.9 or its median |relative residual| is above
+// 25%: the data then do not follow latency + size / bandwidth, and scales fitted to them mislead.
+constexpr double kPoorFitR2 = 0.9;
+constexpr double kPoorFitMedianResidual = 0.25;
+constexpr double kWorseFitMargin = 0.01;
+// One line per way the global fit is poor (none for a good fit).
+std::vector<std::string> poor_fit_warnings(const Calibration& cal);
+// Non-empty (the reason) when the global fit's median |residual| is above the topology's as
+// given on the same rows by more than kWorseFitMargin (one percentage point: the iterative fit
+// settles within 0.1 point of a topology that already fits, which is not worse): writing it would
+// make predictions worse. `zerosim calibrate` then
+// refuses to write unless --accept-worse-fit.
+std::string worse_than_uncalibrated(const Calibration& cal);
 
 // The calibrated topology file: the topology's JSON as read plus a "calibration" block (the global
 // scales, the per-collective ones, the files fitted from and the column used).

@@ -35,6 +35,10 @@ struct DiffReport {
     double tolerance = 0.15;
     DiffScope scope = DiffScope::All;
     bool structure_ok = true, time_ok = true;
+    // Not empty when the two logs cannot be of the same run (most ops unmatched, or a different
+    // world or model size where both logs state it): the sentence the verdict prints. Such a
+    // verdict fails whatever the scope (--what ops included) and tolerance.
+    std::string mismatch;
     bool pass() const;
 };
 
@@ -49,7 +53,8 @@ void write_diff_text(std::ostream& out, const DiffReport& r);
 void write_diff_markdown(std::ostream& out, const DiffReport& r);
 void write_diff_json(std::ostream& out, const DiffReport& r);
 // One tab-separated line for scripts: matched missing extra resized swapped median_error
-// step_comm_pred_ms step_comm_meas_ms step_comm_error verdict.
+// step_comm_pred_ms step_comm_meas_ms step_comm_error verdict; for logs that cannot be of the same
+// run, verdict FAIL and an eleventh column with the sentence.
 void write_diff_row(std::ostream& out, const DiffReport& r);
 
 }  // namespace zerosim

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "formats/comms_log.hpp"
 #include "formats/nccl_tests.hpp"
+#include "formats/reader_limits.hpp"
 
 namespace zerosim {
 
@@ -30,6 +31,10 @@ struct MeasuredLog {
     std::vector<LoggedOp> ops;           // in order, log_summary's own barriers left out
     std::vector<SummaryRow> summary;
     std::vector<NcclTestsTable> tables;  // nccl-tests
+    // What the log states about its run (JSON logs; 0 where it does not say): the validator
+    // refuses to compare logs that state different ones.
+    int64_t world = 0;
+    int64_t total_params = 0;
 };
 
 Result<MeasuredLog> parse_log(const std::string& text, const std::string& name);

@@ -32,6 +32,7 @@ struct NcclTestsRow {
     double inplace_algbw_gbs = 0;
     double inplace_busbw_gbs = 0;
     int64_t inplace_wrong = -1;
+    int line = 0;                // the line it was read from (0: not read from a file)
 };
 
 struct NcclTestsTable {
@@ -53,6 +54,13 @@ void write_nccl_tests_row(std::ostream& out, const NcclTestsRow& r, const NcclTe
 // bandwidth    : ..."), with the program's own texts.
 void write_nccl_tests_footer(std::ostream& out, const std::string& out_of_bounds, const std::string& avg_bus_bandwidth);
 
+// A row (a line inside a table that starts with two whole numbers) must be whole and possible:
+// size and count whole numbers, 0 or more, within int64 (checked, never wrapped); time finite, 0
+// or more, at most kMaxOpTimeMs (reader_limits.hpp); bandwidths finite, 0 or more. Otherwise an
+// error "NAME:LINE: nccl-tests row: ...". Only tables with rows are returned.
+Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, const std::string& name);
+// The same for text zerosim wrote itself (tests, the bench command's own tables): no tables if any
+// row is not valid.
 std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text);
 // Strips launcher prefixes such as "0: " and "[1,0]<stdout>:".
 std::string strip_launcher_prefix(const std::string& line);

@@ -43,5 +43,7 @@ void write_schedule_table(std::ostream& out, const Schedule& s, const TableOptio
 
 void write_schedule_json(std::ostream& out, const Schedule& s);
 Result<Schedule> read_schedule_json(const std::string& path);
+// The same from text; `name` stands for the file in messages (the fuzz target's entry point).
+Result<Schedule> parse_schedule_json(const std::string& text, const std::string& name);
 
 }  // namespace zerosim

@@ -19,6 +19,10 @@ struct MeasuredMemory {
     std::map<std::string, int64_t> peak;
 };
 
+// Refuses a log of another format or version, a world below 1, a stage outside 0-3 and a negative
+// peak.
 Result<MeasuredMemory> read_zerorun_memory(const std::string& path);
+// The same from text; `name` stands for the file in messages (the fuzz target's entry point).
+Result<MeasuredMemory> parse_zerorun_memory(const std::string& text, const std::string& name);
 
 }  // namespace zerosim
