@@ -15,6 +15,11 @@ namespace {
 // beyond every real model's, so that any product of two sizes fits 64 bits before it is checked.
 constexpr int64_t kMaxConfigSize = INT32_MAX;
 
+// The most parameter tensors a model may have: real checkpoints have hundreds (Llama-2-70B 723)
+// to tens of thousands (DeepSeek-V3, a mixture of 256 experts, about 91,000); past 2^18 a config
+// is a typo, and building its schedule would take minutes and gigabytes before failing.
+constexpr int64_t kMaxModelTensors = 1 << 18;
+
 struct HfConfig {
     JsonField root;
     // Every size read, so that a parameter too large to count can be blamed on the largest of them.
@@ -67,6 +72,11 @@ struct HfBuilder {
 
     const HfConfig& config;
     int64_t total = 0;                    // elements so far, checked as each parameter is added
+    int64_t tensors_at_layers_start = 0;  // parameter tensors before the first layer (start_layers)
+    int64_t start_layers() {
+        tensors_at_layers_start = static_cast<int64_t>(m.params.size());
+        return total;
+    }
 
     explicit HfBuilder(const HfConfig& c) : config(c) {
         m.calls.push_back(CallNode{"", -1, {}, true, true});
@@ -106,6 +116,13 @@ struct HfBuilder {
             all > kMaxModelElements)
             config.too_many("the parameters up to the last of " + std::to_string(layers) + " layers", elements,
                             layers_key);
+        // Then the tensors: each is a name, a module and ops to build.
+        const int64_t tensors_per_layer = static_cast<int64_t>(m.params.size()) - tensors_at_layers_start;
+        if (tensors_per_layer > 0 && layers > (kMaxModelTensors - tensors_at_layers_start) / tensors_per_layer)
+            config.root.at(layers_key).fail_here(
+                "expected at most " + std::to_string((kMaxModelTensors - tensors_at_layers_start) / tensors_per_layer) +
+                " layers of " + std::to_string(tensors_per_layer) + " parameter tensors each (zerosim takes up to " +
+                std::to_string(kMaxModelTensors) + " tensors), found " + std::to_string(layers));
     }
     void norm(const std::string& name, int64_t dim, bool bias) {
         param(name + ".weight", {dim});
@@ -142,7 +159,7 @@ void build_gpt2(const HfConfig& c, HfBuilder& b) {
     b.call("transformer.wte");
     b.call("transformer.wpe");
     b.call("transformer.drop");
-    const int64_t layers_start = b.total;
+    const int64_t layers_start = b.start_layers();
     for (int64_t l = 0; l < L; ++l) {
         if (l == 1) b.check_layers(layers_start, L, "n_layer");
         std::string h = "transformer.h." + std::to_string(l);
@@ -197,7 +214,7 @@ void build_gpt_neox(const HfConfig& c, HfBuilder& b) {
     b.param("gpt_neox.embed_in.weight", {V, Hd});
     b.call("gpt_neox.embed_in");
     b.call("gpt_neox.emb_dropout");
-    const int64_t layers_start = b.total;
+    const int64_t layers_start = b.start_layers();
     for (int64_t l = 0; l < L; ++l) {
         if (l == 1) b.check_layers(layers_start, L, "num_hidden_layers");
         std::string h = "gpt_neox.layers." + std::to_string(l);
@@ -256,7 +273,7 @@ void build_llama(const HfConfig& c, HfBuilder& b, const std::string& type) {
     b.enter("model");
     b.param("model.embed_tokens.weight", {V, Hd});
     b.call("model.embed_tokens");
-    const int64_t layers_start = b.total;
+    const int64_t layers_start = b.start_layers();
     for (int64_t l = 0; l < L; ++l) {
         if (l == 1) b.check_layers(layers_start, L, "num_hidden_layers");
         std::string h = "model.layers." + std::to_string(l);
