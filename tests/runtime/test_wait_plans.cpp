@@ -142,6 +142,8 @@ TEST(WaitPlans, WaitsTheExecutorUsedToDeriveStillHold) {
                 }
                 ADD_FAILURE() << "op " << op.id << " no longer waits for op " << d;
             }
-        if (s.meta.stage != 3) EXPECT_EQ(waived, 0);
+        if (s.meta.stage != 3) {
+            EXPECT_EQ(waived, 0);
+        }
     }
 }

@@ -71,7 +71,9 @@ TEST(Ordering, StreamOrderIsOneQueuePerDeviceStream) {
     auto w = wait_lists(s);
     for (const auto& op : s.ops) {
         EXPECT_TRUE(op.deps.empty()) << op.id;
-        if (op.id > 0) EXPECT_EQ(w[op.id], std::vector<int64_t>{op.id - 1});
+        if (op.id > 0) {
+            EXPECT_EQ(w[op.id], std::vector<int64_t>{op.id - 1});
+        }
     }
 }
 
@@ -159,7 +161,9 @@ TEST(Ordering, O5AndO6StepAndGathersFenceEachOther) {
     Closure hb(wait_lists(s));
     int64_t opt0 = find_op(s, [](const Op& o) { return is_compute(o, ComputeKind::OptimizerStep) && o.step == 0; });
     for (const auto& op : s.ops)
-        if (op.stream == Stream::Fetch && op.step == 0) EXPECT_TRUE(hb.before(op.id, opt0)) << op.id;
+        if (op.stream == Stream::Fetch && op.step == 0) {
+            EXPECT_TRUE(hb.before(op.id, opt0)) << op.id;
+        }
     int64_t last_step0 = find_op(s, [](const Op& o) { return o.phase == Phase::Step && o.step == 0; }, true);
     int64_t fetch1 = find_op(s, [](const Op& o) { return o.stream == Stream::Fetch && o.step == 1; });
     EXPECT_TRUE(hb.before(last_step0, fetch1));
