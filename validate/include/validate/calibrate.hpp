@@ -47,6 +47,9 @@ struct Calibration {
     // The topology as given (its own scales), on the rows the global fit used: the median
     // relative |residual| the fit is compared with.
     double uncalibrated_median_abs_error = 0;
+    // The fit as the calibrated file applies it (per collective where one was fitted, else the
+    // global scales) on the same rows: what is compared with the topology as given.
+    double applied_median_abs_error = 0;
 };
 Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& rows);
 // Predicted time (µs) of one measurement on a topology (the engine's single-collective path).
