@@ -48,6 +48,21 @@ void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
         ->check(integer_in(1));
     sub->add_option("-o,--output", a.output, "Write to this file instead of standard output");
     sub->add_option("--overflow-steps", a.overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
+    add_deepspeed_flag(sub, a.deepspeed);
+}
+
+void add_deepspeed_flag(CLI::App* sub, std::string& version) {
+    sub->add_option("--deepspeed", version,
+                    "DeepSpeed release whose schedule to use, " + kBaselineRelease.number() + " to " +
+                        kNewestRelease.number() + " (default: " + kNewestRelease.number() + ")");
+}
+
+Result<Release> resolve_release(const std::string& version) {
+    if (!version.empty()) return parse_release(version, "--deepspeed");
+    std::cerr << "zerosim: note: DeepSpeed " << kNewestRelease.number()
+              << "'s schedule (the newest release zerosim's rules cover); --deepspeed VERSION for another, "
+              << kBaselineRelease.number() << " to " << kNewestRelease.number() << "\n";
+    return kNewestRelease;
 }
 
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {
@@ -58,7 +73,9 @@ void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {
 }
 
 Result<Inputs> load_inputs(const ScheduleArgs& a) {
-    auto cfg = load_ds_config(a.ds_config);
+    auto release = resolve_release(a.deepspeed);
+    if (!release) return release.error();
+    auto cfg = load_ds_config(a.ds_config, release.value());
     if (!cfg) return cfg.error();
     warn_ds_config("zerosim", cfg.value());
     if (cfg->zero.offload_optimizer || cfg->zero.offload_param)

@@ -48,8 +48,14 @@ struct ScheduleArgs {
     bool compute = false;
     int64_t max_ops = kDefaultMaxOps;
     std::string max_memory;   // a size (core/sizes.hpp); "" = kDefaultMaxScheduleBytes
+    std::string deepspeed;    // --deepspeed VERSION; "" = the newest release the rules cover
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
+// --deepspeed VERSION: the DeepSpeed release whose schedule, keys and refusals apply.
+void add_deepspeed_flag(CLI::App* sub, std::string& version);
+// The release --deepspeed names; without the flag the newest the rules cover, said once on stderr
+// ("zerosim: note: ..."), since the default is not the v0.14.2 the library keeps.
+Result<Release> resolve_release(const std::string& version);
 // --max-ops and --max-memory: the bounds on the schedule build_schedule refuses to pass (bounds.hpp).
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a);
 

@@ -16,7 +16,9 @@ struct MemoryArgs {
 };
 
 int run_memory(const MemoryArgs& a) {
-    auto cfg = load_ds_config(a.sched.ds_config);
+    auto release = resolve_release(a.sched.deepspeed);
+    if (!release) return input_error(release.error());
+    auto cfg = load_ds_config(a.sched.ds_config, release.value());
     if (!cfg) return input_error(cfg.error());
     warn_ds_config("zerosim", cfg.value());
     auto model = load_model(a.sched.model);

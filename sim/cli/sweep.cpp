@@ -19,16 +19,20 @@ struct SweepArgs {
     std::string output;
     std::string plot;
     int jobs = 0;
+    std::string deepspeed;
 };
 
 int run_sweep_cmd(SweepArgs& a) {
     SweepSpec& spec = a.spec;
     if (auto e = apply_sweep_flags(a.flags, spec)) return input_error(*e);
+    auto release = resolve_release(a.deepspeed);
+    if (!release) return input_error(release.error());
+    spec.release = release.value();
     // Inputs are read once, here, so that a bad file is one clear error, not one per point.
     auto inputs = load_sweep_inputs(spec);
     if (!inputs) return input_error(inputs.error());
     if (!spec.ds_config.empty()) {
-        auto cfg = parse_ds_config(spec.ds_config, inputs->ds_config.dump());
+        auto cfg = parse_ds_config(spec.ds_config, inputs->ds_config.dump(), spec.release);
         if (!cfg) return input_error(cfg.error());
         warn_ds_config("zerosim", cfg.value());
     }
@@ -63,6 +67,7 @@ Command add_sweep(CLI::App& app) {
     auto* sub = app.add_subcommand("sweep", "Predict a grid of stages, node counts, topologies and DeepSpeed settings");
     sub->add_option("--model", a->spec.model, "Hugging Face config.json or parameter-list JSON")->required();
     sub->add_option("--ds-config", a->spec.ds_config, "DeepSpeed config (default: DeepSpeed's defaults, micro batch 1)");
+    add_deepspeed_flag(sub, a->deepspeed);
     sub->add_option("--topology", a->flags.topologies, "Topology files (repeat or comma-separate)")->required();
     sub->add_option("--stages", a->flags.stages, "ZeRO stages")->capture_default_str();
     sub->add_option("--nodes", a->flags.nodes, "Node counts (world = nodes x GPUs per node)")->capture_default_str();

@@ -3,6 +3,7 @@
 #include "core/sizes.hpp"
 #include "formats/measured_logs.hpp"
 #include "validate/diff.hpp"
+#include "validate_releases.hpp"
 
 namespace zerosim::cli {
 
@@ -16,6 +17,7 @@ struct ValidateArgs {
     double min_ms = 0.0;
     std::string min_bytes;
     std::string output;
+    std::string deepspeed;
 };
 
 // Exit codes: 0 within tolerance, 1 not, 2 unreadable input.
@@ -25,6 +27,9 @@ int run_validate(const ValidateArgs& a) {
     auto meas = read_log(a.measured);
     if (!meas) return input_error(meas.error());
     if (!(a.tolerance >= 0)) return input_error(Error{"", "--tolerance", "expected a fraction such as 0.15"});
+    if (int rc = note_log_releases(pred.value(), meas.value(), a.deepspeed)) return rc;
+    if (summary_only(meas.value()) || summary_only(pred.value()))
+        return validate_op_kinds(pred.value(), meas.value(), a.tolerance, a.what, a.format, a.output);
     bool tables = pred->format == LogFormat::NcclTests, tables_m = meas->format == LogFormat::NcclTests;
     if (tables != tables_m)
         return input_error(Error{a.measured, "", std::string("cannot compare a ") + log_format_name(pred->format) + " log with a " +
@@ -73,6 +78,7 @@ Command add_validate(CLI::App& app) {
         ->check(finite_at_least(0));
     sub->add_option("--min-bytes", a->min_bytes, "Leave ops smaller than this (e.g. 256K) out of the time error");
     sub->add_option("-o,--output", a->output, "Write the report to this file");
+    sub->add_option("--deepspeed", a->deepspeed, "The DeepSpeed release that wrote the measured log (checked against its prefix)");
     return {sub, [a] { return run_validate(*a); }};
 }
 

@@ -26,6 +26,20 @@ Error at(const std::string& name, int line, const std::string& msg) {
     return Error{name + ":" + std::to_string(line), "", msg};
 }
 
+// N of "[logging.py:N:log_dist]" in the line, 0 if it has none.
+int log_dist_line_of(const std::string& line) {
+    size_t at = line.find("[logging.py:");
+    if (at == std::string::npos) return 0;
+    size_t digits = at + 12, end = line.find(":log_dist]", digits);
+    if (end == std::string::npos || end == digits || end - digits > 6) return 0;
+    int n = 0;
+    for (size_t i = digits; i < end; ++i) {
+        if (line[i] < '0' || line[i] > '9') return 0;
+        n = n * 10 + (line[i] - '0');
+    }
+    return n;
+}
+
 bool looks_like_nccl_row(const std::string& raw) {
     std::istringstream in(strip_launcher_prefix(raw));
     std::string a, b, type;
@@ -148,6 +162,7 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
         pos = eol == std::string::npos ? text.size() : eol + 1;
         ++n;
         if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (!log.log_dist_line) log.log_dist_line = log_dist_line_of(line);
         if (line.rfind("##### PHASE ", 0) == 0) {
             auto end = line.find(" #####", 12);
             phase = line.substr(12, end == std::string::npos ? std::string::npos : end - 12);

@@ -7,6 +7,7 @@
 
 #include "core/json_input.hpp"
 #include "schedule/check.hpp"
+#include "schedule/release_rules.hpp"
 
 namespace zerosim {
 
@@ -42,17 +43,18 @@ void write_schedule_deepspeed(std::ostream& out, const Schedule& s, const DeepSp
         out << "# zerosim schedule (" << m.dialect << "): ZeRO stage " << m.stage << ", world " << m.world << ", "
             << m.steps << " step(s), model " << m.model_name << "; times and bandwidths are not simulated here (0.00)\n";
     std::vector<LoggedOp> ops = logged_ops(s);
-    for (const auto& l : ops) write_ds_verbose_line(out, l);
+    const int line = log_dist_line(m.release);
+    for (const auto& l : ops) write_ds_verbose_line(out, l, line);
     if (opt.log_summary) {
         // log_summary() runs a barrier that the logger records before it prints the table, and the
         // table's own barrier afterwards.
         LoggedOp barrier;
         barrier.record = "log_summary_barrier";
         barrier.caller = "log_summary";
-        write_ds_verbose_line(out, barrier);
+        write_ds_verbose_line(out, barrier, line);
         ops.push_back(barrier);
         write_ds_summary(out, ops);
-        write_ds_verbose_line(out, barrier);
+        write_ds_verbose_line(out, barrier, line);
     }
 }
 
@@ -198,6 +200,9 @@ Result<Schedule> parse_schedule_json(const std::string& text, const std::string&
         Schedule s;
         auto meta = root.at("meta");
         s.meta.dialect = meta.at("dialect").as_string();
+        // "deepspeed-0.17.6": the release the schedule was built for (v0.14.2 if it names none known).
+        if (s.meta.dialect.rfind("deepspeed-", 0) == 0)
+            if (auto r = parse_release(s.meta.dialect.substr(10), "meta.dialect")) s.meta.release = r.value();
         s.meta.model_name = meta.at("model").as_string();
         s.meta.world = meta.at("world").as_integer();
         s.meta.stage = static_cast<int>(meta.at("stage").as_integer());

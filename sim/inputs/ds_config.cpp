@@ -70,7 +70,7 @@ bool section_enabled(const JsonField& root, const std::string& key) {
 
 }  // namespace
 
-Result<DsConfig> parse_ds_config(const std::string& file, const std::string& text) {
+Result<DsConfig> parse_ds_config(const std::string& file, const std::string& text, Release release) {
     auto doc = parse_json_text(text, file);
     if (!doc) return doc.error();
     try {
@@ -78,6 +78,7 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
         root.expect_object();
         DsConfig c;
         c.source = file;
+        c.release = release;
         note_top_level_keys(root, c);
 
         if (root.has("train_micro_batch_size_per_gpu")) c.micro_batch = positive_count(root.at("train_micro_batch_size_per_gpu"));
@@ -152,10 +153,11 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
                        zc.model_persistence_threshold, true);
             read_count({"max_live_parameters", "stage3_max_live_parameters"}, zc.max_live_parameters, true);
             read_count({"max_reuse_distance", "stage3_max_reuse_distance"}, zc.max_reuse_distance, true);
-            zc.offload_optimizer = offload_enabled(z, "offload_optimizer");
-            zc.offload_param = offload_enabled(z, "offload_param");
+            zc.offload_optimizer = offload_enabled(z, "offload_optimizer", c.release);
+            zc.offload_param = offload_enabled(z, "offload_param", c.release);
             check_zero_keys(z, c);
         }
+        read_release_keys(root, c);
         return c.with_stage(c.zero.stage);
     } catch (const InputFailure& f) {
         return f.error;
@@ -184,10 +186,10 @@ Result<std::vector<int>> parse_stage_list(const std::string& text) {
     return stages;
 }
 
-Result<DsConfig> load_ds_config(const std::string& path) {
+Result<DsConfig> load_ds_config(const std::string& path, Release release) {
     auto text = read_text_file(path, "DeepSpeed config");
     if (!text) return text.error();
-    return parse_ds_config(path, text.value());
+    return parse_ds_config(path, text.value(), release);
 }
 
 Result<BatchPlan> resolve_batch(const DsConfig& c, int64_t world) {

@@ -28,6 +28,55 @@ const std::vector<std::string>& zero_keys() {
     return keys;
 }
 
+}  // namespace
+
+const std::vector<LaterKey>& later_keys() {
+    // git log v0.14.2..v0.19.5 of runtime/zero/config.py (DeepSpeedZeroConfig: field and alias),
+    // runtime/constants.py and runtime/precision_config.py; the release is the first tag holding it.
+    static const std::vector<LaterKey> keys = {
+        {"zero_optimization", "stage3_use_all_reduce_for_fetch_params", {0, 14, 3}, "#5420"},
+        {"zero_optimization", "use_all_reduce_for_fetch_params", {0, 14, 3}, "#5420"},
+        {"zero_optimization", "stage3_module_granularity_threshold", {0, 16, 0}, "#6649"},
+        {"zero_optimization", "module_granularity_threshold", {0, 16, 0}, "#6649"},
+        {"zero_optimization", "zeropp_loco_param", {0, 16, 2}, "#6730"},
+        {"zero_optimization", "log_trace_cache_warnings", {0, 16, 4}, "#7039"},
+        {"zero_optimization", "zenflow", {0, 17, 5}, "ZenFlow"},
+        {"zero_optimization", "enable_sanity_checks", {0, 17, 6}, "#7525"},
+        {"zero_optimization", "leaf_module", {0, 18, 0}, "#7604"},
+        {"zero_optimization", "stage3_allgather_sequential", {0, 18, 5}, "#7661"},
+        {"zero_optimization", "allgather_sequential", {0, 18, 5}, "#7661"},
+        {"zero_optimization", "save_muon_momentum_buffer_in_memory", {0, 18, 9}, "Muon"},
+        {"bf16", "immediate_grad_update", {0, 17, 1}, "#6976"},
+        {"bf16", "check_grad_overflow", {0, 17, 1}, "#6976"},
+        {"", "torch_autocast", {0, 17, 2}, "#6993"},
+        {"", "log_level", {0, 19, 3}, "#8067"},
+    };
+    return keys;
+}
+
+const LaterKey* later_key(const std::string& section, const std::string& key) {
+    for (const auto& k : later_keys())
+        if (section == k.section && key == k.key) return &k;
+    return nullptr;
+}
+
+namespace {
+
+// The keys of `section` that `release` reads: v0.14.2's and those added since, up to `release`.
+std::vector<std::string> keys_at(const std::vector<std::string>& base, const char* section, Release release) {
+    std::vector<std::string> keys = base;
+    for (const auto& k : later_keys())
+        if (std::string(section) == k.section && k.since <= release) keys.push_back(k.key);
+    return keys;
+}
+
+// " ('K' arrives in vY, #PR)" for a key of a later release, else "".
+std::string arrives_later(const char* section, const std::string& key, Release release) {
+    const LaterKey* k = later_key(section, key);
+    if (!k || k->since <= release) return "";
+    return "; '" + key + "' arrives in " + k->since.name() + " (" + k->pr + ")";
+}
+
 // Top-level keys DeepSpeed v0.14.2 reads (runtime/config.py DeepSpeedConfig._initialize_params and
 // the sections it hands to monitor/, profiling/, autotuning/, elasticity/, compression/,
 // data_pipeline/, swap_tensor/, comm/ and nebula/). DeepSpeed ignores any other top-level key.
@@ -68,86 +117,94 @@ bool true_flag(const JsonField& z, const char* key) {
 // A feature zerosim's schedule does not have yet: refused, since the prediction would be plain
 // ZeRO's. DeepSpeed v0.14.2 builds these only for stage 3 (engine.py _configure_zero_optimizer
 // hands them to DeepSpeedZeroOptimizer_Stage3 / MiCS_Optimizer), so below stage 3 it ignores them.
-[[noreturn]] void refuse_unmodelled(const JsonField& f, const std::string& feature, int stage) {
+[[noreturn]] void refuse_unmodelled(const JsonField& f, const std::string& feature, int stage, Release release) {
     std::string tail = stage == 3 ? "the schedule would be plain stage 3's"
-                                  : "DeepSpeed v0.14.2 uses it at stage 3 only and ignores it at stage " +
+                                  : "DeepSpeed " + release.name() + " uses it at stage 3 only and ignores it at stage " +
                                         std::to_string(stage) + ", so remove it";
     f.fail_here(feature + " is not modelled yet; " + tail);
 }
 
 // DeepSpeed v0.14.2 runtime/config_utils.py _process_deprecated_field: a deprecated key written
 // beside the key that replaces it fails an assertion.
-void refuse_beside(const JsonField& z, const char* deprecated, std::initializer_list<const char*> replacements) {
+void refuse_beside(const JsonField& z, const char* deprecated, std::initializer_list<const char*> replacements,
+                   Release release) {
     if (!z.has(deprecated)) return;
     for (const char* r : replacements)
         if (z.has(r))
-            z.at(deprecated).fail_here(std::string("DeepSpeed v0.14.2 refuses the deprecated '") + deprecated +
+            z.at(deprecated).fail_here("DeepSpeed " + release.name() + " refuses the deprecated '" + deprecated +
                                        "' beside '" + r + "', which replaces it; keep only '" + r + "'");
 }
 
 // pydantic v1 (DeepSpeed's deepspeed.pydantic_v1) validate_model reads a field by its alias first and
 // by its name only when the alias is absent; with both written the name is left over, and
 // `extra = "forbid"` refuses it as an extra field.
-void refuse_name_beside_alias(const JsonField& z) {
+void refuse_name_beside_alias(const JsonField& z, Release release) {
     static const char* const pairs[][2] = {
         {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
         {"param_persistence_threshold", "stage3_param_persistence_threshold"},
         {"model_persistence_threshold", "stage3_model_persistence_threshold"},
         {"max_live_parameters", "stage3_max_live_parameters"},
         {"max_reuse_distance", "stage3_max_reuse_distance"},
-        {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"}};
+        {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"},
+        {"use_all_reduce_for_fetch_params", "stage3_use_all_reduce_for_fetch_params"},
+        {"module_granularity_threshold", "stage3_module_granularity_threshold"},
+        {"allgather_sequential", "stage3_allgather_sequential"}};
     for (const auto& [name, alias] : pairs)
         if (z.has(name) && z.has(alias))
-            z.at(name).fail_here(std::string("DeepSpeed v0.14.2 refuses '") + name + "' beside its alias '" + alias +
+            z.at(name).fail_here("DeepSpeed " + release.name() + " refuses '" + name + "' beside its alias '" + alias +
                                  "' (it reads the alias and forbids the other as an extra key); keep one");
 }
 
 }  // namespace
 
 void check_zero_keys(const JsonField& z, DsConfig& c) {
+    const Release release = c.release;
+    const std::vector<std::string> known = keys_at(zero_keys(), "zero_optimization", release);
     for (auto it = z.raw().begin(); it != z.raw().end(); ++it) {
-        if (is_one_of(it.key(), zero_keys())) continue;
-        std::string near = near_key(it.key(), zero_keys());
-        z.at(it.key()).fail_here("DeepSpeed v0.14.2 refuses keys zero_optimization does not have" +
-                                 (near.empty() ? std::string(" (runtime/zero/config.py lists them)")
-                                               : "; did you mean '" + near + "'?"));
+        if (is_one_of(it.key(), known)) continue;
+        std::string later = arrives_later("zero_optimization", it.key(), release);
+        std::string near = later.empty() ? near_key(it.key(), known) : std::string();
+        z.at(it.key()).fail_here("DeepSpeed " + release.name() + " refuses keys zero_optimization does not have" + later +
+                                 (!later.empty() ? std::string()
+                                  : near.empty() ? std::string(" (runtime/zero/config.py lists them)")
+                                                 : "; did you mean '" + near + "'?"));
     }
-    refuse_name_beside_alias(z);
-    refuse_beside(z, "cpu_offload", {"offload_optimizer"});
-    refuse_beside(z, "cpu_offload_param", {"offload_param"});
+    refuse_name_beside_alias(z, release);
+    refuse_beside(z, "cpu_offload", {"offload_optimizer"}, release);
+    refuse_beside(z, "cpu_offload_param", {"offload_param"}, release);
     refuse_beside(z, "stage3_gather_fp16_weights_on_model_save",
-                  {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"});
+                  {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"}, release);
     // The deprecated booleans become offload to the CPU (config.py new_param_fn).
     if (true_flag(z, "cpu_offload")) c.zero.offload_optimizer = true;
     if (true_flag(z, "cpu_offload_param")) c.zero.offload_param = true;
     if (true_flag(z, "legacy_stage1"))
-        z.at("legacy_stage1").fail_here("DeepSpeed v0.14.2 refuses legacy_stage1: true (engine.py "
+        z.at("legacy_stage1").fail_here("DeepSpeed " + release.name() + " refuses legacy_stage1: true (engine.py "
                                         "_configure_zero_optimizer: the old stage 1 is gone since 0.5.9)");
 
     int stage = c.zero.stage;
     if (z.has("zero_hpz_partition_size")) {
         auto f = z.at("zero_hpz_partition_size");
         // config.py: Field(1, ge=0); stage3.py builds the secondary group only when it is > 1.
-        if (f.as_integer_in(0, INT64_MAX) > 1) refuse_unmodelled(f, "ZeRO++ hpZ (zero_hpz_partition_size)", stage);
+        if (f.as_integer_in(0, INT64_MAX) > 1) refuse_unmodelled(f, "ZeRO++ hpZ (zero_hpz_partition_size)", stage, release);
     }
     if (true_flag(z, "zero_quantized_weights"))
-        refuse_unmodelled(z.at("zero_quantized_weights"), "ZeRO++ qwZ (zero_quantized_weights)", stage);
+        refuse_unmodelled(z.at("zero_quantized_weights"), "ZeRO++ qwZ (zero_quantized_weights)", stage, release);
     if (true_flag(z, "zero_quantized_nontrainable_weights"))
         refuse_unmodelled(z.at("zero_quantized_nontrainable_weights"),
-                          "ZeRO++ quantized non-trainable weights (zero_quantized_nontrainable_weights)", stage);
+                          "ZeRO++ quantized non-trainable weights (zero_quantized_nontrainable_weights)", stage, release);
     if (true_flag(z, "zero_quantized_gradients"))
-        refuse_unmodelled(z.at("zero_quantized_gradients"), "ZeRO++ qgZ (zero_quantized_gradients)", stage);
+        refuse_unmodelled(z.at("zero_quantized_gradients"), "ZeRO++ qgZ (zero_quantized_gradients)", stage, release);
     if (z.has("mics_shard_size")) {
         auto f = z.at("mics_shard_size");
         // engine.py _configure_zero_optimizer: MiCS when mics_shard_size > 0 (default -1).
-        if (f.as_integer() > 0) refuse_unmodelled(f, "MiCS (mics_shard_size)", stage);
+        if (f.as_integer() > 0) refuse_unmodelled(f, "MiCS (mics_shard_size)", stage, release);
     }
     if (true_flag(z, "mics_hierarchical_params_gather"))
         refuse_unmodelled(z.at("mics_hierarchical_params_gather"),
-                          "MiCS hierarchical parameter gather (mics_hierarchical_params_gather)", stage);
+                          "MiCS hierarchical parameter gather (mics_hierarchical_params_gather)", stage, release);
 }
 
-bool offload_enabled(const JsonField& z, const char* key) {
+bool offload_enabled(const JsonField& z, const char* key, Release release) {
     if (!z.has(key) || z.at(key).is_null()) return false;
     auto o = z.at(key);
     o.expect_object();
@@ -162,7 +219,7 @@ bool offload_enabled(const JsonField& z, const char* key) {
     for (auto it = o.raw().begin(); it != o.raw().end(); ++it) {
         if (is_one_of(it.key(), keys)) continue;
         std::string near = near_key(it.key(), keys);
-        o.at(it.key()).fail_here(std::string("DeepSpeed v0.14.2 refuses keys ") + key + " does not have" +
+        o.at(it.key()).fail_here("DeepSpeed " + release.name() + " refuses keys " + key + " does not have" +
                                  (near.empty() ? std::string(" (runtime/zero/offload_config.py lists them)")
                                                : "; did you mean '" + near + "'?"));
     }
@@ -178,7 +235,12 @@ void note_top_level_keys(const JsonField& root, DsConfig& c) {
     std::vector<std::string> parallel;
     for (auto it = root.raw().begin(); it != root.raw().end(); ++it) {
         const std::string& key = it.key();
-        if (!is_one_of(key, top_level_keys())) {
+        if (const LaterKey* later = later_key("", key); later && c.release < later->since) {
+            c.ignored_keys.push_back(key + " (DeepSpeed " + c.release.name() + " does not read it; it arrives in " +
+                                     later->since.name() + ", " + later->pr + ")");
+            continue;
+        }
+        if (!is_one_of(key, top_level_keys()) && !later_key("", key)) {
             std::string near = near_key(key, top_level_keys());
             if (is_one_of(key, zero_keys()))
                 c.ignored_keys.push_back(key + " (a zero_optimization key; DeepSpeed ignores it at the top level)");

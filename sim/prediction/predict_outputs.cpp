@@ -6,6 +6,7 @@
 #include "formats/comms_log.hpp"
 #include "formats/schedule_outputs.hpp"
 #include "schedule/collective_table.hpp"
+#include "schedule/release_rules.hpp"
 
 namespace zerosim {
 
@@ -57,17 +58,17 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
             out << "##### PHASE " << op.phase << " #####\n";
             phase = op.phase;
         }
-        write_ds_verbose_line(out, op);
+        write_ds_verbose_line(out, op, log_dist_line(r.schedule.meta.release));
     }
     if (log_summary) {
         LoggedOp barrier;
         barrier.record = "log_summary_barrier";
         barrier.caller = "log_summary";
         barrier.timestamp_s = r.logged.total_s;
-        write_ds_verbose_line(out, barrier);
+        write_ds_verbose_line(out, barrier, log_dist_line(r.schedule.meta.release));
         ops.push_back(barrier);
         write_ds_summary(out, ops);
-        write_ds_verbose_line(out, barrier);
+        write_ds_verbose_line(out, barrier, log_dist_line(r.schedule.meta.release));
     }
     write_step_summary(out, r, "# ");
 }

@@ -206,7 +206,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
         set_path(doc, spec.settings[i].key, value_of(p.values[i]));
         stage_set = stage_set || spec.settings[i].key == "zero_optimization.stage";
     }
-    auto parsed = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump());
+    auto parsed = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump(), spec.release);
     if (!parsed) return fail(parsed.error());
     const DsConfig cfg = stage_set ? parsed.value() : parsed->with_stage(p.stage);
     const Model& model = in.model;

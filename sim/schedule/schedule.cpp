@@ -176,6 +176,8 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     auto& meta = b.out.meta;
     meta.model_name = model.name;
     meta.model_file = model.source;
+    meta.release = cfg.release;
+    meta.dialect = "deepspeed-" + cfg.release.number();
     meta.ds_config_file = cfg.source;
     meta.world = opt.world;
     meta.stage = cfg.zero.stage;

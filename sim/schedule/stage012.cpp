@@ -4,6 +4,7 @@
 #include <map>
 
 #include "schedule/partition.hpp"
+#include "schedule/release_rules.hpp"
 #include "build.hpp"
 
 namespace zerosim::detail {
@@ -98,9 +99,10 @@ struct Stage012 {
                 reduction(OpKind::AllReduce, bucket_elements, "allreduce_bucket", "stage12.flush.allreduce_per_dtype");
         } else if (!z.reduce_scatter) {
             // gradient_reduction_w_predivide: the whole bucket, even an empty one (v0.14.2 has no
-            // guard against a 0-element all_reduce).
-            reduction(OpKind::AllReduce, bucket_elements, "gradient_reduction_w_predivide",
-                      "stage12.flush.allreduce_predivide");
+            // guard against a 0-element all_reduce; v0.14.5 returns early, #5868).
+            if (bucket_elements > 0 || !applies(ReleaseRuleId::Stage12NoEmptyBucketReduce, b.cfg.release))
+                reduction(OpKind::AllReduce, bucket_elements, "gradient_reduction_w_predivide",
+                          "stage12.flush.allreduce_predivide");
         } else {
             flush_by_owner();
         }
@@ -234,8 +236,14 @@ struct Stage012 {
             }
             return;
         }
-        if (kind == Optimizer::Zero12 && model_dt == DType::FP16) {
-            b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", "step.overflow_check").redop = ReduceOp::Max;
+        // fp16 always checks for overflow; bf16 from v0.17.1 when bf16.check_grad_overflow is set (its
+        // default from v0.19.3). Stage 1's check stays local in v0.17.1-v0.17.6 (release_rules.hpp).
+        const Release rel = b.cfg.release;
+        bool checks = model_dt == DType::FP16 || (model_dt == DType::BF16 && b.cfg.bf16_check_grad_overflow &&
+                                                  applies(ReleaseRuleId::Stage12Bf16OverflowCheck, rel));
+        if (kind == Optimizer::Zero12 && checks) {
+            if (!(z.stage == 1 && applies(ReleaseRuleId::Stage1Fp16NoOverflowReduce, rel)))
+                b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", "step.overflow_check").redop = ReduceOp::Max;
             if (b.overflows(s)) return;  // gradients dropped, loss scale lowered, no update
         }
         if (kind == Optimizer::Zero12)
@@ -261,9 +269,13 @@ void generate_stage012(Build& b) {
     engine_start_broadcasts(b);
     const auto& c = b.cfg;
     // bf16 without ZeRO, or with stage 1 and fp32 gradient accumulation, runs DeepSpeed's BF16
-    // optimizer instead (engine._do_optimizer_sanity_check).
+    // optimizer instead (engine._do_optimizer_sanity_check). From v0.17.6 (#7515) bf16 without ZeRO
+    // does so only with grad_accum_dtype fp32 written; unset, it takes stage 0's DDP path.
+    bool stage0_bf16_optimizer = !applies(ReleaseRuleId::Stage0Bf16NoBf16Optimizer, c.release) ||
+                                 c.grad_accum_dtype == DType::FP32;
     bool bf16_optimizer = c.model_dtype == DType::BF16 &&
-                          (c.zero.stage == 0 || (c.zero.stage == 1 && c.grad_accum_dtype == DType::FP32));
+                          ((c.zero.stage == 0 && stage0_bf16_optimizer) ||
+                           (c.zero.stage == 1 && c.grad_accum_dtype == DType::FP32));
     Optimizer kind = bf16_optimizer ? Optimizer::BF16 : c.zero.stage == 0 ? Optimizer::Plain : Optimizer::Zero12;
     Stage012 s(b, kind);
     // The layout actually applied: the BF16 optimizer never reorders round robin.

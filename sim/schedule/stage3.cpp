@@ -13,13 +13,15 @@
 #include <set>
 
 #include "schedule/partition.hpp"
+#include "schedule/release_rules.hpp"
 #include "build.hpp"
 
 namespace zerosim::detail {
 
 namespace {
 
-enum class TraceMode { Record, Complete };
+// Invalid: the state a trace starts in from v0.15.4 (#6662, partitioned_param_coordinator.py).
+enum class TraceMode { Invalid, Record, Complete };
 
 struct HookEvent {
     enum Kind { PreForward, PostForward, PreBackward, PostBackward } kind;
@@ -81,11 +83,14 @@ struct Stage3 {
     // Gradient bucket.
     std::vector<int> bucket;
     int64_t bucket_elements = 0;
+    int64_t counted_elements = 0;             // the bucket's element count as DeepSpeed keeps it (release_rules
+                                              // Stage3BucketElementsKept: v0.17.2 never resets it)
     int flushes = 0;
 
     explicit Stage3(Build& build)
         : b(build), z(build.cfg.zero), m(build.model), world(build.opt.world),
           persistent(m.params.size(), false), available(m.params.size(), false), active(m.params.size()) {
+        if (applies(ReleaseRuleId::Stage3TraceCheckAtForward, b.cfg.release)) mode = TraceMode::Invalid;
         // mark_persistent_parameters: registration order, inclusive threshold, model-wide cap.
         int64_t total = 0;
         for (size_t p = 0; p < m.params.size(); ++p) {
@@ -238,9 +243,10 @@ struct Stage3 {
     // the bucket, but never an empty bucket.
     void add_gradient(int p) {
         int64_t n = m.params[p].numel;
-        if (bucket_elements + n > z.reduce_bucket_size && bucket_elements > 0) flush();
+        if (counted_elements + n > z.reduce_bucket_size && counted_elements > 0) flush();
         bucket.push_back(p);
         bucket_elements += n;
+        counted_elements += n;
     }
 
     // __reduce_and_partition_ipg_grads.
@@ -248,8 +254,9 @@ struct Stage3 {
         if (bucket.empty()) return;
         Stream st = z.overlap_comm ? Stream::Reduce : Stream::Comm;
         Op* op;
-        if (z.contiguous_gradients && bucket_elements <= z.reduce_bucket_size && !z.reduce_scatter) {
-            op = &b.collective(OpKind::AllReduce, bucket_elements, b.cfg.comm_dtype(), "__avg_scatter_contiguous_grads",
+        if (z.contiguous_gradients && counted_elements <= z.reduce_bucket_size && !z.reduce_scatter) {
+            // The contiguous buffer narrowed to the counted elements (v0.17.2: the running total).
+            op = &b.collective(OpKind::AllReduce, counted_elements, b.cfg.comm_dtype(), "__avg_scatter_contiguous_grads",
                                "stage3.flush.allreduce", st);
         } else {
             // reduce_scatter_coalesced: each gradient padded to world * ceil(numel / world) and
@@ -264,16 +271,29 @@ struct Stage3 {
         std::sort(op->params.begin(), op->params.end());
         bucket.clear();
         bucket_elements = 0;
+        if (!applies(ReleaseRuleId::Stage3BucketElementsKept, b.cfg.release)) counted_elements = 0;
+    }
+
+    // One list broadcast of assert_ints_same_as_other_ranks (runtime/zero/utils.py), preceded from
+    // v0.17.6 by the 8-byte length broadcast of assert_lst_len_same_as_other_ranks (#7525).
+    void trace_broadcast(int64_t n, const char* rule) {
+        if (applies(ReleaseRuleId::Stage3TraceLengthCheck, b.cfg.release))
+            b.collective(OpKind::Broadcast, 1, DType::INT64, "assert_lst_len_same_as_other_ranks",
+                         "stage3.trace_check_length");
+        b.collective(OpKind::Broadcast, n, DType::INT64, "get_lst_from_rank0", rule);
     }
 
     // reset_step, after every backward: the first one checks the recorded trace across ranks
     // (three int64 broadcasts from rank 0) and freezes it; every one restarts the fetch queue.
+    // From v0.15.4 (#6662) it runs in the root module's forward pre-hook instead (forward_reset_step).
     void reset_step() {
-        if (mode == TraceMode::Record) {
-            b.phase = Phase::Backward;
-            auto bcast = [&](int64_t n) {
-                b.collective(OpKind::Broadcast, n, DType::INT64, "get_lst_from_rank0", "stage3.trace_check");
-            };
+        if (mode == TraceMode::Invalid) {
+            // v0.15.4+: an incomplete trace broadcasts its (empty) module list and starts recording.
+            trace_broadcast(0, "stage3.trace_start");
+            mode = TraceMode::Record;
+        } else if (mode == TraceMode::Record) {
+            if (!applies(ReleaseRuleId::Stage3TraceCheckAtForward, b.cfg.release)) b.phase = Phase::Backward;
+            auto bcast = [&](int64_t n) { trace_broadcast(n, "stage3.trace_check"); };
             param_order.clear();
             for (size_t k = 0; k < trace_modules.size(); ++k)
                 for (int p : module_params(trace_modules[k])) param_order.push_back({p, static_cast<int>(k)});
@@ -291,6 +311,8 @@ struct Stage3 {
     void micro_step(const std::vector<HookEvent>& fwd, const std::vector<HookEvent>& bwd,
                     const std::vector<std::vector<int>>& ready_at_node) {
         b.phase = Phase::Forward;
+        const bool reset_at_forward = applies(ReleaseRuleId::Stage3TraceCheckAtForward, b.cfg.release);
+        if (reset_at_forward) reset_step();   // parameter_offload.py _start_of_forward_hook (v0.15.4+)
         for (const auto& e : fwd) {
             int mod = m.calls[e.node].module;
             if (e.kind == HookEvent::PreForward) {
@@ -314,7 +336,7 @@ struct Stage3 {
                 release(e.node);
             }
         }
-        reset_step();
+        if (!reset_at_forward) reset_step();
         flush();  // the epilogue, every micro-step
     }
 

@@ -20,7 +20,7 @@ std::string ref_model() { return reference("deepspeed-v0.14.2-cpu/model.json"); 
 std::string ref_z1() { return reference("deepspeed-v0.14.2-cpu/z1_seed_w4/ds_config.json"); }
 
 std::string schedule_args(const std::string& ds, const std::string& model, const std::string& extra = "--world 4") {
-    return "schedule --ds-config " + quote(ds) + " --model " + quote(model) + " " + extra;
+    return "schedule --deepspeed 0.14.2 --ds-config " + quote(ds) + " --model " + quote(model) + " " + extra;
 }
 
 int count(const std::string& text, const std::string& needle) {

@@ -120,7 +120,7 @@ TEST(Memory, AgainstZerorunsMeasurementOfTheTinyModel) {
     // configs/deepspeed/tiny-zero2.json on 4 ranks. Parameters (667,136 fp32 = 2,668,544 B) and
     // the fp32 master + Adam moments of a 166,784-element partition (x 12 B = 2,001,408 B) are
     // allocated as the schedule says, to the byte.
-    auto r = zerosim::test::run_zerosim("memory --ds-config '" + zerosim::test::config("deepspeed/tiny-zero2.json") +
+    auto r = zerosim::test::run_zerosim("memory --deepspeed 0.14.2 --ds-config '" + zerosim::test::config("deepspeed/tiny-zero2.json") +
                                         "' --model '" + zerosim::test::config("models/tiny-gpt.json") +
                                         "' --world 4 --stages 2 --format json --measured '" +
                                         zerosim::test::fixture("zerorun-tiny-zero2-memory.json") + "'");

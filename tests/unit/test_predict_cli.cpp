@@ -23,7 +23,7 @@ std::string q(const std::string& s) { return "'" + s + "'"; }
 const std::string kRef = test::reference("deepspeed-v0.14.2-cpu");
 
 std::string predict_args(const std::string& extra) {
-    return "predict --ds-config " + q(kRef + "/z3_default_w4/ds_config.json") + " --model " + q(kRef + "/model.json") +
+    return "predict --deepspeed 0.14.2 --ds-config " + q(kRef + "/z3_default_w4/ds_config.json") + " --model " + q(kRef + "/model.json") +
            " --topology " + q(topo("dgx-a100")) + " --world 4 --steps 3 " + extra;
 }
 

@@ -29,7 +29,7 @@ TEST(Report, RendersInHeadlessChromium) {
     ASSERT_FALSE(browser.empty()) << "Chromium is needed for this test: apt-get install chromium (scripts/test.sh does)";
     std::string ref = zerosim::test::reference("deepspeed-v0.14.2-cpu");
     std::string html = zerosim::test::temp_file("report.html", "");
-    auto r = run_zerosim("report --ds-config " + q(ref + "/z3_default_w4/ds_config.json") + " --model " + q(ref + "/model.json") +
+    auto r = run_zerosim("report --deepspeed 0.14.2 --ds-config " + q(ref + "/z3_default_w4/ds_config.json") + " --model " + q(ref + "/model.json") +
                          " --topology " + q(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json") +
                          " --world 4 --steps 3 --measured " + q(ref + "/z3_default_w4/rank0.log") + " -o " + q(html));
     ASSERT_EQ(r.exit_code, 0) << r.out;

@@ -16,7 +16,7 @@ std::string root() { return std::string(ZEROSIM_CONFIGS_DIR) + "/.."; }
 std::string model() { return zerosim::test::reference("deepspeed-v0.14.2-cpu/model.json"); }
 
 std::string sweep_args(const std::string& extra) {
-    return "sweep --model " + q(model()) + " --topology " + q(root() + "/topologies/dgx-a100.json") +
+    return "sweep --deepspeed 0.14.2 --model " + q(model()) + " --topology " + q(root() + "/topologies/dgx-a100.json") +
            " --stages 1,3 --nodes 1,2 --set zero_optimization.reduce_bucket_size=50000,500000000 --jobs 2 " + extra;
 }
 
@@ -45,7 +45,7 @@ TEST(Sweep, RowsEqualSinglePredictions) {
     // Row for stage 3, bucket 50000, 2 nodes (16 ranks) against zerosim predict of that point.
     std::string ds = zerosim::test::temp_file(
         "point.json", R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "reduce_bucket_size": 50000}})");
-    auto p = run_zerosim("predict --ds-config " + q(ds) + " --model " + q(model()) + " --topology " +
+    auto p = run_zerosim("predict --deepspeed 0.14.2 --ds-config " + q(ds) + " --model " + q(model()) + " --topology " +
                          q(root() + "/topologies/dgx-a100.json") + " --nodes 2 --steps 2 --format json");
     ASSERT_EQ(p.exit_code, 0) << p.out;
     auto j = nlohmann::json::parse(p.out.substr(p.out.find('{')));  // after the progress line

@@ -116,7 +116,7 @@ TEST(Readers, BrokenFilesNameTheLine) {
 TEST(Alignment, PredictionsMatchTheRealLogs) {
     for (const char* run : kRuns) {
         auto pred = test::temp_file(std::string(run) + ".pred.log", "");
-        auto p = run_zerosim("predict --ds-config " + q(kRef + "/" + run + "/ds_config.json") + " --model " + q(kRef + "/model.json") +
+        auto p = run_zerosim("predict --deepspeed 0.14.2 --ds-config " + q(kRef + "/" + run + "/ds_config.json") + " --model " + q(kRef + "/model.json") +
                              " --topology " + q(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json") +
                              " --world 4 --steps 3 -o " + q(pred));
         ASSERT_EQ(p.exit_code, 0) << p.out;

@@ -50,11 +50,12 @@ struct LoggedOp {
 // The same key from its parts (no caller: the record alone, as the logger prints without debug).
 std::string ds_record_key(const std::string& record, const std::string& caller);
 
-// "[1970-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] " for t seconds.
-std::string ds_line_prefix(double timestamp_s);
+// "[1970-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] " for t seconds; the line
+// number is the release's (schedule/release_rules.hpp log_dist_line; 96 is v0.14.2's).
+std::string ds_line_prefix(double timestamp_s, int log_dist_line = 96);
 // "comm op: <record> | time (ms): ... | busbw (Gbps): ..." (no prefix, no newline).
 std::string ds_verbose_record(const LoggedOp& op);
-void write_ds_verbose_line(std::ostream& out, const LoggedOp& op);
+void write_ds_verbose_line(std::ostream& out, const LoggedOp& op, int log_dist_line = 96);
 
 // log_summary(): the header, then per record (first-seen order) one row per message size,
 // ascending. `ops` must be the ops logged so far, in order.

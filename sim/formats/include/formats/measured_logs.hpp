@@ -35,6 +35,9 @@ struct MeasuredLog {
     // refuses to compare logs that state different ones.
     int64_t world = 0;
     int64_t total_params = 0;
+    // N of the first "[logging.py:N:log_dist]" prefix in the log (0: none), which names the
+    // DeepSpeed releases that wrote it (formats/log_release.hpp).
+    int log_dist_line = 0;
 };
 
 Result<MeasuredLog> parse_log(const std::string& text, const std::string& name);

@@ -1,5 +1,6 @@
-// A real DeepSpeed config file, read the way DeepSpeed v0.14.2 reads it: only the keys that change
-// what ZeRO sends, each with DeepSpeed's own default.
+// A real DeepSpeed config file, read the way a DeepSpeed release reads it (v0.14.2 unless the caller
+// names another, inputs/release.hpp): only the keys that change what ZeRO sends, each with that
+// release's default.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "inputs/release.hpp"
 
 namespace zerosim {
 
@@ -45,6 +47,13 @@ struct DsConfig {
     double gradient_clipping = 0.0;
     std::optional<DType> grad_accum_dtype;    // data_types.grad_accum_dtype
     ZeroConfig zero;
+    // The release that reads the config: its keys, its refusals and its defaults, and the release
+    // rules (schedule/release_rules.hpp) the schedule applies. The library's default is v0.14.2.
+    Release release = kBaselineRelease;
+    // bf16.check_grad_overflow (v0.17.1+, #6976) resolved for `release`: as written, else false up to
+    // v0.19.2 and true from v0.19.3 (#8035, runtime/precision_config.py DeepSpeedBF16Config).
+    bool bf16_check_grad_overflow = false;
+    std::optional<std::string> log_level;     // "log_level" (v0.19.3+, #8067): logger level, no collective
     std::vector<std::string> ignored_keys;    // keys zerosim does not know, reported in one warning
                                               // (with "(did you mean 'k'?)" where a known key is close)
     std::vector<std::string> warnings;        // what the prediction leaves out, one line each
@@ -69,10 +78,11 @@ struct BatchPlan {
 };
 Result<BatchPlan> resolve_batch(const DsConfig& cfg, int64_t world);
 
-Result<DsConfig> load_ds_config(const std::string& path);
+Result<DsConfig> load_ds_config(const std::string& path, Release release = kBaselineRelease);
 // The config's warning lines on stderr: its ignored keys, then each of `warnings`
 // ("PROGRAM: warning: FILE: ...").
 void warn_ds_config(const std::string& program, const DsConfig& c);
-Result<DsConfig> parse_ds_config(const std::string& file_name, const std::string& text);
+Result<DsConfig> parse_ds_config(const std::string& file_name, const std::string& text,
+                                 Release release = kBaselineRelease);
 
 }  // namespace zerosim

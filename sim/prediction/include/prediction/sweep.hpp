@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/json_input.hpp"
 #include "inputs/model.hpp"
+#include "inputs/release.hpp"
 #include "timing/topology.hpp"
 
 namespace zerosim {
@@ -27,6 +28,7 @@ struct SweepSetting {
 struct SweepSpec {
     std::string model;
     std::string ds_config;            // optional: DeepSpeed's defaults with micro batch 1 otherwise
+    Release release = kBaselineRelease;   // the DeepSpeed release reading the config (--deepspeed)
     std::vector<std::string> topologies;
     std::vector<int> stages;
     std::vector<int64_t> nodes;

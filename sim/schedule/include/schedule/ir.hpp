@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "inputs/release.hpp"
 
 namespace zerosim {
 
@@ -139,7 +140,8 @@ struct PartitionLayout {
 };
 
 struct ScheduleMeta {
-    std::string dialect = "deepspeed-0.14.2";
+    std::string dialect = "deepspeed-0.14.2";   // "deepspeed-" + release.number()
+    Release release = kBaselineRelease;         // the DeepSpeed release whose rules built it
     std::string model_name;
     std::string model_file;
     std::string ds_config_file;
