@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
     RunArgs ra;
     app.add_option("--ds-config", ra.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize");
     app.add_option("--model", ra.model, "Hugging Face config.json or a parameter-list JSON");
+    app.add_option("--deepspeed", ra.deepspeed, "DeepSpeed release whose schedule to run, 0.14.2 to 0.19.5 (default: 0.19.5)");
     app.add_option("--schedule", ra.schedule, "Run this schedule IR (zerosim schedule --format json) instead of building one");
     app.add_option("--steps", ra.steps, "Optimizer steps to run")->capture_default_str()->check(integer_in(1, INT32_MAX));
     app.add_option("--seq-len", ra.seq_len, "Sequence length for compute segments (default: the model's, else 1024)")

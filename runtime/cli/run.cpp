@@ -28,6 +28,9 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     if (!a.schedule.empty()) {
         if (!a.ds_config.empty() || !a.model.empty())
             return zerosim::Error{"", "--schedule", "give either --schedule or --ds-config and --model, not both"};
+        if (!a.deepspeed.empty())
+            return zerosim::Error{"", "--deepspeed", "a schedule file keeps the release it was built for (meta.dialect); "
+                                                      "give --deepspeed with --ds-config and --model"};
         auto s = zerosim::read_schedule_json(a.schedule);
         if (!s) return s.error();
         if (s->meta.world != be.world())
@@ -39,7 +42,18 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     }
     if (a.ds_config.empty()) return zerosim::Error{"", "--ds-config", "required (or --schedule)"};
     if (a.model.empty()) return zerosim::Error{"", "--model", "required (or --schedule)"};
-    auto cfg = zerosim::load_ds_config(a.ds_config);
+    // --deepspeed: the release whose schedule runs; without it the newest, said once by rank 0.
+    zerosim::Release release = zerosim::kNewestRelease;
+    if (!a.deepspeed.empty()) {
+        auto r = zerosim::parse_release(a.deepspeed, "--deepspeed");
+        if (!r) return r.error();
+        release = r.value();
+    } else if (be.rank() == 0) {
+        std::cerr << "zerorun: note: DeepSpeed " << release.number()
+                  << "'s schedule (the newest release zerosim's rules cover); --deepspeed VERSION for another, "
+                  << zerosim::kBaselineRelease.number() << " to " << release.number() << "\n";
+    }
+    auto cfg = zerosim::load_ds_config(a.ds_config, release);
     if (!cfg) return cfg.error();
     if (be.rank() == 0) zerosim::warn_ds_config("zerorun", cfg.value());
     auto model = zerosim::load_model(a.model);

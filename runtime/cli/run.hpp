@@ -13,6 +13,7 @@ namespace zerorun {
 // execution ones into the executor's typed ExecOptions.
 struct RunArgs {
     std::string ds_config, model, schedule;
+    std::string deepspeed;              // --deepspeed VERSION; "" = the newest release the rules cover
     int steps = 2;
     int64_t seq_len = 0;
     int64_t max_ops = zerosim::kDefaultMaxOps;   // schedule bounds (schedule/bounds.hpp); max_memory "" = the default

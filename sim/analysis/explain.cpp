@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "formats/comms_log.hpp"
+#include "schedule/release_rules.hpp"
 #include "schedule/schedule.hpp"
 
 namespace zerosim {
@@ -99,6 +100,23 @@ const std::map<std::string, std::string>& consequences() {
     return m;
 }
 
+// The release rules (schedule/release_rules.hpp) in force at `r` that touch schedule rule `rule`:
+// one line each, "  Since v0.17.6 (#7525): ...".
+std::string release_notes(const std::string& rule, Release r) {
+    std::string out;
+    for (const auto& rr : release_rules()) {
+        if (!in_releases(r, rr.first, rr.last)) continue;
+        std::stringstream ids(rr.op_rules);
+        for (std::string id; std::getline(ids, id, ',');)
+            if (id == rule) {
+                std::string span = release_span(rr);
+                span[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(span[0])));
+                out += "  " + span + ": " + rr.change + "\n";
+            }
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string explain_schedule(const Model& model, const DsConfig& cfg, const Schedule& s) {
@@ -141,6 +159,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
         }
         auto c = consequences().find(rule);
         if (c != consequences().end()) out << "  Changing it: " << c->second << "\n";
+        out << release_notes(rule, meta.release);
         out << "\n";
     }
 
@@ -150,7 +169,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
         int64_t biggest = 0;
         for (auto* op : ops) biggest = std::max(biggest, op->bytes());
         out << "## \"I set reduce_scatter: true, why do I see one big all_reduce?\"\n"
-            << "Because in DeepSpeed 0.14.2 stages 1 and 2 never call reduce_scatter. With reduce_scatter: "
+            << "Because in DeepSpeed " << meta.release.number() << " stages 1 and 2 never call reduce_scatter. With reduce_scatter: "
             << (cfg.zero.reduce_scatter ? "true" : "false") << " and use_multi_rank_bucket_allreduce: "
             << (cfg.zero.use_multi_rank_bucket_allreduce ? "true" : "false")
             << " (the default), each flushed gradient bucket - up to reduce_bucket_size = " << cfg.zero.reduce_bucket_size
@@ -168,7 +187,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
     }
 
     // Volume per stage: the paper against DeepSpeed.
-    out << "## Communication volume per step and rank: the ZeRO paper against DeepSpeed 0.14.2\n";
+    out << "## Communication volume per step and rank: the ZeRO paper against DeepSpeed " << meta.release.number() << "\n";
     char line[256];
     std::snprintf(line, sizeof line, "%-7s %-12s %14s %16s %16s %8s\n", "stage", "paper", "paper bytes", "DeepSpeed step 0",
                   "later steps", "ratio");
@@ -193,6 +212,13 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
            "on its first step (gathers in forward and again in backward, plus the reduce-scatter); later steps keep "
            "parameters gathered through backward when they are reused within stage3_max_reuse_distance, which brings "
            "small models down to about 2Ψ plus the persistent parameters' gathers.\n";
+    if (meta.release != kBaselineRelease) {
+        // What the release changes against v0.14.2, the dialect of docs/zero-comm.md.
+        out << "\n## DeepSpeed " << meta.release.name() << " against v0.14.2 (docs/releases.md)\n";
+        for (const auto& rr : release_rules())
+            if (in_releases(meta.release, rr.first, rr.last))
+                out << "- " << release_span(rr) << ": " << rr.change << " [" << rr.name << "]\n";
+    }
     return out.str();
 }
 
