@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
 
     CLI::App app{"zerorun: the real ZeRO runtime (run it under mpirun, one process per rank)"};
     app.require_subcommand(0, 1);
-    app.set_version_flag("--version", "zerorun 0.1.0 (DeepSpeed dialect 0.14.2, backend mpi)");
+    app.set_version_flag("--version", "zerorun 0.1.0 (DeepSpeed releases 0.14.2 to 0.19.5, default 0.19.5; backend mpi)");
 
     RunArgs ra;
     app.add_option("--ds-config", ra.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize");

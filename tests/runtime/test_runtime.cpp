@@ -226,7 +226,7 @@ TEST_P(StagesAgree, FinalWeightsMatchReference) {
         SCOPED_TRACE("stage " + std::to_string(stage));
         std::string cfg = write_config(dir, stage, c.dtype, c.ga);
         std::string base = dir + "/z" + std::to_string(stage);
-        RunResult r = mpirun(c.world, "--ds-config " + cfg + " --model " + fixture("tiny_model.json") + " --steps " +
+        RunResult r = mpirun(c.world, "--deepspeed 0.14.2 --ds-config " + cfg + " --model " + fixture("tiny_model.json") + " --steps " +
                                           std::to_string(steps) + " --compute-scale 0 --timeout 20 --quiet -o " + base +
                                           ".log --json " + base + ".json --dump-weights " + base + ".w");
         ASSERT_EQ(r.code, 0) << r.out;
@@ -433,18 +433,18 @@ TEST(Runtime, BadInputsGiveOneLineAndExitTwo) {
     const std::string dir = workdir();
     std::string bad = dir + "/bad.json";
     std::ofstream(bad) << R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 7}})";
-    RunResult r = mpirun(2, "--ds-config " + bad + " --model " + fixture("tiny_model.json"));
+    RunResult r = mpirun(2, "--deepspeed 0.19.5 --ds-config " + bad + " --model " + fixture("tiny_model.json"));
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find("zerorun: error: " + bad + ": field 'zero_optimization.stage': "), std::string::npos) << r.out;
     // One line from zerorun (mpirun adds its own banner about the non-zero exit).
     EXPECT_EQ(count_lines_starting(r.out, "zerorun:"), 1) << r.out;
 
-    r = mpirun(2, "--ds-config " + fixture("configs/z0.json") + " --model " + fixture("tiny_model.json") + " --op-time fastest");
+    r = mpirun(2, "--deepspeed 0.19.5 --ds-config " + fixture("configs/z0.json") + " --model " + fixture("tiny_model.json") + " --op-time fastest");
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find("zerorun: error: field '--op-time': expected rank or skew-free, found 'fastest'"), std::string::npos)
         << r.out;
 
-    r = mpirun(2, "--ds-config " + fixture("configs/z0.json") + " --model " + dir + "/missing.json");
+    r = mpirun(2, "--deepspeed 0.19.5 --ds-config " + fixture("configs/z0.json") + " --model " + dir + "/missing.json");
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find("zerorun: error: " + dir + "/missing.json"), std::string::npos) << r.out;
 
