@@ -23,9 +23,9 @@ int note_log_releases(const MeasuredLog& pred, const MeasuredLog& meas, const st
         return 0;
     }
     Release assumed = given && m.contains(*given) ? *given : m.last;
-    if (!given && !summary_only(meas) && m.contains(kBaselineRelease)) return 0;
-    std::cerr << "zerosim: note: " << meas.path << ": written by " << m.range() << " (" << m.evidence << "); assuming "
-              << assumed.name() << "\n";
+    if (given || summary_only(meas) || !m.contains(kBaselineRelease))
+        std::cerr << "zerosim: note: " << meas.path << ": written by " << m.range() << " (" << m.evidence << "); assuming "
+                  << assumed.name() << "\n";
     if (given && !m.contains(*given))
         std::cerr << "zerosim: warning: " << meas.path << ": --deepspeed " << given->number() << " is not among the releases that "
                   << "could have written it (" << m.range() << ")\n";

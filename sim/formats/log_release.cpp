@@ -20,8 +20,8 @@ LogReleases infer_log_releases(const MeasuredLog& log) {
         // The logger's default level hides the per-op lines from v0.17.6 (#7526); before, a table
         // without lines means a logger without verbose.
         const Release hidden = release_rule(ReleaseRuleId::LoggerDefaultWarning).first;
-        std::string why = "a log_summary() table without per-op lines (DeepSpeed's default logger level since " +
-                          hidden.name() + ", " + release_rule(ReleaseRuleId::LoggerDefaultWarning).pr + ")";
+        std::string why = "a log_summary() table without per-op lines: DeepSpeed's default logger level since " +
+                          hidden.name() + ", " + release_rule(ReleaseRuleId::LoggerDefaultWarning).pr;
         if (!r.known) {
             r = {true, hidden, kNewestRelease, why};
         } else if (r.last >= hidden) {
