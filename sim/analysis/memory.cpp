@@ -51,8 +51,11 @@ MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedu
     }
     int64_t part3 = 0;
     for (const auto& p : m.params) part3 += stage3_partition_numel(p.numel, N);
+    // Stage 0's optimizer as the schedule chose it (from v0.17.6, #7515, bf16 without ZeRO runs the
+    // BF16 optimizer only with grad_accum_dtype fp32; schedule/release_rules.hpp).
     bool bf16_optimizer = cfg.model_dtype == DType::BF16 &&
-                          (z.stage == 0 || (z.stage == 1 && cfg.grad_accum_dtype == DType::FP32));
+                          ((z.stage == 0 && s.meta.partition.kind == PartitionKind::FlatGroups) ||
+                           (z.stage == 1 && cfg.grad_accum_dtype == DType::FP32));
     int64_t bucket_bytes = z.reduce_bucket_size * b;
 
     if (z.stage == 0 && !bf16_optimizer) {
