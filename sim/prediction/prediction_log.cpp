@@ -21,6 +21,11 @@ Result<std::vector<LoggedOp>> comms_logger_ops(const std::string& text, const st
     std::string line;
     while (std::getline(in, line))
         if (auto parsed = parse_ds_verbose_line(line)) ops.push_back(parsed->op);
+    if (ops.empty() && text.find("Comm. Op") != std::string::npos)
+        // DeepSpeed v0.17.6+ at its default logger level (#7526): the table, no per-op lines.
+        return Error{path, "--measured",
+                     "holds only log_summary()'s table, no per-op lines (DeepSpeed 0.17.6+ at its default logger level): "
+                     "compare it per op kind with zerosim validate, or rerun with the logger at INFO"};
     if (ops.empty()) return Error{path, "--measured", "no DeepSpeed comms_logger lines ('comm op: ...') found"};
     return ops;
 }

@@ -1,6 +1,7 @@
 #include "build.hpp"
 
 #include "schedule/ordering.hpp"
+#include "schedule/release_rules.hpp"
 
 #include <algorithm>
 
@@ -165,7 +166,11 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     for (int s : opt.overflow_steps)
         if (s < 0 || s >= opt.steps)
             return Error{"", "--overflow-steps", "step " + std::to_string(s) + " is outside 0.." + std::to_string(opt.steps - 1)};
-    if (!opt.overflow_steps.empty() && cfg.model_dtype != DType::FP16)
+    // bf16 at stages 1/2 checks too where bf16.check_grad_overflow is on (release_rules.hpp).
+    bool bf16_checks = cfg.model_dtype == DType::BF16 && cfg.bf16_check_grad_overflow &&
+                       (cfg.zero.stage == 1 || cfg.zero.stage == 2) &&
+                       applies(ReleaseRuleId::Stage12Bf16OverflowCheck, cfg.release);
+    if (!opt.overflow_steps.empty() && cfg.model_dtype != DType::FP16 && !bf16_checks)
         return Error{cfg.source, "fp16.enabled", "--overflow-steps needs fp16 training (only fp16 checks for overflow)"};
     auto batch = resolve_batch(cfg, opt.world);
     if (!batch) return batch.error();

@@ -185,6 +185,10 @@ TEST(Releases, Bf16OverflowCheckAtStages1And2FromV0_19_3) {
     auto s = build(param_list(kTwoLayers), ds_at("0.19.5", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
                                                                 "zero_optimization": {"stage": 2}})"), 4);
     EXPECT_EQ(select(s, [](const Op& o) { return o.phase == Phase::Step; }).front()->caller, "has_overflow");
+    // An overflowing bf16 step is skipped after the flag, as fp16's: no norms, no gather.
+    auto skipped = build(param_list(kTwoLayers), ds_at("0.19.5", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+                                                                      "zero_optimization": {"stage": 2}})"), 4, 1, {0});
+    EXPECT_EQ(select(skipped, [](const Op& o) { return o.phase == Phase::Step; }).size(), 1u);
 }
 
 TEST(Releases, Stage0Bf16LeavesTheBf16OptimizerInV0_17_6) {
