@@ -30,7 +30,7 @@ namespace {
 const std::vector<std::string>& settable_keys() {
     static const std::vector<std::string> keys = {
         "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size", "gradient_clipping",
-        "communication_data_type", "fp16.enabled", "bf16.enabled", "data_types.grad_accum_dtype",
+        "communication_data_type", "fp16.enabled", "bf16.enabled", "bf16.check_grad_overflow", "data_types.grad_accum_dtype",
         "zero_optimization.stage", "zero_optimization.contiguous_gradients", "zero_optimization.reduce_scatter",
         "zero_optimization.reduce_bucket_size", "zero_optimization.use_multi_rank_bucket_allreduce",
         "zero_optimization.allgather_partitions", "zero_optimization.allgather_bucket_size",
