@@ -46,10 +46,13 @@ struct ScheduleArgs {
     std::string overflow_steps;
     bool log_summary = false;
     bool compute = false;
+    bool zero_init = false;   // --zero-init: stage 3, the model built under deepspeed.zero.Init
     int64_t max_ops = kDefaultMaxOps;
     std::string max_memory;   // a size (core/sizes.hpp); "" = kDefaultMaxScheduleBytes
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
+// --zero-init (schedule, predict, report): the model is built under deepspeed.zero.Init.
+void add_zero_init(CLI::App* sub, ScheduleArgs& a);
 // --max-ops and --max-memory: the bounds on the schedule build_schedule refuses to pass (bounds.hpp).
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a);
 
