@@ -241,7 +241,16 @@ struct Run {
             }
             pred.host[e].end_s = now();
         };
+        // deepspeed.initialize returns only after its barriers (host-blocking): training is issued
+        // once the engine start has run (rule O1's wait, on the host).
+        int64_t last_init = -1;
+        for (size_t i = 0; i < s.ops.size(); ++i)
+            if (s.ops[i].step < 0) last_init = static_cast<int64_t>(i);
         for (size_t i = 0; i < s.ops.size(); ++i) {
+            if (static_cast<int64_t>(i) == last_init + 1 && last_init >= 0) {
+                std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+                cv->wait(lock, [&] { return static_cast<bool>(done[static_cast<size_t>(last_init)]); });
+            }
             while (next < s.host.size() && s.host[next].first_op <= static_cast<int64_t>(i)) run_event(next++);
             const Op& op = s.ops[i];
             int64_t gathered = 0;
