@@ -10,6 +10,7 @@
 #include <string>
 
 #include "inline_inputs.hpp"
+#include "schedule/check.hpp"
 #include "timing/engine.hpp"
 #include "timing/topology.hpp"
 
@@ -169,6 +170,19 @@ TEST(Stage3Host, PrefetchBucketBoundsTheGatheredAhead) {
     // l1's own hook next finds l1 gathered and n_available = 3000 >= P: no prefetch until a
     // release makes room (reuse distance 0 releases each layer after it runs).
     EXPECT_NE(t.s.ops[first + 1].rule, "stage3.prefetch");
+}
+
+TEST(Stage3Host, HostEventsPassTheCheckAndABrokenOneIsRefused) {
+    Timed t = timed(R"(, "stage3_prefetch_bucket_size": 1500)");
+    EXPECT_FALSE(check_schedule(t.s, "s.json"));
+    size_t w = 0;
+    while (w < t.s.host.size() && t.s.host[w].waits.empty()) ++w;
+    ASSERT_LT(w, t.s.host.size());
+    Schedule broken = t.s;
+    broken.host[w].waits = {broken.host[w].first_op};   // not issued yet
+    auto e = check_schedule(broken, "s.json");
+    ASSERT_TRUE(e);
+    EXPECT_NE(e->what().find("host[" + std::to_string(w) + "].waits"), std::string::npos) << e->what();
 }
 
 }  // namespace
