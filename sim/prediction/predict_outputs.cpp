@@ -198,6 +198,9 @@ void write_host_trace_events(nlohmann::ordered_json& events, const Schedule& s, 
     for (const auto& g : p.gathered)
         events.push_back({{"name", "gathered parameters"}, {"ph", "C"}, {"ts", g.t_s * 1e6}, {"pid", 0},
                           {"args", {{"GiB", static_cast<double>(g.bytes) / (1024.0 * 1024.0 * 1024.0)}}}});
+    for (const auto& g : p.resident)
+        events.push_back({{"name", "gathered buffers not yet reusable"}, {"ph", "C"}, {"ts", g.t_s * 1e6}, {"pid", 0},
+                          {"args", {{"GiB", static_cast<double>(g.bytes) / (1024.0 * 1024.0 * 1024.0)}}}});
 }
 
 }  // namespace

@@ -49,23 +49,35 @@ void gathered_svg(std::ostream& out, const Schedule& s, const Prediction& p, dou
             << (waits ? " (waits on the fetch throttle)" : "") << "</title></rect>\n";
     }
     const double base = top + lane + H;
-    std::string pts;
-    double prev_y = base;
-    bool started = false;
-    for (const auto& g : p.gathered) {
-        if (g.t_s > t1) break;
-        const double y = base - static_cast<double>(g.bytes) / static_cast<double>(peak) * H;
-        if (g.t_s >= t0) {
-            if (!started) pts += num("%.2f", L) + "," + num("%.2f", prev_y) + " ";
-            started = true;
-            pts += num("%.2f", X(g.t_s)) + "," + num("%.2f", prev_y) + " " + num("%.2f", X(g.t_s)) + "," + num("%.2f", y) + " ";
+    // A step line of samples over [t0, t1], scaled so that `scale` bytes fill the height.
+    auto step_line = [&](const std::vector<GatheredSample>& samples, int64_t scale) {
+        std::string pts;
+        double prev_y = base;
+        bool started = false;
+        for (const auto& g : samples) {
+            if (g.t_s > t1) break;
+            const double y = base - static_cast<double>(g.bytes) / static_cast<double>(std::max<int64_t>(scale, 1)) * H;
+            if (g.t_s >= t0) {
+                if (!started) pts += num("%.2f", L) + "," + num("%.2f", prev_y) + " ";
+                started = true;
+                pts += num("%.2f", X(g.t_s)) + "," + num("%.2f", prev_y) + " " + num("%.2f", X(g.t_s)) + "," + num("%.2f", y) + " ";
+            }
+            prev_y = y;
         }
-        prev_y = y;
-    }
-    pts += num("%.2f", W) + "," + num("%.2f", prev_y);
-    out << "<text x='4' y='" << top + lane + 12 << "'>gathered</text><polyline fill='none' stroke='#2ca02c' points='" << pts
-        << "'/>\n<text x='4' y='" << base + 16 << "'>peak on the timeline " << num("%.3f", static_cast<double>(peak) / (1 << 30))
-        << " GiB (all steps)</text></svg>\n";
+        return pts + num("%.2f", W) + "," + num("%.2f", prev_y);
+    };
+    int64_t resident = 1;
+    for (const auto& g : p.resident) resident = std::max(resident, g.bytes);
+    out << "<text x='4' y='" << top + lane + 12 << "'>gathered</text><polyline fill='none' stroke='#2ca02c' points='"
+        << step_line(p.gathered, peak) << "'/>\n";
+    if (!p.resident.empty())
+        out << "<polyline fill='none' stroke='#9467bd' stroke-dasharray='3' points='" << step_line(p.resident, resident) << "'/>\n";
+    out << "<text x='4' y='" << base + 16 << "'><tspan fill='#2ca02c'>gathered, unreleased (the memory model's count): peak "
+        << num("%.3f", static_cast<double>(peak) / (1 << 30)) << " GiB</tspan>";
+    if (!p.resident.empty())
+        out << "<tspan fill='#9467bd'> - dashed: gathered buffers not yet reusable (device memory): peak "
+            << num("%.3f", static_cast<double>(resident) / (1 << 30)) << " GiB</tspan>";
+    out << " (each line to its own peak, all steps)</text></svg>\n";
 }
 
 void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {

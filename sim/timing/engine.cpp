@@ -114,6 +114,12 @@ struct Run {
     std::vector<bool> done;
     bool host_lane = false;            // stage 3 overlapped: the host issues ops
     int64_t budget = INT64_MAX;        // device bytes for gathered parameters
+    struct ResidentChange {
+        double t_s;
+        int64_t bytes;
+        int64_t after_op;   // a free takes effect once this op has finished (-1: at t_s)
+    };
+    std::vector<ResidentChange> resident_changes;
     std::vector<bool> issued;
     simgrid::s4u::MutexPtr mutex;
     simgrid::s4u::ConditionVariablePtr cv;
@@ -216,6 +222,7 @@ struct Run {
             pred.allocator_stall_s += now() - asked;
             resident += bytes;
             pred.resident_peak_bytes = std::max(pred.resident_peak_bytes, resident);
+            resident_changes.push_back({now(), bytes, -1});
         };
         auto run_event = [&](size_t e) {
             const HostEvent& ev = s.host[e];
@@ -234,10 +241,13 @@ struct Run {
                 live -= ev.released_elements;
                 sample(ev.step);
                 const int64_t bytes = ev.released_elements * width;
-                if (last_default < 0 || done[static_cast<size_t>(last_default)])
+                if (last_default < 0 || done[static_cast<size_t>(last_default)]) {
                     resident -= bytes;
-                else
+                    resident_changes.push_back({now(), -bytes, -1});
+                } else {
                     pending_free.push_back({last_default, bytes});
+                    resident_changes.push_back({now(), -bytes, last_default});
+                }
             }
             pred.host[e].end_s = now();
         };
@@ -339,7 +349,18 @@ struct Run {
             prev_end = st.end_s;
             pred.steps.push_back(st);
         }
-        if (host_lane) summarise_gathered(s, pred);
+        if (host_lane) {
+            summarise_gathered(s, pred);
+            for (auto& c : resident_changes)
+                if (c.after_op >= 0) c.t_s = std::max(c.t_s, pred.ops[static_cast<size_t>(c.after_op)].end_s);
+            std::stable_sort(resident_changes.begin(), resident_changes.end(),
+                             [](const ResidentChange& a, const ResidentChange& b) { return a.t_s < b.t_s; });
+            int64_t level = 0;
+            for (const auto& c : resident_changes) {
+                level += c.bytes;
+                pred.resident.push_back({c.t_s, level, -1});
+            }
+        }
     }
 };
 

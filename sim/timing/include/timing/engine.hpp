@@ -69,6 +69,8 @@ struct Prediction {
     std::vector<HostTiming> host;
     std::vector<double> issued_s;
     std::vector<GatheredSample> gathered;
+    // Gathered buffers allocated and not yet reusable (device memory), in time order.
+    std::vector<GatheredSample> resident;
     double zero_init_construction_s = -1;  // --zero-init: zero_init_construction_seconds; -1 otherwise
     double allocator_stall_s = 0;          // host time stalled on the gathered-parameter budget
     int64_t resident_peak_bytes = 0;       // gathered buffers allocated and not yet reusable, at most
