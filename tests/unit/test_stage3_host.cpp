@@ -172,6 +172,26 @@ TEST(Stage3Host, PrefetchBucketBoundsTheGatheredAhead) {
     EXPECT_NE(t.s.ops[first + 1].rule, "stage3.prefetch");
 }
 
+// With the default stage3_max_live_parameters (1e9) the bound is per call, as fetch_sub_module
+// computes it: each hook's prefetch stays below P plus one weight, but successive hooks each add
+// up to a bucket, so what is gathered ahead grows past P (up to max_live_parameters).
+TEST(Stage3Host, PrefetchBoundIsPerCallWithTheDefaultMaxLive) {
+    const int64_t P = 2500;
+    Timed t = timed(R"(, "stage3_prefetch_bucket_size": 2500, "stage3_max_reuse_distance": 0)");
+    int64_t most = 0;
+    for (const auto& op : t.s.ops)
+        if (op.rule == "stage3.prefetch") {
+            int64_t n = 0;
+            for (int q : op.params) n += t.s.params[static_cast<size_t>(q)].numel;
+            EXPECT_LT(n, P + 1000) << op.id;
+            most = std::max(most, n);
+        }
+    EXPECT_EQ(most, 3000);
+    int64_t peak = 0;
+    for (const auto& g : t.p.gathered) peak = std::max(peak, g.bytes / 4);
+    EXPECT_GT(peak, P + 1000);
+}
+
 TEST(Stage3Host, HostEventsPassTheCheckAndABrokenOneIsRefused) {
     Timed t = timed(R"(, "stage3_prefetch_bucket_size": 1500)");
     EXPECT_FALSE(check_schedule(t.s, "s.json"));
