@@ -11,6 +11,7 @@
 
 #include "inline_inputs.hpp"
 #include "schedule/check.hpp"
+#include "schedule/ordering.hpp"
 #include "timing/engine.hpp"
 #include "timing/topology.hpp"
 
@@ -120,6 +121,26 @@ TEST(Stage3Host, ThrottleWaitsForTheFetchThreeEventsBack) {
             waits[e.module] = e.waits;
     std::map<int, std::vector<int64_t>> want = {{3, {gather_of[0]}}, {4, {gather_of[1]}}, {5, {gather_of[2]}}};
     EXPECT_EQ(waits, want);
+}
+
+// Rule O7: whatever the host issues after a throttle wait starts after the gather it waited on,
+// through the IR's wait lists (the executor's plan) as well as on the engine's timeline.
+TEST(Stage3Host, OpsIssuedAfterAThrottleWaitComeAfterItsGather) {
+    Timed t = timed(R"(, "stage3_prefetch_bucket_size": 0)", 1);
+    auto waits = wait_lists(t.s);
+    auto clocks = queue_clocks(t.s, waits);
+    int checked = 0;
+    for (const auto& e : t.s.host) {
+        if (e.waits.empty()) continue;
+        for (int64_t i = e.first_op; i < static_cast<int64_t>(t.s.ops.size()) && i < e.first_op + 3; ++i) {
+            for (int64_t w : e.waits) {
+                EXPECT_GE(clocks[static_cast<size_t>(i)][static_cast<int>(Queue::Fetch)], w) << i;
+                EXPECT_GE(t.p.ops[static_cast<size_t>(i)].start_s, t.p.ops[static_cast<size_t>(w)].end_s - 1e-12) << i;
+            }
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 6);
 }
 
 TEST(Stage3Host, NoMoreThanThreeFetchesOutstandingWhenTheHostWaits) {
