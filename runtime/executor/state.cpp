@@ -60,13 +60,20 @@ void Executor::build_state() {
     owned_.resize(P);
     part_.assign(P, 0);
     const int es = zerosim::dtype_size(mdt());
+    // A parameter no engine-start op broadcasts was built under deepspeed.zero.Init (--zero-init),
+    // whose construction broadcast it from rank 0 before anything is logged
+    // (partition_parameters.py _zero_init_param): every rank starts with the real model.
+    std::vector<bool> broadcast_at_start(P, false);
+    for (const auto& op : s_.ops)
+        if (op.step < 0 && op.payload == zerosim::Payload::ParameterBroadcast)
+            for (int q : op.params) broadcast_at_start[static_cast<size_t>(q)] = true;
     for (size_t p = 0; p < P; ++p) {
         work_[p] = Buffer(mem_, MemCat::Parameters, static_cast<size_t>(numel(p)) * es);
         // Only rank 0 starts with the real model; the engine-start broadcast must bring it to
         // the others, or every later check fails.
         for (int64_t i = 0; i < numel(p); ++i)
             store_element(work_[p].data(), mdt(), i,
-                          rank_ == 0 ? initial_weight(a_.seed, static_cast<int>(p), i)
+                          rank_ == 0 || !broadcast_at_start[p] ? initial_weight(a_.seed, static_cast<int>(p), i)
                                      : garbage_weight(rank_, static_cast<int>(p), i));
     }
     auto new_unit = [&](int64_t size) {

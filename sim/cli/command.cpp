@@ -1,10 +1,12 @@
 #include "command.hpp"
 
+#include <cstdio>
 #include <iostream>
 
 #include "core/number_list.hpp"
 #include "core/output.hpp"
 #include "core/sizes.hpp"
+#include "prediction/gathered_budget.hpp"
 #include "schedule/schedule.hpp"
 
 namespace zerosim::cli {
@@ -65,6 +67,11 @@ Result<Release> resolve_release(const std::string& version) {
     return kNewestRelease;
 }
 
+void add_zero_init(CLI::App* sub, ScheduleArgs& a) {
+    sub->add_flag("--zero-init", a.zero_init,
+                  "Stage 3: the model is built under deepspeed.zero.Init");
+}
+
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--max-ops", a.max_ops, "Refuse a schedule estimated to hold more ops than this")
         ->capture_default_str()
@@ -88,6 +95,7 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     opt.steps = a.steps;
     opt.seq_len = a.seq_len;
     opt.max_ops = a.max_ops;
+    opt.zero_init = a.zero_init;
     if (!a.max_memory.empty()) {
         auto cap = parse_size(a.max_memory, "--max-memory");
         if (!cap) return cap.error();
@@ -101,6 +109,20 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     return Inputs{std::move(cfg).value(), std::move(model).value(), std::move(sched).value()};
 }
 
+// Built outside zero.Init, stage 3's engine start holds the whole model on every GPU
+// (_broadcast_model, then Init(module=...) partitioning it): say so when that cannot fit.
+static void warn_engine_start_memory(const Schedule& s, const Topology& t) {
+    if (s.meta.stage != 3 || s.meta.zero_init || t.gpu_memory_gb <= 0) return;
+    const double bytes = static_cast<double>(s.meta.total_params) * dtype_size(s.meta.model_dtype);
+    if (bytes <= t.gpu_memory_gb * 1e9) return;
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "the engine start broadcasts the whole model (%.1f GB of parameters) to every GPU, more than its %.0f GB; "
+                  "a model this large is built under deepspeed.zero.Init: pass --zero-init",
+                  bytes / 1e9, t.gpu_memory_gb);
+    std::cerr << "zerosim: warning: " << t.source << ": " << line << "\n";
+}
+
 Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology, int64_t nodes, bool announce) {
     auto topo = load_topology(topology, nodes);
     if (!topo) return topo.error();
@@ -111,9 +133,11 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     if (!in) return in.error();
     if (announce && (a.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
+    warn_engine_start_memory(in->schedule, topo.value());
     auto logged = simulate(in->schedule, topo.value(), TimingMode::Synchronized);
     if (!logged) return logged.error();
-    auto overlapped = simulate(in->schedule, topo.value(), TimingMode::Overlapped);
+    auto overlapped = simulate(in->schedule, topo.value(), TimingMode::Overlapped,
+                               gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()));
     if (!overlapped) return overlapped.error();
     return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value()};
 }

@@ -46,6 +46,7 @@ struct ScheduleArgs {
     std::string overflow_steps;
     bool log_summary = false;
     bool compute = false;
+    bool zero_init = false;   // --zero-init: stage 3, the model built under deepspeed.zero.Init
     int64_t max_ops = kDefaultMaxOps;
     std::string max_memory;   // a size (core/sizes.hpp); "" = kDefaultMaxScheduleBytes
     std::string deepspeed;    // --deepspeed VERSION; "" = the newest release the rules cover
@@ -56,6 +57,8 @@ void add_deepspeed_flag(CLI::App* sub, std::string& version);
 // The release --deepspeed names; without the flag the newest the rules cover, said once on stderr
 // ("zerosim: note: ..."), since the default is not the v0.14.2 the library keeps.
 Result<Release> resolve_release(const std::string& version);
+// --zero-init (schedule, predict, report): the model is built under deepspeed.zero.Init.
+void add_zero_init(CLI::App* sub, ScheduleArgs& a);
 // --max-ops and --max-memory: the bounds on the schedule build_schedule refuses to pass (bounds.hpp).
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a);
 

@@ -48,6 +48,7 @@ Command add_predict(CLI::App& app) {
     auto* sub = app.add_subcommand("predict", "Time the schedule on a topology by discrete-event simulation (SimGrid)");
     add_schedule_inputs(sub, a->sched, false);
     add_schedule_limits(sub, a->sched);
+    add_zero_init(sub, a->sched);
     sub->add_option("--topology", a->topology, "Topology JSON (see topologies/README.md)")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology's node design to this many nodes")->check(integer_in(1));
     sub->add_option("--format", a->format,

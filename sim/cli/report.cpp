@@ -56,6 +56,7 @@ Command add_report(CLI::App& app) {
     auto* sub = app.add_subcommand("report", "One self-contained HTML report: timeline, ops, memory, explanation, measured diff");
     add_schedule_inputs(sub, a->sched, false);
     add_schedule_limits(sub, a->sched);
+    add_zero_init(sub, a->sched);
     sub->add_option("--topology", a->topology, "Topology JSON")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));
     sub->add_option("--measured", a->measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");

@@ -47,6 +47,7 @@ Command add_schedule(CLI::App& app) {
     sub->add_flag("--log-summary", a->log_summary, "deepspeed format: end with deepspeed.comm.log_summary()'s table");
     sub->add_flag("--compute", a->compute, "table format: include compute segments");
     add_schedule_limits(sub, *a);
+    add_zero_init(sub, *a);
     return {sub, [a] { return run_schedule(*a); }};
 }
 

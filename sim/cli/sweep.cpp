@@ -76,6 +76,8 @@ Command add_sweep(CLI::App& app) {
         ->capture_default_str()
         ->check(integer_in(1, INT32_MAX));
     sub->add_option("--seq-len", a->spec.seq_len, "Sequence length for compute")->check(integer_in(1));
+    sub->add_flag("--zero-init", a->spec.zero_init,
+                  "Stage-3 points: the model is built under deepspeed.zero.Init (no engine-start broadcasts)");
     sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
     sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
     sub->add_option("--jobs", a->jobs, "Worker processes (default: every core)")->check(integer_in(1, 4096));

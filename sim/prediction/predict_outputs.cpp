@@ -41,6 +41,38 @@ void write_step_summary(std::ostream& out, const PredictReport& r, const std::st
     }
     std::snprintf(line, sizeof line, "%sengine start %.3f ms\n", prefix.c_str(), r.overlapped.init_s * 1e3);
     out << line;
+    if (r.overlapped.zero_init_construction_s >= 0) {
+        std::snprintf(line, sizeof line, "%smodel construction under deepspeed.zero.Init %.3f ms (before the engine start; not logged)\n",
+                      prefix.c_str(), r.overlapped.zero_init_construction_s * 1e3);
+        out << line;
+    }
+    if (r.overlapped.gathered.empty()) return;
+    // Stage 3's host timeline: the gathered parameters beside the memory model's figure.
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const double memory = static_cast<double>(gathered_peak_by_memory_model(r.schedule));
+    std::snprintf(line, sizeof line, "%sgathered parameters per step, GiB (memory model's peak %.3f):\n", prefix.c_str(), memory / gib);
+    out << line;
+    std::snprintf(line, sizeof line, "%s%-6s %12s %16s\n", prefix.c_str(), "step", "peak", "gathered ahead");
+    out << line;
+    for (const auto& st : r.overlapped.steps) {
+        std::snprintf(line, sizeof line, "%s%-6d %12.3f %16.3f\n", prefix.c_str(), st.step,
+                      static_cast<double>(st.gathered_peak_bytes) / gib, static_cast<double>(st.gathered_ahead_peak_bytes) / gib);
+        out << line;
+    }
+    const Prediction& p = r.overlapped;
+    std::snprintf(line, sizeof line, "%sgathered buffers not yet reusable, at most %.3f GiB", prefix.c_str(),
+                  static_cast<double>(p.resident_peak_bytes) / gib);
+    out << line;
+    if (p.gathered_budget_bytes < INT64_MAX) {
+        std::snprintf(line, sizeof line, " (room on the GPU %.3f GiB; host stalled %.3f ms for it)",
+                      static_cast<double>(p.gathered_budget_bytes) / gib, p.allocator_stall_s * 1e3);
+        out << line;
+    }
+    out << "\n";
+}
+
+int64_t gathered_peak_by_memory_model(const Schedule& s) {
+    return s.meta.stage3_peak_gathered_elements * dtype_size(s.meta.model_dtype);
 }
 
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary) {
@@ -80,11 +112,26 @@ void write_predicted_json(std::ostream& out, const PredictReport& r) {
     j["world"] = r.schedule.meta.world;
     j["stage"] = r.schedule.meta.stage;
     nlohmann::ordered_json steps = nlohmann::ordered_json::array();
-    for (const auto& st : r.overlapped.steps)
-        steps.push_back({{"step", st.step}, {"compute_ms", st.compute_s * 1e3}, {"comm_ms", st.comm_s * 1e3},
-                         {"exposed_comm_ms", st.exposed_comm_s * 1e3}, {"step_ms", st.step_s() * 1e3}});
+    for (const auto& st : r.overlapped.steps) {
+        nlohmann::ordered_json row = {{"step", st.step}, {"compute_ms", st.compute_s * 1e3}, {"comm_ms", st.comm_s * 1e3},
+                                      {"exposed_comm_ms", st.exposed_comm_s * 1e3}, {"step_ms", st.step_s() * 1e3}};
+        if (st.gathered_peak_bytes >= 0) {
+            row["gathered_peak_bytes"] = st.gathered_peak_bytes;
+            row["gathered_ahead_peak_bytes"] = st.gathered_ahead_peak_bytes;
+        }
+        steps.push_back(std::move(row));
+    }
     j["steps"] = steps;
     j["engine_start_ms"] = r.overlapped.init_s * 1e3;
+    if (r.overlapped.zero_init_construction_s >= 0) j["zero_init_construction_ms"] = r.overlapped.zero_init_construction_s * 1e3;
+    if (!r.overlapped.gathered.empty()) {
+        j["memory_gathered_peak_bytes"] = gathered_peak_by_memory_model(r.schedule);
+        j["gathered_resident_peak_bytes"] = r.overlapped.resident_peak_bytes;
+        if (r.overlapped.gathered_budget_bytes < INT64_MAX) {
+            j["gathered_budget_bytes"] = r.overlapped.gathered_budget_bytes;
+            j["allocator_stall_ms"] = r.overlapped.allocator_stall_s * 1e3;
+        }
+    }
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (size_t i = 0; i < r.schedule.ops.size(); ++i) {
         const Op& op = r.schedule.ops[i];
@@ -124,6 +171,41 @@ void write_predicted_csv(std::ostream& out, const PredictReport& r) {
     }
 }
 
+namespace {
+
+// Stage 3's host timeline in the trace: the coordinator's calls on a "host" thread (tid 4) and
+// the gathered, unreleased parameters as a counter track.
+void write_host_trace_events(nlohmann::ordered_json& events, const Schedule& s, const Prediction& p) {
+    if (p.host.empty()) return;
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 4}, {"args", {{"name", "host"}}}});
+    for (size_t e = 0; e < s.host.size() && e < p.host.size(); ++e) {
+        const HostEvent& ev = s.host[e];
+        nlohmann::ordered_json x;
+        x["name"] = host_kind_name(ev.kind);
+        x["cat"] = "host";
+        x["ph"] = "X";
+        x["ts"] = p.host[e].start_s * 1e6;
+        x["dur"] = (p.host[e].end_s - p.host[e].start_s) * 1e6;
+        x["pid"] = 0;
+        x["tid"] = 4;
+        nlohmann::ordered_json args;
+        args["step"] = ev.step;
+        args["module"] = ev.module;
+        if (!ev.waits.empty()) args["waits_for_ops"] = ev.waits;
+        if (ev.released_elements > 0) args["released_elements"] = ev.released_elements;
+        x["args"] = std::move(args);
+        events.push_back(std::move(x));
+    }
+    for (const auto& g : p.gathered)
+        events.push_back({{"name", "gathered parameters"}, {"ph", "C"}, {"ts", g.t_s * 1e6}, {"pid", 0},
+                          {"args", {{"GiB", static_cast<double>(g.bytes) / (1024.0 * 1024.0 * 1024.0)}}}});
+    for (const auto& g : p.resident)
+        events.push_back({{"name", "gathered buffers not yet reusable"}, {"ph", "C"}, {"ts", g.t_s * 1e6}, {"pid", 0},
+                          {"args", {{"GiB", static_cast<double>(g.bytes) / (1024.0 * 1024.0 * 1024.0)}}}});
+}
+
+}  // namespace
+
 void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& p) {
     nlohmann::ordered_json events = nlohmann::ordered_json::array();
     std::string ranks = s.meta.world > 1 ? "ranks 0-" + std::to_string(s.meta.world - 1) + " (identical)" : "rank 0";
@@ -160,6 +242,7 @@ void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& 
         e["args"] = args;
         events.push_back(std::move(e));
     }
+    write_host_trace_events(events, s, p);
     nlohmann::ordered_json j;
     j["displayTimeUnit"] = "ms";
     j["traceEvents"] = std::move(events);

@@ -30,6 +30,56 @@ std::string num(const char* f, double v) {
     return b;
 }
 
+// Stage 3's host timeline under the streams, on the same time axis: the coordinator's calls on
+// the host, and the gathered, unreleased parameters (the memory model's quantity) as a step line.
+void gathered_svg(std::ostream& out, const Schedule& s, const Prediction& p, double t0, double t1, double W, double L) {
+    if (p.host.empty() || p.gathered.empty()) return;
+    const double H = 120, top = 26, lane = 18;
+    auto X = [&](double t) { return L + std::clamp((t - t0) / (t1 - t0), 0.0, 1.0) * (W - L); };
+    int64_t peak = 1;
+    for (const auto& g : p.gathered) peak = std::max(peak, g.bytes);
+    out << "<svg id='gathered' xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << top + lane + H + 24
+        << "' font-family='sans-serif' font-size='11'>\n<text x='4' y='" << top - 12 << "'>host</text>\n";
+    for (size_t e = 0; e < s.host.size() && e < p.host.size(); ++e) {
+        if (p.host[e].end_s < t0 || p.host[e].start_s > t1) continue;
+        const bool waits = !s.host[e].waits.empty();
+        out << "<rect x='" << num("%.2f", X(p.host[e].start_s)) << "' y='" << top - lane << "' width='"
+            << num("%.2f", std::max(0.5, X(p.host[e].end_s) - X(p.host[e].start_s))) << "' height='" << lane - 4
+            << "' fill='" << (waits ? "#d62728" : "#969696") << "'><title>" << host_kind_name(s.host[e].kind)
+            << (waits ? " (waits on the fetch throttle)" : "") << "</title></rect>\n";
+    }
+    const double base = top + lane + H;
+    // A step line of samples over [t0, t1], scaled so that `scale` bytes fill the height.
+    auto step_line = [&](const std::vector<GatheredSample>& samples, int64_t scale) {
+        std::string pts;
+        double prev_y = base;
+        bool started = false;
+        for (const auto& g : samples) {
+            if (g.t_s > t1) break;
+            const double y = base - static_cast<double>(g.bytes) / static_cast<double>(std::max<int64_t>(scale, 1)) * H;
+            if (g.t_s >= t0) {
+                if (!started) pts += num("%.2f", L) + "," + num("%.2f", prev_y) + " ";
+                started = true;
+                pts += num("%.2f", X(g.t_s)) + "," + num("%.2f", prev_y) + " " + num("%.2f", X(g.t_s)) + "," + num("%.2f", y) + " ";
+            }
+            prev_y = y;
+        }
+        return pts + num("%.2f", W) + "," + num("%.2f", prev_y);
+    };
+    int64_t resident = 1;
+    for (const auto& g : p.resident) resident = std::max(resident, g.bytes);
+    out << "<text x='4' y='" << top + lane + 12 << "'>gathered</text><polyline fill='none' stroke='#2ca02c' points='"
+        << step_line(p.gathered, peak) << "'/>\n";
+    if (!p.resident.empty())
+        out << "<polyline fill='none' stroke='#9467bd' stroke-dasharray='3' points='" << step_line(p.resident, resident) << "'/>\n";
+    out << "<text x='4' y='" << base + 16 << "'><tspan fill='#2ca02c'>gathered, unreleased (the memory model's count): peak "
+        << num("%.3f", static_cast<double>(peak) / (1 << 30)) << " GiB</tspan>";
+    if (!p.resident.empty())
+        out << "<tspan fill='#9467bd'> - dashed: gathered buffers not yet reusable (device memory): peak "
+            << num("%.3f", static_cast<double>(resident) / (1 << 30)) << " GiB</tspan>";
+    out << " (each line to its own peak, all steps)</text></svg>\n";
+}
+
 void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
     if (p.steps.empty()) return;
     const StepTiming& st = p.steps.back();
@@ -59,6 +109,7 @@ void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
     }
     out << "<text x='" << L << "' y='" << 4 * lane_h + 36 << "'>step " << st.step << ": "
         << num("%.3f", (t1 - t0) * 1e3) << " ms</text></svg>\n";
+    gathered_svg(out, s, p, t0, t1, W, L);
 }
 
 void measured_chart(std::ostream& out, const std::vector<std::pair<double, double>>& pts) {

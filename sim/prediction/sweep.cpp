@@ -1,4 +1,5 @@
 #include "prediction/sweep.hpp"
+#include "prediction/gathered_budget.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -218,9 +219,10 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.world = r.world;
     o.steps = spec.steps;
     o.seq_len = spec.seq_len;
+    o.zero_init = spec.zero_init && cfg.zero.stage == 3;  // zero.Init partitions only under stage 3
     auto s = build_schedule(model, cfg, o);
     if (!s) return fail(s.error());
-    auto pred = simulate(s.value(), topo, TimingMode::Overlapped);
+    auto pred = simulate(s.value(), topo, TimingMode::Overlapped, gathered_parameter_budget(model, cfg, s.value(), topo));
     if (!pred) return fail(pred.error());
     const auto& last = pred->steps.back();
     r.step_ms = last.step_s() * 1e3;

@@ -60,6 +60,18 @@ const char* compute_kind_name(ComputeKind k) {
     return "?";
 }
 
+const char* host_kind_name(HostKind k) {
+    switch (k) {
+        case HostKind::PreForward: return "pre_forward";
+        case HostKind::PreBackward: return "pre_backward";
+        case HostKind::FetchWait: return "fetch_wait";
+        case HostKind::PostForward: return "post_forward";
+        case HostKind::PostBackward: return "post_backward";
+        case HostKind::ReleaseAll: return "release_all";
+    }
+    return "?";
+}
+
 const char* payload_name(Payload p) {
     switch (p) {
         case Payload::Compute: return "compute";

@@ -27,6 +27,11 @@
 //     it. The optimizer rewrites the partitions the gathers read (stage3.py _optimizer_step and
 //     _reassign_or_swap_out_partitioned_parameters, then _post_step's all_gather of persistent
 //     parameters); the next forward's fetch_sub_module gathers the updated partitions.
+//  O7 the host's fetch throttle (stage 3): an op the host issues after a FetchWait host event
+//     waits for the fetch ops that wait synchronised on. partitioned_param_coordinator.py
+//     fetch_sub_module synchronize()s on the oldest of its __ongoing_fetch_events while more than
+//     __max_ongoing_fetch_events (2) are outstanding; the host issues nothing until that returns
+//     (Schedule::host, written by stage3_host.cpp, says which fetch op each wait is on).
 //
 // Each rule gives candidate waits; a candidate that stream order or another wait already implies
 // is dropped, so `deps` holds exactly the waits nothing else implies.
@@ -66,7 +71,7 @@ bool is_gradient_reduction(const Op& op) {
 
 bool is_backward(const Op& op) { return op.kind == OpKind::Compute && op.compute == ComputeKind::Backward; }
 
-// Candidate waits of every op, rule by rule (O1-O6 above).
+// Candidate waits of every op, rule by rule (O1-O7 above).
 std::vector<std::vector<int64_t>> candidate_waits(const Schedule& s) {
     const size_t n = s.ops.size();
     std::vector<std::vector<int64_t>> cand(n);
@@ -74,9 +79,14 @@ std::vector<std::vector<int64_t>> candidate_waits(const Schedule& s) {
     int64_t last_step_op = -1, last_gather = -1;
     std::pair<int, int> micro_key{-2, -2};
     std::map<int, int64_t> last_gather_of_param;
+    size_t next_host = 0;
+    int64_t host_waited = -1;  // the latest op the host has synchronised on so far (O7)
     for (size_t i = 0; i < n; ++i) {
         const Op& op = s.ops[i];
         auto& c = cand[i];
+        for (; next_host < s.host.size() && s.host[next_host].first_op <= static_cast<int64_t>(i); ++next_host)
+            for (int64_t w : s.host[next_host].waits) host_waited = std::max(host_waited, w);
+        if (host_waited >= 0) c.push_back(host_waited);                                    // O7
         std::pair<int, int> key{op.step, op.micro};
         if (key != micro_key) {  // a new micro-step (or the step): earlier reductions are sealed
             micro_key = key;

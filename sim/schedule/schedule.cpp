@@ -172,6 +172,9 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
                        applies(ReleaseRuleId::Stage12Bf16OverflowCheck, cfg.release);
     if (!opt.overflow_steps.empty() && cfg.model_dtype != DType::FP16 && !bf16_checks)
         return Error{cfg.source, "fp16.enabled", "--overflow-steps needs fp16 training (only fp16 checks for overflow)"};
+    if (opt.zero_init && cfg.zero.stage != 3)
+        return Error{"", "--zero-init", "deepspeed.zero.Init partitions parameters only under ZeRO stage 3; " + cfg.source +
+                                            " has stage " + std::to_string(cfg.zero.stage)};
     auto batch = resolve_batch(cfg, opt.world);
     if (!batch) return batch.error();
     // Bounded work: the size is known from the inputs; refuse before building what cannot fit.

@@ -15,6 +15,7 @@
 #include "schedule/partition.hpp"
 #include "schedule/release_rules.hpp"
 #include "build.hpp"
+#include "stage3_host.hpp"
 
 namespace zerosim::detail {
 
@@ -72,10 +73,12 @@ struct Stage3 {
     int step_id = 0;
     int64_t n_available = 0;
     int64_t live = 0;                         // elements of all parameters gathered right now
+    Stage3Host host;                          // the coordinator's host events
     void set_available(int p, bool on) {
         if (available[p] == on) return;
         available[p] = on;
         live += on ? m.params[p].numel : -m.params[p].numel;
+        if (!on) host.released(m.params[p].numel);
         b.out.meta.stage3_peak_gathered_elements = std::max(b.out.meta.stage3_peak_gathered_elements, live);
     }
     std::map<std::pair<int, int>, std::set<int>> release_cache;  // (module, step) -> params (lru_cache)
@@ -89,7 +92,8 @@ struct Stage3 {
 
     explicit Stage3(Build& build)
         : b(build), z(build.cfg.zero), m(build.model), world(build.opt.world),
-          persistent(m.params.size(), false), available(m.params.size(), false), active(m.params.size()) {
+          persistent(m.params.size(), false), available(m.params.size(), false), active(m.params.size()),
+          host(build, m.params.size()) {
         if (applies(ReleaseRuleId::Stage3TraceCheckAtForward, b.cfg.release)) mode = TraceMode::Invalid;
         // mark_persistent_parameters: registration order, inclusive threshold, model-wide cap.
         int64_t total = 0;
@@ -158,14 +162,18 @@ struct Stage3 {
         Op& op = b.collective(OpKind::AllGather, elements, b.cfg.model_dtype, "allgather_fn", rule, Stream::Fetch);
         op.params = todo;
         if (node >= 0 && m.calls[node].module >= 0) op.module_name = m.modules[m.calls[node].module].name;
+        host.gathered(op);
     }
 
     // fetch_sub_module: gather this call's parameters, then (trace complete) prefetch upcoming ones.
     void fetch(int node) {
         if (mode == TraceMode::Record) trace_modules.push_back(node);
+        const int mod = m.calls[node].module;
+        host.event(b.phase == Phase::Forward ? HostKind::PreForward : HostKind::PreBackward, mod);
         std::vector<int> ps = module_params(node);
-        for (int p : ps) active[p].insert(m.calls[node].module);
+        for (int p : ps) active[p].insert(mod);
         gather(ps, "stage3.fetch", node);
+        host.wait(ps, mod);  // before the prefetch, as fetch_sub_module orders them
         if (mode == TraceMode::Complete) {
             std::set<int> not_yet_popped;
             for (int p : ps)
@@ -206,6 +214,7 @@ struct Stage3 {
     // later use, and parameters used again within max_reuse_distance (cached per module and step).
     void release(int node) {
         int mod = m.calls[node].module;
+        host.event(b.phase == Phase::Forward ? HostKind::PostForward : HostKind::PostBackward, mod);
         if (mod < 0) return;
         std::vector<int> ps = module_params(node);
         std::set<int> to_release;
@@ -344,6 +353,8 @@ struct Stage3 {
         b.phase = Phase::Step;
         b.micro = -1;
         // _partition_all_parameters: everything back to its partition before the step.
+        host.event(HostKind::ReleaseAll, -1);
+        host.clear_inflight();
         for (size_t p = 0; p < m.params.size(); ++p) {
             set_available(static_cast<int>(p), false);
             active[p].clear();
@@ -381,9 +392,13 @@ struct Stage3 {
 // Engine start for a model built outside zero.Init: after _broadcast_model, Init(module=...)
 // broadcasts each parameter as it partitions it, the optimizer set-up runs three barriers, and
 // the gradient hooks are created on gathered parameters (one all_gather each, group order).
+// Built under zero.Init (--zero-init), each parameter was broadcast and partitioned as it was
+// constructed (partition_parameters.py _zero_init_param), before deepspeed.initialize set up the
+// comms logger, and _broadcast_model skips every parameter that is not AVAILABLE (engine.py):
+// neither is logged (../shared/reference/deepspeed-v0.14.2-cpu-variants/z3_zeroinit_w4).
 void stage3_engine_start(Stage3& s) {
     Build& b = s.b;
-    for (size_t p = 0; p < s.m.params.size(); ++p)
+    for (size_t p = 0; p < s.m.params.size() && !b.opt.zero_init; ++p)
         b.collective(OpKind::Broadcast, s.m.params[p].numel, b.cfg.model_dtype, "_zero_init_param",
                      "stage3.init.zero_init_param").params = {static_cast<int>(p)};
     b.collective(OpKind::Barrier, 0, DType::FP32, "_create_fp16_partitions_with_defragmentation", "stage3.init.barrier");
@@ -400,7 +415,14 @@ void stage3_engine_start(Stage3& s) {
 void generate_stage3(Build& b) {
     // Every parameter partitioned on its own (partition_parameters.py _partition_param).
     b.out.meta.partition.kind = PartitionKind::PerParameter;
-    engine_start_broadcasts(b);
+    b.out.meta.zero_init = b.opt.zero_init;
+    if (b.opt.zero_init) {
+        b.step = -1;
+        b.micro = -1;
+        b.phase = Phase::Init;
+    } else {
+        engine_start_broadcasts(b);
+    }
     Stage3 s(b);
     stage3_engine_start(s);
     std::vector<HookEvent> fwd, bwd;

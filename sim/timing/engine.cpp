@@ -112,6 +112,15 @@ struct Run {
     std::vector<double> compute_time;
     std::vector<std::vector<int64_t>> waits;   // engine_wait_plan: deps and stream order
     std::vector<bool> done;
+    bool host_lane = false;            // stage 3 overlapped: the host issues ops
+    int64_t budget = INT64_MAX;        // device bytes for gathered parameters
+    struct ResidentChange {
+        double t_s;
+        int64_t bytes;
+        int64_t after_op;   // a free takes effect once this op has finished (-1: at t_s)
+    };
+    std::vector<ResidentChange> resident_changes;
+    std::vector<bool> issued;
     simgrid::s4u::MutexPtr mutex;
     simgrid::s4u::ConditionVariablePtr cv;
     double t0 = 0;
@@ -119,7 +128,8 @@ struct Run {
 
     Run(const Schedule& sched, const Topology& topo, TimingMode m)
         : s(sched), t(topo), mode(m), plans(sched.ops.size()), compute_time(sched.ops.size(), 0.0),
-          waits(engine_wait_plan(sched)), done(sched.ops.size(), false) {
+          waits(engine_wait_plan(sched)), done(sched.ops.size(), false),
+          host_lane(m == TimingMode::Overlapped && !sched.host.empty()), issued(sched.ops.size(), !host_lane) {
         pred.mode = m;
         pred.ops.resize(s.ops.size());
         for (size_t i = 0; i < s.ops.size(); ++i) {
@@ -140,6 +150,11 @@ struct Run {
         double start = simgrid::s4u::Engine::get_clock();
         if (is_collective(op.kind)) {
             run_collective(plans[i], caps);
+        } else if (host_lane) {
+            // Kernels run as the host launches them: the segment ends no sooner than its launch.
+            double until = t0 + pred.issued_s[i] + host_launch_seconds(op, t);
+            double d = std::max(compute_time[i], until - start);
+            if (d > 0) simgrid::s4u::this_actor::sleep_for(d);
         } else if (compute_time[i] > 0) {
             simgrid::s4u::this_actor::sleep_for(compute_time[i]);
         }
@@ -155,6 +170,7 @@ struct Run {
             {
                 std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
                 cv->wait(lock, [&] {
+                    if (!issued[i]) return false;
                     for (int64_t d : waits[i])
                         if (!done[static_cast<size_t>(d)]) return false;
                     return true;
@@ -167,6 +183,107 @@ struct Run {
         }
     }
 
+    // A gather whose parameters stay gathered until a release (the memory model's counting):
+    // fetches, prefetches and the step's persistent re-gather.
+    static bool gathers_for_use(const Op& op) {
+        return op.kind == OpKind::AllGather && (op.rule == "stage3.fetch" || op.rule == "stage3.prefetch" ||
+                                                op.rule == "stage3.step.persistent_regather");
+    }
+
+    void host_actor() {
+        const double hook_s = t.host_hook_us * 1e-6;
+        const int64_t width = dtype_size(s.meta.model_dtype);
+        int64_t live = 0;
+        auto now = [&] { return simgrid::s4u::Engine::get_clock() - t0; };
+        auto sample = [&](int step) { pred.gathered.push_back({now(), live * width, step}); };
+        size_t next = 0;
+        // Device memory of gathered buffers: free_param record_stream()s a released buffer on the
+        // default stream (partition_parameters.py), so the caching allocator reuses it only once
+        // the default-stream work issued before the release has run; a gather that finds no room
+        // makes the allocator free its cached blocks, which synchronises the device first.
+        int64_t resident = 0;
+        int64_t last_default = -1;                              // latest default-queue op issued
+        std::vector<std::pair<int64_t, int64_t>> pending_free;  // (op that frees it, bytes)
+        auto reclaim = [&] {
+            auto keep = std::remove_if(pending_free.begin(), pending_free.end(), [&](const auto& f) {
+                if (!done[static_cast<size_t>(f.first)]) return false;
+                resident -= f.second;
+                return true;
+            });
+            pending_free.erase(keep, pending_free.end());
+        };
+        auto allocate = [&](int64_t bytes) {
+            const double asked = now();
+            std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+            cv->wait(lock, [&] {
+                reclaim();
+                return resident + bytes <= budget || pending_free.empty();
+            });
+            pred.allocator_stall_s += now() - asked;
+            resident += bytes;
+            pred.resident_peak_bytes = std::max(pred.resident_peak_bytes, resident);
+            resident_changes.push_back({now(), bytes, -1});
+        };
+        auto run_event = [&](size_t e) {
+            const HostEvent& ev = s.host[e];
+            pred.host[e].start_s = now();
+            if (!ev.waits.empty()) {
+                std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+                cv->wait(lock, [&] {
+                    for (int64_t d : ev.waits)
+                        if (!done[static_cast<size_t>(d)]) return false;
+                    return true;
+                });
+            }
+            // A FetchWait is part of its hook's call: its Python is in the hook's figure.
+            if (ev.kind != HostKind::FetchWait && hook_s > 0) simgrid::s4u::this_actor::sleep_for(hook_s);
+            if (ev.released_elements > 0) {
+                live -= ev.released_elements;
+                sample(ev.step);
+                const int64_t bytes = ev.released_elements * width;
+                if (last_default < 0 || done[static_cast<size_t>(last_default)]) {
+                    resident -= bytes;
+                    resident_changes.push_back({now(), -bytes, -1});
+                } else {
+                    pending_free.push_back({last_default, bytes});
+                    resident_changes.push_back({now(), -bytes, last_default});
+                }
+            }
+            pred.host[e].end_s = now();
+        };
+        // deepspeed.initialize returns only after its barriers (host-blocking): training is issued
+        // once the engine start has run (rule O1's wait, on the host).
+        int64_t last_init = -1;
+        for (size_t i = 0; i < s.ops.size(); ++i)
+            if (s.ops[i].step < 0) last_init = static_cast<int64_t>(i);
+        for (size_t i = 0; i < s.ops.size(); ++i) {
+            if (static_cast<int64_t>(i) == last_init + 1 && last_init >= 0) {
+                std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+                cv->wait(lock, [&] { return static_cast<bool>(done[static_cast<size_t>(last_init)]); });
+            }
+            while (next < s.host.size() && s.host[next].first_op <= static_cast<int64_t>(i)) run_event(next++);
+            const Op& op = s.ops[i];
+            int64_t gathered = 0;
+            if (gathers_for_use(op))
+                for (int p : op.params) gathered += s.params[static_cast<size_t>(p)].numel;
+            if (gathered > 0) allocate(gathered * width);
+            if (queue_of(op.stream) == Queue::Default) last_default = static_cast<int64_t>(i);
+            {
+                std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+                issued[i] = true;
+                pred.issued_s[i] = now();
+                cv->notify_all();
+            }
+            if (gathered > 0) {
+                live += gathered;
+                sample(op.step);
+            }
+            double launch = host_launch_seconds(op, t);
+            if (launch > 0) simgrid::s4u::this_actor::sleep_for(launch);
+        }
+        while (next < s.host.size()) run_event(next++);
+    }
+
     void go() {
         auto& p = platform();
         caps = configure(t, s.meta.world);
@@ -175,9 +292,22 @@ struct Run {
         cv = simgrid::s4u::ConditionVariable::create();
         if (mode == TimingMode::Synchronized) {
             simgrid::s4u::Actor::create("synchronized", p.rank, [this] {
-                for (size_t i = 0; i < s.ops.size(); ++i) execute(i);
+                // The host's own time (stage 3's hooks and launches) lies between the ops, too.
+                size_t next = 0;
+                for (size_t i = 0; i < s.ops.size(); ++i) {
+                    double host_s = host_launch_seconds(s.ops[i], t);
+                    for (; next < s.host.size() && s.host[next].first_op <= static_cast<int64_t>(i); ++next)
+                        if (s.host[next].kind != HostKind::FetchWait) host_s += t.host_hook_us * 1e-6;
+                    if (!s.host.empty() && host_s > 0) simgrid::s4u::this_actor::sleep_for(host_s);
+                    execute(i);
+                }
             });
         } else {
+            if (host_lane) {
+                pred.host.assign(s.host.size(), {});
+                pred.issued_s.assign(s.ops.size(), 0.0);
+                simgrid::s4u::Actor::create("host", p.rank, [this] { host_actor(); });
+            }
             for (int lane_id = 0; lane_id < kQueues; ++lane_id)
                 simgrid::s4u::Actor::create("stream" + std::to_string(lane_id), p.rank, [this, lane_id] { lane(lane_id); });
         }
@@ -219,17 +349,38 @@ struct Run {
             prev_end = st.end_s;
             pred.steps.push_back(st);
         }
+        if (host_lane) {
+            summarise_gathered(s, pred);
+            for (auto& c : resident_changes)
+                if (c.after_op >= 0) c.t_s = std::max(c.t_s, pred.ops[static_cast<size_t>(c.after_op)].end_s);
+            std::stable_sort(resident_changes.begin(), resident_changes.end(),
+                             [](const ResidentChange& a, const ResidentChange& b) { return a.t_s < b.t_s; });
+            int64_t level = 0;
+            for (const auto& c : resident_changes) {
+                level += c.bytes;
+                pred.resident.push_back({c.t_s, level, -1});
+            }
+        }
     }
 };
 
 }  // namespace
 
+double host_launch_seconds(const Op& op, const Topology& t) {
+    if (op.kind != OpKind::Compute || op.compute == ComputeKind::OptimizerStep) return 0.0;
+    // A backward segment launches the kernels of both gradients (input and weight).
+    return t.host_kernel_launch_us * 1e-6 * (op.compute == ComputeKind::Backward ? 2.0 : 1.0);
+}
+
 std::vector<std::vector<int64_t>> engine_wait_plan(const Schedule& s) { return wait_lists(s); }
 
-Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode) {
+Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode, int64_t gathered_budget_bytes) {
     if (auto e = check_world_fits(t, s.meta.world)) return *e;
     Run run(s, t, mode);
+    run.budget = gathered_budget_bytes;
+    run.pred.gathered_budget_bytes = gathered_budget_bytes;
     run.go();
+    if (mode == TimingMode::Overlapped && s.meta.zero_init) run.pred.zero_init_construction_s = zero_init_construction_seconds(s, t);
     return std::move(run.pred);
 }
 

@@ -104,7 +104,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
     try {
         JsonField root(doc.value(), file, "");
         check_keys(root, {"name", "description", "sources", "nodes", "gpus_per_node", "gpu", "intra_node", "nics",
-                          "network", "calibration"});
+                          "network", "calibration", "host"});
         Topology t;
         t.source = file;
         t.name = root.has("name") ? root.at("name").as_string() : file;
@@ -114,7 +114,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
 
         auto gpu = root.at("gpu");
         check_keys(gpu, {"name", "peak_tflops", "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency",
-                         "launch_overhead_us"});
+                         "launch_overhead_us", "memory_gb"});
         if (gpu.has("name")) t.gpu_name = gpu.at("name").as_string();
         auto peak = gpu.at("peak_tflops");
         check_keys(peak, {"fp32", "tf32", "fp16", "bf16", "fp64"});
@@ -124,6 +124,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         if (gpu.has("compute_efficiency")) t.compute_efficiency = positive(gpu.at("compute_efficiency"));
         if (gpu.has("memory_efficiency")) t.mem_efficiency = positive(gpu.at("memory_efficiency"));
         if (gpu.has("launch_overhead_us")) t.launch_overhead_us = non_negative(gpu.at("launch_overhead_us"));
+        if (gpu.has("memory_gb")) t.gpu_memory_gb = positive(gpu.at("memory_gb"));
 
         auto intra = root.at("intra_node");
         check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_efficiency",
@@ -175,6 +176,12 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
             if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
         }
         if (auto e = disconnected(t)) fail(e->file, e->field, e->message);
+        if (root.has("host")) {  // stage 3's parameter coordinator on the host (topologies/README.md)
+            auto host = root.at("host");
+            check_keys(host, {"hook_us", "kernel_launch_us"});
+            if (host.has("hook_us")) t.host_hook_us = non_negative(host.at("hook_us"));
+            if (host.has("kernel_launch_us")) t.host_kernel_launch_us = non_negative(host.at("kernel_launch_us"));
+        }
         if (root.has("calibration")) {
             auto cal = root.at("calibration");
             check_keys(cal, {"bandwidth_scale", "latency_scale", "fitted_from", "column", "per_collective", "fit"});

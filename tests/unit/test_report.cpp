@@ -47,6 +47,7 @@ TEST(Report, RendersInHeadlessChromium) {
     for (const char* section : {"id=\"steps\"", "id=\"timeline\"", "id=\"memory\"", "id=\"explain\"", "id=\"ops\"", "id=\"measured\""})
         EXPECT_NE(dom.find(section), std::string::npos) << section;
     EXPECT_NE(dom.find("<rect"), std::string::npos);    // timeline bars
+    EXPECT_NE(dom.find("id=\"gathered\""), std::string::npos);  // stage 3: host track and gathered counter
     EXPECT_NE(dom.find("<circle"), std::string::npos);  // predicted against measured points
     EXPECT_NE(dom.find("Why these collectives"), std::string::npos);
     EXPECT_NE(dom.find("Validation (zerosim validate)"), std::string::npos);  // the diff, with --measured

@@ -25,8 +25,11 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
 void write_step_summary(std::ostream& out, const PredictReport& r, const std::string& prefix);
 void write_predicted_json(std::ostream& out, const PredictReport& r);
 void write_predicted_csv(std::ostream& out, const PredictReport& r);
-// One process per group of identical ranks, one thread per stream.
+// One process per group of identical ranks, one thread per stream; stage 3 adds the host's thread
+// and a counter track of the gathered parameters.
 void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& p);
+// The memory model's peak of gathered parameters (analysis/memory.hpp counts the same), bytes.
+int64_t gathered_peak_by_memory_model(const Schedule& s);
 
 // A predicted nccl-tests row (bytes, count, time, algbw, busbw; the writer fills the rest) and the
 // algorithm/protocol NCCL's tuner is predicted to pick for it, "ring/LL128", which the table names

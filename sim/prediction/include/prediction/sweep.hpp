@@ -37,6 +37,7 @@ struct SweepSpec {
     int64_t seq_len = 0;
     int jobs = 1;
     int shard = 0, shards = 1;
+    bool zero_init = false;           // stage-3 points: the model built under deepspeed.zero.Init
 };
 
 struct SweepPoint {

@@ -162,6 +162,38 @@ struct ScheduleMeta {
     // ones included; the memory model's "gathered parameters".
     int64_t stage3_peak_gathered_elements = 0;
     int64_t stage3_persistent_elements = 0;
+    // Stage 3: the model was built under deepspeed.zero.Init (--zero-init): its parameters were
+    // broadcast and partitioned at construction, before the comms logger existed, so the engine
+    // start logs none of them.
+    bool zero_init = false;
+};
+
+// Stage 3's host: the parameter coordinator's calls as the host runs them, in order (DeepSpeed
+// v0.14.2 parameter_offload.py module hooks -> partitioned_param_coordinator.py). The host issues
+// every op in IR order; each event runs on the host before op `first_op` is issued. The timing
+// engine runs them on a host lane (docs/schedule-ir.md "Host"); only the throttle's waits order
+// device ops, through schedule/ordering.hpp rule O7.
+enum class HostKind {
+    PreForward,    // fetch_sub_module (forward): issue the module's gather
+    PreBackward,   // fetch_sub_module (backward)
+    FetchWait,     // its wait on the in-flight parameters, then the prefetch
+    PostForward,   // release_sub_module
+    PostBackward,
+    ReleaseAll,    // stage3.py step: _partition_all_parameters (release_and_reset_all)
+};
+const char* host_kind_name(HostKind k);
+
+struct HostEvent {
+    HostKind kind = HostKind::PreForward;
+    int step = -1;
+    int micro = -1;
+    int module = -1;                 // Model::modules index; -1 for none
+    int64_t first_op = 0;            // the first op the host issues after this event
+    // FetchWait: the fetch ops whose completion the host waits for (the __max_ongoing_fetch_events
+    // throttle synchronising on the oldest outstanding fetch event).
+    std::vector<int64_t> waits;
+    int fetch_events = 0;            // FetchWait: fetch events recorded at this wait
+    int64_t released_elements = 0;   // Post*, ReleaseAll: whole parameter elements released
 };
 
 // The model's parameters as the schedule refers to them (Model::params order).
@@ -176,6 +208,7 @@ struct Schedule {
     ScheduleMeta meta;
     std::vector<ScheduleParam> params;
     std::vector<Op> ops;        // issue order on every rank
+    std::vector<HostEvent> host; // stage 3: the coordinator's host events, in host order
 
     Op& add(Op op) {
         op.id = static_cast<int64_t>(ops.size());

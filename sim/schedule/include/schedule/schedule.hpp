@@ -19,6 +19,7 @@ struct ScheduleOptions {
     int steps = 1;
     int64_t seq_len = 0;                // 0: the model's default, else 1024
     std::vector<int> overflow_steps;    // fp16: optimizer steps (0-based) whose gradients overflow
+    bool zero_init = false;             // stage 3: the model is built under deepspeed.zero.Init
     int64_t max_ops = kDefaultMaxOps;               // refuse a schedule estimated past these (bounds.hpp)
     int64_t max_bytes = kDefaultMaxScheduleBytes;
 };

@@ -7,6 +7,7 @@
 // links by SimGrid's flow-level max-min sharing. The cost is per op, independent of world size.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "timing/collectives.hpp"
@@ -38,7 +39,24 @@ struct StepTiming {
     double compute_s = 0;       // busy time of the compute stream on compute segments
     double comm_s = 0;          // sum of collective durations
     double exposed_comm_s = 0;  // step time not covered by compute
+    // Stage 3 with a host timeline (-1 otherwise): the most gathered, unreleased parameter bytes
+    // at once (the memory model's "gathered parameters" counted on the timeline), and the most
+    // bytes gathered ahead: gathers finished whose module's compute has not started.
+    int64_t gathered_peak_bytes = -1;
+    int64_t gathered_ahead_peak_bytes = -1;
     double step_s() const { return end_s - start_s; }
+};
+
+// Gathered, unreleased parameter bytes from time t_s on (stage 3's host timeline).
+struct GatheredSample {
+    double t_s = 0;
+    int64_t bytes = 0;
+    int step = -1;
+};
+
+struct HostTiming {
+    double start_s = 0;   // the host reached the event
+    double end_s = 0;     // and left it (its waits and its own time done)
 };
 
 struct Prediction {
@@ -46,6 +64,17 @@ struct Prediction {
     std::vector<OpTiming> ops;      // indexed like Schedule::ops
     std::vector<StepTiming> steps;
     double init_s = 0;              // engine start (deepspeed.initialize)
+    // Stage 3's host timeline, overlapped mode (empty otherwise): each Schedule::host event, when
+    // the host issued each op, and the gathered bytes over time.
+    std::vector<HostTiming> host;
+    std::vector<double> issued_s;
+    std::vector<GatheredSample> gathered;
+    // Gathered buffers allocated and not yet reusable (device memory), in time order.
+    std::vector<GatheredSample> resident;
+    double zero_init_construction_s = -1;  // --zero-init: zero_init_construction_seconds; -1 otherwise
+    double allocator_stall_s = 0;          // host time stalled on the gathered-parameter budget
+    int64_t resident_peak_bytes = 0;       // gathered buffers allocated and not yet reusable, at most
+    int64_t gathered_budget_bytes = INT64_MAX;  // simulate()'s bound on them
     double total_s = 0;
 };
 
@@ -54,11 +83,29 @@ double compute_seconds(const Op& op, const Topology& t, DType dtype);
 
 // What each op waits for in the overlapped mode: exactly schedule/ordering.hpp's wait_lists (the
 // IR's deps and stream order), nothing of the engine's own. Each queue is one SimGrid actor that
-// runs its ops in issue order. The synchronized mode runs every op after the previous one.
+// runs its ops in issue order. Where the schedule has host events (stage 3), one more actor runs
+// the host: it walks the ops in IR order, spends the topology's host time on each event and each
+// compute launch, waits where a FetchWait event waits, and an op starts only once the host has
+// issued it. The synchronized mode runs every op after the previous one.
 std::vector<std::vector<int64_t>> engine_wait_plan(const Schedule& s);
 
+// Stage 3: the per-step gathered and gathered-ahead peaks (StepTiming) from the host timeline.
+void summarise_gathered(const Schedule& s, Prediction& p);
+
+// --zero-init: the per-parameter broadcasts of the model's construction under deepspeed.zero.Init,
+// one after the other (start-up time apart from the steps and the engine start; not logged).
+double zero_init_construction_seconds(const Schedule& s, const Topology& t);
+
+// Host time the host lane spends before issuing op `op` (launching a compute segment's kernels).
+double host_launch_seconds(const Op& op, const Topology& t);
+
 // Checks the schedule fits the topology (world size against its GPUs) and simulates it.
-Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode);
+// `gathered_budget_bytes` (stage 3's host timeline): device memory left for gathered parameters
+// (the GPU's memory less the rest of the memory model); the host stalls before a gather that
+// would pass it until freed buffers are reusable, as PyTorch's caching allocator makes it
+// (docs/zero-comm.md "Stage 3 in time"). Without it the gathers are unbounded by memory.
+Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode,
+                            int64_t gathered_budget_bytes = INT64_MAX);
 
 // One collective alone on an idle platform, through the same engine (for `zerosim bench`).
 // `only` restricts NCCL's tuner as NCCL_ALGO / NCCL_PROTO do.

@@ -29,6 +29,11 @@ struct Topology {
     double compute_efficiency = 0.5;             // achieved / peak for GEMMs
     double mem_efficiency = 0.8;
     double launch_overhead_us = 0;               // host-side cost of launching a collective kernel
+    double gpu_memory_gb = 0;                    // device memory, GB (1e9 bytes); 0 = not given
+
+    // Host, for stage 3's host timeline (topologies/README.md "host"; 0 = free).
+    double host_hook_us = 0;           // one parameter-coordinator call (a module hook) on the host
+    double host_kernel_launch_us = 0;  // launching one compute segment's kernels (backward: twice)
 
     // Intra-node fabric, per GPU.
     IntraKind intra = IntraKind::NVSwitch;
