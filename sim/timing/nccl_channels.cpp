@@ -19,11 +19,17 @@ namespace zerosim::nccl {
 namespace {
 
 double channel_fraction(const Topology& t, double buffer_bytes, int64_t n, Algorithm a, Protocol p) {
-    if (a == Algorithm::NVLS || t.intra == IntraKind::SharedMemory || n <= 1) return 1.0;
+    if (a != Algorithm::Ring && a != Algorithm::Tree) return 1.0;   // NVLS, NVLSTree, CollNet, PAT keep theirs
+    if (t.intra == IntraKind::SharedMemory || n <= 1) return 1.0;
     double threads = p == Protocol::LL ? kThreadsLL : p == Protocol::LL128 ? kThreadsLL128 : kThreadsSimple;
     double threshold = p == Protocol::LL ? kThresholdLL : p == Protocol::LL128 ? kThresholdLL128 : kThresholdSimple;
     if (a == Algorithm::Ring && p == Protocol::LL) threshold *= static_cast<double>(n);
     int channels = std::min(kMaxChannels, kRuntimeChannelsPerSearchChannel * std::max(1, t.intra_channels));
+    // Across nodes the search puts a channel on each NIC a GPU owns (two at run time): the
+    // channels to trim are those, not the NVLinks'.
+    const int64_t g = std::min<int64_t>(t.gpus_per_node, n);
+    if (n > g && t.nics_per_node > 0)
+        channels = std::min<int>(kMaxChannels, kRuntimeChannelsPerSearchChannel * static_cast<int>(std::min<int64_t>(t.nics_per_node, g)));
     int nc = channels;
     while (nc > 1 && buffer_bytes < nc * threads * threshold) --nc;
     return static_cast<double>(nc) / static_cast<double>(channels);
