@@ -50,7 +50,7 @@ int run_bench(const BenchArgs& a) {
     std::string header = topo->name + ", " + std::to_string(*world) + " ranks on " + std::to_string(topo->nodes) + " x " +
                          std::to_string(topo->gpus_per_node) + ", " + std::to_string(a.gpus_per_thread) +
                          (a.gpus_per_thread == 1 ? " GPU" : " GPUs") + " per host thread, NCCL " + topo->nccl_version.str() +
-                         (topo->aws_tuner && topo->nodes > 1 ? " with AWS's tuner plugin" : "") + " tuner";
+                         (topo->aws_tuner && topo->nodes > 1 ? " with AWS's tuner plugin" : " tuner");
     return emit(a.output, {a.topology}, [&](std::ostream& out) { write_nccl_tests_table(out, a.op, header, rows); });
 }
 
