@@ -58,7 +58,7 @@ constexpr double kTreeSimpleStepV221Us = 28.0;
 
 // all_to_all across nodes: the share of a rank's NIC bandwidth NCCL's point-to-point channels
 // reach with every peer at once. Fitted on table 26 (B200 NDR, 2 nodes, nccl-tests alltoall_perf,
-// >= 256 MiB); see docs/collectives.md §5.
-constexpr double kAllToAllNetShare = 0.55;
+// from 1 MiB, with b200-ndr's NIC efficiency 0.85); see docs/collectives.md §5.
+constexpr double kAllToAllNetShare = 0.53;
 
 }  // namespace zerosim::nccl
