@@ -99,6 +99,9 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
     if (running) plan = nccl::as_run(t, world, plan);
     if (a == Algorithm::Ring || a == Algorithm::Tree) nccl::apply_generation_caps(t, a, p, r, plan);
     plan.latency_s = (lat_us + t.launch_overhead_us) * 1e-6 * sc.latency;
+    // As run only (NCCL's tuner has no pipeline fill, so the choice stays its own); a time at the
+    // plan's rates, so the calibrated bandwidth scale is already in it.
+    if (running && a == Algorithm::Tree && p == Protocol::Simple) plan.latency_s += nccl::tree_simple_fill_us(t, r, plan) * 1e-6;
     return plan;
 }
 

@@ -53,5 +53,10 @@ double inter_step_latency_us(const Topology& t, Algorithm a, Protocol p);
 
 // The plan as NCCL runs it: the estimate's rates on the channels NCCL keeps for this size.
 CollectivePlan as_run(const Topology& t, int64_t world, CollectivePlan plan);
+// The tree channels NCCL keeps for a buffer of this size on `world` ranks (nccl_channels.cpp).
+int running_tree_channels(const Topology& t, double buffer_bytes, int64_t world, Protocol p);
+// A tree Simple all_reduce's pipeline fill across nodes, µs (nccl_tree.cpp): what the running
+// plan `plan` (rates as run) takes beyond its bandwidth term while its first chunk crosses the tree.
+double tree_simple_fill_us(const Topology& t, const RankShare& r, const CollectivePlan& plan);
 
 }  // namespace zerosim::nccl

@@ -60,5 +60,9 @@ constexpr double kTreeSimpleStepV221Us = 28.0;
 // reach with every peer at once. Fitted on table 26 (B200 NDR, 2 nodes, nccl-tests alltoall_perf,
 // from 1 MiB, with b200-ndr's NIC efficiency 0.85); see docs/collectives.md §5.
 constexpr double kAllToAllNetShare = 0.53;
+// A tree Simple chunk: one step of the Simple buffer, NCCL_BUFFSIZE (4 MiB, init.cc
+// DEFAULT_BUFFSIZE) over NCCL_STEPS (8, device.h); tree runs one step per chunk
+// (enqueue.cc calcCollChunking: chunkSteps = 1 unless ring Simple).
+constexpr double kTreeSimpleChunkBytes = 4.0 * 1024 * 1024 / 8;
 
 }  // namespace zerosim::nccl

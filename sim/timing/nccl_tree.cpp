@@ -54,4 +54,33 @@ double tree_estimate(const Topology& t, Protocol p, const RankShare& r, Collecti
     return base_latency_us(t, Algorithm::Tree, p) + 2 * ((g - 1) * intra_us + log2n * inter_us);
 }
 
+double tree_simple_fill_us(const Topology& t, const RankShare& r, const CollectivePlan& plan) {
+    // Tree Simple moves whole chunks: a rank forwards a chunk once all of it has arrived (the
+    // step's tail counter, ProtoSimple<1,1>; LL and LL128 forward each 8/128-byte line as its
+    // flag arrives, so their fill is a line's, left out). The chunk is one Simple step (512 KiB,
+    // no shrinking for tree Simple in enqueue.cc calcCollChunking) or the channel's whole share
+    // (all_reduce.h runTreeUpDown: min(chunkCount, channelCount)). A pipeline of stages takes
+    // (chunks - 1) x its slowest stage + one chunk through every stage; the bandwidth term has
+    // chunks x the slowest, so the fill is every stage's chunk time less the slowest's: 2(g - 1)
+    // NVLink hops (up and down the chain) and 2 log2i(nodes) network hops.
+    //
+    // Only where the topology names its GPU, as NCCL's per-generation caps (apply_generation_caps):
+    // a file without one (compute_capability 0: the hand-derived topologies of the unit tests)
+    // keeps NCCL's own estimate. On one node the chain fills too; unchecked there, left out.
+    const int64_t g = r.ranks_per_node, nodes = r.nodes;
+    if (nodes <= 1 || t.compute_capability == 0 || plan.intra_rate <= 0 || plan.inter_rate <= 0) return 0;
+    const double channels = running_tree_channels(t, r.buffer_bytes, r.ranks, Protocol::Simple);
+    const double chunk = std::min(kTreeSimpleChunkBytes, r.buffer_bytes / channels);
+    // A channel's share: of the GPU's NVLink (the plan's rate, all channels together) for one
+    // hop, of the node's NICs (g GPUs' shares) for a network hop.
+    const double nvlink_hop_s = chunk * channels / plan.intra_rate;
+    const double net_hop_s = chunk * channels / (plan.inter_rate * static_cast<double>(g));
+    const double net_hops = 2 * std::floor(std::log2(static_cast<double>(nodes)));
+    // In the stream a GPU's NVLink carries each chunk up and down; a node's NICs carry it once
+    // on two nodes, twice beyond (tree_estimate's bytes).
+    const double slowest = std::max(2 * nvlink_hop_s, net_hop_s * (nodes > 2 ? 2.0 : 1.0));
+    const double through = 2.0 * static_cast<double>(g - 1) * nvlink_hop_s + net_hops * net_hop_s;
+    return std::max(0.0, through - slowest) * 1e6;
+}
+
 }  // namespace zerosim::nccl

@@ -124,3 +124,25 @@ TEST(AcrossNodes, AllToAllSendsTheOffNodeShareThroughTheNics) {
     // Latency: Simple base 8.4 + one NVLink step 3.4 + one network step 14 = 25.8 us.
     EXPECT_NEAR(p.latency_s, 25.8e-6, 1e-12);
 }
+
+TEST(AcrossNodes, TreeSimpleFillsItsPipelineOneChunkAtATime) {
+    // Tree Simple across the two nodes, S = 8e8 B on 8 ranks: 8 channels (2 per NIC, 4 NICs),
+    // each with S/8 = 1e8 B in chunks of one Simple step, 4 MiB / 8 = 524288 B. Rates as run:
+    // NVLink 100 x 0.92 = 92 GB/s, NIC 10 x 0.92 = 9.2 GB/s. A chunk takes 524288 x 8 / 92e9 =
+    // 45.590 us over one NVLink hop (the channel's eighth) and 524288 x 8 / (4 x 9.2e9) =
+    // 113.975 us over a network hop (its share of the node's four NICs). Through 2 x 3 NVLink hops
+    // and 2 network hops: 501.49 us, less the slowest stage (the NIC's 113.975; NVLink carries
+    // each chunk up and down, 91.18): 387.52 us on top of NCCL's 8.4 + 2 x (3 x 4.0 + 14) =
+    // 60.4 us.
+    Topology t = hopper_pair();
+    auto big = plan_collective_with(t, OpKind::AllReduce, 8e8, 8, Algorithm::Tree, Protocol::Simple);
+    EXPECT_NEAR(big.intra_rate, 92e9, 1);
+    EXPECT_NEAR(big.inter_rate, 9.2e9, 1);
+    EXPECT_NEAR(big.latency_s * 1e6, 60.4 + 387.52, 0.01);
+    // S = 2e6 B: still 8 channels (2e6 B >= 8 x 512 threads x 64 B), a chunk is a channel's
+    // whole 250000 B; NCCL's Simple correction halves the rates (46 / 4.6 GB/s): 43.478 us per
+    // NVLink hop, 108.696 per network hop, 6 x 43.478 + 2 x 108.696 - 108.696 = 369.57 us.
+    auto mid = plan_collective_with(t, OpKind::AllReduce, 2e6, 8, Algorithm::Tree, Protocol::Simple);
+    EXPECT_NEAR(mid.inter_rate, 4.6e9, 1);
+    EXPECT_NEAR(mid.latency_s * 1e6, 60.4 + 369.57, 0.01);
+}

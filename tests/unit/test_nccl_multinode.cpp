@@ -116,10 +116,12 @@ TEST(MultiNodeTables, T04_H100_12Nodes_CollNetChain) {
 
 TEST(MultiNodeTables, T08_P4d_Efa_AllReduce) {
     // EFA: Simple only (the plugin's defaults), tree across the two nodes (busbw 76 GB/s > the
-    // 50 GB/s of 4 x 100 Gb/s: no ring reaches it). Mid sizes 1-64 MiB run 25-60% slower than
-    // the model (EFA's per-message cost, docs §5).
+    // 50 GB/s of 4 x 100 Gb/s: no ring reaches it). Tree Simple's pipeline fill (512 KiB chunks
+    // through 14 NVLink and 2 network hops, nccl_tree.cpp) is the 170-600 µs the mid sizes
+    // 1-64 MiB ran above NCCL's estimate (docs §5).
     TableResult r = run("08_");
     EXPECT_LE(r.median_small, kSmallTarget);
+    EXPECT_LE(r.median_large, kLargeTarget);
     EXPECT_EQ(algorithm_at(r, 1073741824), "tree/Simple");
 }
 
