@@ -21,6 +21,7 @@ struct BenchArgs {
     int gpus_per_thread = 1;
     std::string algo;
     std::string proto;
+    std::string nccl;
     std::string output;
 };
 
@@ -31,6 +32,7 @@ int run_bench(const BenchArgs& a) {
                                                  "'; expected all_reduce, all_gather, reduce_scatter, broadcast or reduce"});
     auto topo = load_topology(a.topology, a.nodes);
     if (!topo) return input_error(topo.error());
+    if (auto e = apply_nccl_flag(a.nccl, topo.value())) return input_error(*e);
     auto world = world_on(topo.value(), a.world);
     if (!world) return input_error(world.error());
     auto lo = parse_size(a.min, "--min");
@@ -47,7 +49,8 @@ int run_bench(const BenchArgs& a) {
     auto rows = predict_bench_rows(topo.value(), *kind, *world, *lo, *hi, a.factor, a.gpus_per_thread, only.value());
     std::string header = topo->name + ", " + std::to_string(*world) + " ranks on " + std::to_string(topo->nodes) + " x " +
                          std::to_string(topo->gpus_per_node) + ", " + std::to_string(a.gpus_per_thread) +
-                         (a.gpus_per_thread == 1 ? " GPU" : " GPUs") + " per host thread";
+                         (a.gpus_per_thread == 1 ? " GPU" : " GPUs") + " per host thread, NCCL " + topo->nccl_version.str() +
+                         (topo->aws_tuner && topo->nodes > 1 ? " with AWS's tuner plugin" : " tuner");
     return emit(a.output, {a.topology}, [&](std::ostream& out) { write_nccl_tests_table(out, a.op, header, rows); });
 }
 
@@ -67,7 +70,9 @@ Command add_bench(CLI::App& app) {
                     "GPUs one host thread drives, as nccl-tests -g (1: one process per GPU, as DeepSpeed runs)")
         ->capture_default_str()
         ->check(integer_in(1, INT32_MAX));
-    sub->add_option("--algo", a->algo, "Only this algorithm, as NCCL_ALGO: ring, tree or nvls (default: NCCL's tuner picks)");
+    sub->add_option("--algo", a->algo,
+                    "Only this algorithm, as NCCL_ALGO: ring, tree, nvls, nvlstree, collnetdirect, collnetchain or pat (default: NCCL's tuner picks)");
+    add_nccl_flag(sub, a->nccl);
     sub->add_option("--proto", a->proto, "Only this protocol, as NCCL_PROTO: LL, LL128 or Simple (default: NCCL's tuner picks)");
     sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");
     return {sub, [a] { return run_bench(*a); }};

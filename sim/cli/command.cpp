@@ -126,6 +126,7 @@ static void warn_engine_start_memory(const Schedule& s, const Topology& t) {
 Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology, int64_t nodes, bool announce) {
     auto topo = load_topology(topology, nodes);
     if (!topo) return topo.error();
+    if (auto e = apply_nccl_flag(a.nccl, topo.value())) return *e;
     auto world = world_on(topo.value(), a.world);
     if (!world) return world.error();
     a.world = world.value();
@@ -140,6 +141,19 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
                                gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()));
     if (!overlapped) return overlapped.error();
     return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value()};
+}
+
+void add_nccl_flag(CLI::App* sub, std::string& nccl) {
+    sub->add_option("--nccl", nccl,
+                    "NCCL release whose tuner is predicted, e.g. 2.18, 2.21, 2.23, 2.26, 2.28 (default: the topology's nccl.version, else 2.28)");
+}
+
+Status apply_nccl_flag(const std::string& nccl, Topology& t) {
+    if (nccl.empty()) return std::nullopt;
+    auto v = NcclVersion::parse(nccl);
+    if (!v) return Error{"", "--nccl", "unknown NCCL release '" + nccl + "'; expected " + known_nccl_versions()};
+    t.nccl_version = *v;
+    return std::nullopt;
 }
 
 }  // namespace zerosim::cli

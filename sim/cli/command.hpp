@@ -50,6 +50,7 @@ struct ScheduleArgs {
     int64_t max_ops = kDefaultMaxOps;
     std::string max_memory;   // a size (core/sizes.hpp); "" = kDefaultMaxScheduleBytes
     std::string deepspeed;    // --deepspeed VERSION; "" = the newest release the rules cover
+    std::string nccl;         // --nccl (predict): "" = the topology's release
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
 // --deepspeed VERSION: the DeepSpeed release whose schedule, keys and refusals apply.
@@ -89,6 +90,12 @@ struct Simulated {
     Prediction overlapped;  // as the hardware overlaps the streams
 };
 Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology, int64_t nodes, bool announce);
+
+// --nccl RELEASE: the NCCL release whose tuner is predicted (timing/nccl_version.hpp), overriding
+// the topology's "nccl.version"; "" keeps the topology's. An unknown release is an error naming
+// the flag.
+void add_nccl_flag(CLI::App* sub, std::string& nccl);
+Status apply_nccl_flag(const std::string& nccl, Topology& t);
 
 // "zerosim: error: ..." on stderr; returns 2.
 int input_error(const Error& e);

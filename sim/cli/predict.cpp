@@ -51,6 +51,7 @@ Command add_predict(CLI::App& app) {
     add_zero_init(sub, a->sched);
     sub->add_option("--topology", a->topology, "Topology JSON (see topologies/README.md)")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology's node design to this many nodes")->check(integer_in(1));
+    add_nccl_flag(sub, a->sched.nccl);
     sub->add_option("--format", a->format,
                     "deepspeed (comms_logger lines, summary and step times), json or csv (per op), summary (step times)")
         ->check(CLI::IsMember({"deepspeed", "json", "csv", "summary"}))

@@ -60,6 +60,7 @@ Command add_report(CLI::App& app) {
     sub->add_option("--topology", a->topology, "Topology JSON")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));
     sub->add_option("--measured", a->measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");
+    add_nccl_flag(sub, a->sched.nccl);   // the report's prediction runs the collective model, as predict's does
     return {sub, [a] { return run_report(*a); }};
 }
 

@@ -20,6 +20,7 @@ struct SweepArgs {
     std::string plot;
     int jobs = 0;
     std::string deepspeed;
+    std::string nccl;
 };
 
 int run_sweep_cmd(SweepArgs& a) {
@@ -31,6 +32,8 @@ int run_sweep_cmd(SweepArgs& a) {
     // Inputs are read once, here, so that a bad file is one clear error, not one per point.
     auto inputs = load_sweep_inputs(spec);
     if (!inputs) return input_error(inputs.error());
+    for (auto& [path, topo] : inputs.value().topologies)
+        if (auto e = apply_nccl_flag(a.nccl, topo)) return input_error(*e);
     if (!spec.ds_config.empty()) {
         auto cfg = parse_ds_config(spec.ds_config, inputs->ds_config.dump(), spec.release);
         if (!cfg) return input_error(cfg.error());
@@ -80,6 +83,7 @@ Command add_sweep(CLI::App& app) {
                   "Stage-3 points: the model is built under deepspeed.zero.Init (no engine-start broadcasts)");
     sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
     sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
+    add_nccl_flag(sub, a->nccl);
     sub->add_option("--jobs", a->jobs, "Worker processes (default: every core)")->check(integer_in(1, 4096));
     sub->add_option("--shard", a->flags.shard,
                     "i/k: predict the i-th of k contiguous parts (0-based); concatenating the CSVs gives the whole grid");

@@ -13,9 +13,11 @@
 namespace zerosim {
 
 std::string strip_launcher_prefix(const std::string& line) {
-    size_t i = 0;
-    if (i < line.size() && line[i] == '[') {
-        auto close = line.find("]<stdout>:");
+    // mpirun --tag-output writes "[1,0]<stdout>:", indented in some pastes and behind a job
+    // launcher's own tag in others (SkyPilot: "(head, rank=0, pid=3808) [1,0]<stdout>:").
+    size_t i = line.find_first_not_of(" \t");
+    if (i != std::string::npos && (line[i] == '[' || line[i] == '(')) {
+        auto close = line.find("]<stdout>:", i);
         if (close != std::string::npos) return line.substr(close + 10);
     }
     size_t j = 0;
@@ -97,10 +99,28 @@ Error row_error(const std::string& name, int line, const std::string& msg) {
 
 }  // namespace
 
+namespace {
+
+// A size printed with digit groups ("1_073_741_824", as one author's trimmed table has them).
+std::string without_digit_groups(const std::string& tok) {
+    if (tok.find('_') == std::string::npos || tok.front() == '_' || tok.back() == '_') return tok;
+    std::string out;
+    for (char c : tok)
+        if (c != '_') out += c;
+    return out;
+}
+
+// A header line without the leading '#': "size time algbw busbw" opens a trimmed table (an
+// author kept only those columns); any other bare "size ..." header is one the reader cannot map.
+bool bare_header(const std::vector<std::string>& tok) { return !tok.empty() && tok[0] == "size"; }
+
+}  // namespace
+
 Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, const std::string& name) {
     std::vector<NcclTestsTable> tables;
     std::string raw, title;
     bool has_root = true;
+    bool trimmed = false;   // size time algbw busbw only
     bool open = false;
     int n = 0;
     for (size_t pos = 0; pos < text.size();) {
@@ -119,6 +139,7 @@ Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, co
             if (line.find("size") != std::string::npos && line.find("count") != std::string::npos &&
                 line.find("type") != std::string::npos) {
                 has_root = line.find("root") != std::string::npos;
+                trimmed = false;
                 tables.push_back(NcclTestsTable{title, {}});
                 open = true;
             } else if (line.find("(B)") == std::string::npos && line.find("out-of-place") == std::string::npos) {
@@ -126,9 +147,40 @@ Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, co
             }
             continue;
         }
+        if (bare_header(tok)) {
+            if (tok != std::vector<std::string>{"size", "time", "algbw", "busbw"})
+                return row_error(name, n, "a table header with columns '" + line.substr(line.find("size")) +
+                                              "': the reader knows nccl-tests' full columns (size count type redop [root] time "
+                                              "algbw busbw ...) and the trimmed 'size time algbw busbw'");
+            trimmed = true;
+            tables.push_back(NcclTestsTable{title, {}});
+            open = true;
+            continue;
+        }
+        if (trimmed) {
+            // size time algbw busbw: the size may carry digit groups; no count, type or in-place.
+            if (!open || tok.size() != 4 || !integer_like(without_digit_groups(tok[0]))) continue;
+            NcclTestsRow r;
+            std::string size = without_digit_groups(tok[0]);
+            if (const char* p = count_problem(size, r.bytes)) return row_error(name, n, "size " + tok[0] + " " + p + ": expected bytes, 0 or more");
+            if (!number(tok[1], r.time_us) || !number(tok[2], r.algbw_gbs) || !number(tok[3], r.busbw_gbs))
+                return row_error(name, n, "the time, algbw and busbw columns must be numbers");
+            if (const char* p = time_problem(r.time_us / 1e3)) return row_error(name, n, time_error("time (us)", r.time_us, p));
+            r.line = n;
+            tables.back().rows.push_back(r);
+            continue;
+        }
         // A row starts with two whole numbers (size, count); any other line inside a table (a
         // launcher's or NCCL's own messages) is not one. A row must be whole and possible.
-        if (!open || tok.size() < 2 || !integer_like(tok[0]) || !integer_like(tok[1])) continue;
+        if (tok.size() < 2 || !integer_like(tok[0]) || !integer_like(tok[1])) continue;
+        // Some pastes leave out the column headers: a row of nccl-tests' full current layout (13
+        // columns: size count type redop root, then time algbw busbw #wrong twice) opens a table.
+        if (!open && tok.size() == 13) {
+            has_root = true;
+            tables.push_back(NcclTestsTable{title, {}});
+            open = true;
+        }
+        if (!open) continue;
         // size count type redop [root] time algbw busbw #wrong [time algbw busbw #wrong]
         size_t need = has_root ? 9 : 8;
         if (tok.size() < need)

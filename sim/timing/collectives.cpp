@@ -22,6 +22,10 @@ const char* algorithm_name(Algorithm a) {
         case Algorithm::Ring: return "ring";
         case Algorithm::Tree: return "tree";
         case Algorithm::NVLS: return "nvls";
+        case Algorithm::NVLSTree: return "nvlstree";
+        case Algorithm::CollNetDirect: return "collnetdirect";
+        case Algorithm::CollNetChain: return "collnetchain";
+        case Algorithm::PAT: return "pat";
     }
     return "?";
 }
@@ -32,7 +36,8 @@ std::string algorithm_protocol_name(Algorithm a, Protocol p) {
 
 std::optional<Algorithm> algorithm_named(const std::string& name) {
     std::string n = lowercase(name);
-    for (Algorithm a : {Algorithm::Ring, Algorithm::Tree, Algorithm::NVLS})
+    for (Algorithm a : {Algorithm::Ring, Algorithm::Tree, Algorithm::NVLS, Algorithm::NVLSTree, Algorithm::CollNetDirect,
+                        Algorithm::CollNetChain, Algorithm::PAT})
         if (n == algorithm_name(a)) return a;
     return std::nullopt;
 }
@@ -63,7 +68,10 @@ double CollectivePlan::time_alone_s() const {
 namespace {
 
 // NCCL's own estimate for one algorithm/protocol (src/graph/tuning.cc): what its tuner compares.
-CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
+// `running`: the rates NCCL runs at, on the channels it keeps for this size (as_run), before the
+// per-generation caps (which bound what the channels left can reach, not a share of it).
+CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p,
+                             bool running = false) {
     const CollectiveInfo& info = collective_info(kind);
     CollectivePlan plan;
     plan.algorithm = a;
@@ -86,15 +94,21 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
     }
     double lat_us = a == Algorithm::NVLS   ? nccl::nvls_estimate(t, r, plan)
                     : a == Algorithm::Tree ? nccl::tree_estimate(t, p, r, plan)
-                                           : nccl::ring_estimate(t, info, p, r, plan);
+                    : a == Algorithm::Ring ? nccl::ring_estimate(t, info, p, r, plan)
+                                           : nccl::across_nodes_estimate(t, info, a, r, plan);
+    if (running) plan = nccl::as_run(t, world, plan);
+    if (a == Algorithm::Ring || a == Algorithm::Tree) nccl::apply_generation_caps(t, a, p, r, plan);
     plan.latency_s = (lat_us + t.launch_overhead_us) * 1e-6 * sc.latency;
+    // As run only (NCCL's tuner has no pipeline fill, so the choice stays its own); a time at the
+    // plan's rates, so the calibrated bandwidth scale is already in it.
+    if (running && a == Algorithm::Tree && p == Protocol::Simple) plan.latency_s += nccl::tree_simple_fill_us(t, r, plan) * 1e-6;
     return plan;
 }
 
 }  // namespace
 
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
-    return nccl::as_run(t, world, nccl_estimate(t, kind, logged, world, a, p));
+    return nccl_estimate(t, kind, logged, world, a, p, true);
 }
 
 std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int64_t world) {
@@ -106,24 +120,29 @@ std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int
                                       : t.intra == IntraKind::PCIe && nodes == 1
                                           ? std::vector<Protocol>{Protocol::LL, Protocol::Simple}
                                           : std::vector<Protocol>{Protocol::LL, Protocol::LL128, Protocol::Simple};
+    // Across nodes over EFA only Simple runs (nccl::protocols_across_nodes says why).
+    if (nodes > 1) protocols = nccl::protocols_across_nodes(t, protocols);
     for (Protocol p : protocols) out.push_back({Algorithm::Ring, p});
-    // Tree runs all_reduce only, on one node too (a chain); NVLS needs the switch's reduction and,
-    // across nodes, a SHARP network (CollNet), which the topologies here do not have.
+    // Tree runs all_reduce only, on one node too (a chain); NVLS needs the switch's reduction.
     if (kind == OpKind::AllReduce && world > 1 && t.intra != IntraKind::SharedMemory)
         for (Protocol p : protocols) out.push_back({Algorithm::Tree, p});
-    if (kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1)
+    if (kind == OpKind::AllReduce && t.nvls && nodes == 1 && world > 1 && t.nccl_version.has_nvls())
         out.push_back({Algorithm::NVLS, Protocol::Simple});
+    // NVLSTree, CollNet and PAT: the algorithms NCCL has across nodes (nccl_multinode.cpp).
+    if (nodes > 1) nccl::add_across_nodes_candidates(t, kind, g, out);
     return out;
 }
 
 CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, int64_t world, const TunerChoice& only) {
     CollectivePlan best;
     double best_t = std::numeric_limits<double>::infinity();
+    const int64_t g = std::min<int64_t>(t.gpus_per_node, std::max<int64_t>(world, 1));
+    const int64_t nodes = (std::max<int64_t>(world, 1) + g - 1) / g;
     // NCCL picks on its full-channel estimate and trims channels afterwards (topoGetAlgoInfo).
     for (const TunerCandidate& c : tuner_candidates(t, kind, world)) {
         if (!only.allows(c)) continue;
         CollectivePlan e = nccl_estimate(t, kind, logged, world, c.algorithm, c.protocol);
-        double tt = e.time_alone_s();
+        double tt = e.time_alone_s() + nccl::tuner_latency_offset_us(t, c.algorithm, nodes) * 1e-6;
         if (tt < best_t) {
             best_t = tt;
             best = e;
@@ -132,7 +151,7 @@ CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, in
     // A choice that leaves nothing is refused before planning (tuner_candidates); should one
     // arrive anyway, the unrestricted tuner answers rather than an empty plan.
     if (!std::isfinite(best_t)) return plan_collective(t, kind, logged, world);
-    return nccl::as_run(t, world, best);
+    return nccl_estimate(t, kind, logged, world, best.algorithm, best.protocol, true);
 }
 
 double back_to_back_call_us(const Topology& t, double collective_us, int gpus_per_thread) {
@@ -144,7 +163,7 @@ Result<TunerChoice> tuner_choice_named(const std::string& algo, const std::strin
     TunerChoice c;
     if (!algo.empty()) {
         c.algorithm = algorithm_named(algo);
-        if (!c.algorithm) return Error{"", "--algo", "unknown algorithm '" + algo + "'; expected ring, tree or nvls"};
+        if (!c.algorithm) return Error{"", "--algo", "unknown algorithm '" + algo + "'; expected ring, tree, nvls, nvlstree, collnetdirect, collnetchain or pat"};
     }
     if (!proto.empty()) {
         c.protocol = protocol_named(proto);

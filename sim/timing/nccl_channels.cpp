@@ -18,18 +18,38 @@ namespace zerosim::nccl {
 
 namespace {
 
-double channel_fraction(const Topology& t, double buffer_bytes, int64_t n, Algorithm a, Protocol p) {
-    if (a == Algorithm::NVLS || t.intra == IntraKind::SharedMemory || n <= 1) return 1.0;
+// The channels NCCL searched for (`full`) and those it keeps for this size (`kept`).
+struct Channels {
+    int full = 1, kept = 1;
+};
+
+Channels ring_tree_channels(const Topology& t, double buffer_bytes, int64_t n, Algorithm a, Protocol p) {
     double threads = p == Protocol::LL ? kThreadsLL : p == Protocol::LL128 ? kThreadsLL128 : kThreadsSimple;
     double threshold = p == Protocol::LL ? kThresholdLL : p == Protocol::LL128 ? kThresholdLL128 : kThresholdSimple;
     if (a == Algorithm::Ring && p == Protocol::LL) threshold *= static_cast<double>(n);
     int channels = std::min(kMaxChannels, kRuntimeChannelsPerSearchChannel * std::max(1, t.intra_channels));
+    // Across nodes the search puts a channel on each NIC a GPU owns (two at run time): the
+    // channels to trim are those, not the NVLinks'.
+    const int64_t g = std::min<int64_t>(t.gpus_per_node, n);
+    if (n > g && t.nics_per_node > 0)
+        channels = std::min<int>(kMaxChannels, kRuntimeChannelsPerSearchChannel * static_cast<int>(std::min<int64_t>(t.nics_per_node, g)));
     int nc = channels;
     while (nc > 1 && buffer_bytes < nc * threads * threshold) --nc;
-    return static_cast<double>(nc) / static_cast<double>(channels);
+    return {channels, nc};
+}
+
+double channel_fraction(const Topology& t, double buffer_bytes, int64_t n, Algorithm a, Protocol p) {
+    if (a != Algorithm::Ring && a != Algorithm::Tree) return 1.0;   // NVLS, NVLSTree, CollNet, PAT keep theirs
+    if (t.intra == IntraKind::SharedMemory || n <= 1) return 1.0;
+    Channels c = ring_tree_channels(t, buffer_bytes, n, a, p);
+    return static_cast<double>(c.kept) / static_cast<double>(c.full);
 }
 
 }  // namespace
+
+int running_tree_channels(const Topology& t, double buffer_bytes, int64_t world, Protocol p) {
+    return ring_tree_channels(t, buffer_bytes, std::max<int64_t>(world, 1), Algorithm::Tree, p).kept;
+}
 
 CollectivePlan as_run(const Topology& t, int64_t world, CollectivePlan plan) {
     double f = channel_fraction(t, plan.buffer_bytes, std::max<int64_t>(world, 1), plan.algorithm, plan.protocol);

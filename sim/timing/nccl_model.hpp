@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "schedule/collective_table.hpp"
 #include "timing/collectives.hpp"
@@ -36,7 +37,26 @@ double ring_estimate(const Topology& t, const CollectiveInfo& info, Protocol p, 
 double tree_estimate(const Topology& t, Protocol p, const RankShare& r, CollectivePlan& plan);
 double nvls_estimate(const Topology& t, const RankShare& r, CollectivePlan& plan);
 
+// Across nodes (nccl_multinode.cpp): NVLSTree, CollNet Direct/Chain and PAT, and the pairs the
+// tuner weighs there.
+double across_nodes_estimate(const Topology& t, const CollectiveInfo& info, Algorithm a, const RankShare& r, CollectivePlan& plan);
+std::vector<Protocol> protocols_across_nodes(const Topology& t, std::vector<Protocol> protocols);
+void add_across_nodes_candidates(const Topology& t, OpKind kind, int64_t ranks_per_node, std::vector<TunerCandidate>& out);
+// What the release's tuner adds to (or takes from) an estimate's latency where its constants differ
+// from what the hardware shows (NVLSTree before v2.28), µs; for the choice only.
+double tuner_latency_offset_us(const Topology& t, Algorithm a, int64_t nodes);
+// NCCL's per-GPU-generation caps across nodes (llMaxBws, perChMax*Bws) on a ring or tree plan.
+void apply_generation_caps(const Topology& t, Algorithm a, Protocol p, const RankShare& r, CollectivePlan& plan);
+// One inter-node step's latency as NCCL adds it (hwLat[NET] + the NIC's, twice for Simple: the
+// flush), µs.
+double inter_step_latency_us(const Topology& t, Algorithm a, Protocol p);
+
 // The plan as NCCL runs it: the estimate's rates on the channels NCCL keeps for this size.
 CollectivePlan as_run(const Topology& t, int64_t world, CollectivePlan plan);
+// The tree channels NCCL keeps for a buffer of this size on `world` ranks (nccl_channels.cpp).
+int running_tree_channels(const Topology& t, double buffer_bytes, int64_t world, Protocol p);
+// A tree Simple all_reduce's pipeline fill across nodes, µs (nccl_tree.cpp): what the running
+// plan `plan` (rates as run) takes beyond its bandwidth term while its first chunk crosses the tree.
+double tree_simple_fill_us(const Topology& t, const RankShare& r, const CollectivePlan& plan);
 
 }  // namespace zerosim::nccl

@@ -17,7 +17,8 @@ LinkCapacities scaled_link_capacities(const Topology& t, int64_t world, double s
     // a collective reaches (e.g. 12 channels x 20 GB/s on A100's 12 NVLinks).
     double ring = std::min(t.intra_channels * t.channel_bandwidth_gbs, t.intra_bandwidth_gbs);
     c.intra = ring * 1e9;
-    c.nic = t.nic_bandwidth_per_gpu_gbs() * 1e9;
+    // What one NCCL transfer reaches of the NICs' line rate (nics.efficiency; 1 unless the file says).
+    c.nic = t.nic_bandwidth_per_gpu_gbs() * 1e9 * t.nic_efficiency;
     int64_t nodes = (world + t.gpus_per_node - 1) / t.gpus_per_node;
     c.fabric = c.nic;
     // Traffic between leaves of an oversubscribed fat tree shares the uplinks; a rail-optimised

@@ -76,6 +76,16 @@ void check_nic_gpu_affinity(const JsonField& f, const Topology& t) {
         if (!reached[g]) f.fail_here("GPU " + std::to_string(g) + " is on no NIC's list: every GPU needs a NIC it reaches");
 }
 
+// NCCL's tables are indexed by GPU generation (Volta, Ampere, Hopper, Blackwell); a file that
+// does not say takes it from the GPU's name.
+int compute_capability_of(const std::string& gpu) {
+    if (gpu.find("A100") != std::string::npos || gpu.find("A800") != std::string::npos) return 80;
+    if (gpu.find("H100") != std::string::npos || gpu.find("H200") != std::string::npos || gpu.find("H800") != std::string::npos) return 90;
+    if (gpu.find("B200") != std::string::npos || gpu.find("B100") != std::string::npos || gpu.find("B300") != std::string::npos) return 100;
+    if (gpu.find("V100") != std::string::npos) return 70;
+    return 0;
+}
+
 }  // namespace
 
 namespace {
@@ -104,7 +114,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
     try {
         JsonField root(doc.value(), file, "");
         check_keys(root, {"name", "description", "sources", "nodes", "gpus_per_node", "gpu", "intra_node", "nics",
-                          "network", "calibration", "host"});
+                          "network", "calibration", "host", "nccl"});
         Topology t;
         t.source = file;
         t.name = root.has("name") ? root.at("name").as_string() : file;
@@ -114,8 +124,10 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
 
         auto gpu = root.at("gpu");
         check_keys(gpu, {"name", "peak_tflops", "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency",
-                         "launch_overhead_us", "memory_gb"});
+                         "launch_overhead_us", "memory_gb", "compute_capability"});
         if (gpu.has("name")) t.gpu_name = gpu.at("name").as_string();
+        t.compute_capability = gpu.has("compute_capability") ? static_cast<int>(positive_int(gpu.at("compute_capability")))
+                                                             : compute_capability_of(t.gpu_name);
         auto peak = gpu.at("peak_tflops");
         check_keys(peak, {"fp32", "tf32", "fp16", "bf16", "fp64"});
         for (auto it = peak.raw().begin(); it != peak.raw().end(); ++it)
@@ -152,9 +164,24 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
 
         if (root.has("nics")) {
             auto nics = root.at("nics");
-            check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "gpu_affinity"});
+            check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "gpu_affinity", "kind", "efficiency", "sharp", "rails"});
             t.nics_per_node = static_cast<int>(positive_int(nics.at("per_node")));
             t.nic_bandwidth_gbs = positive(nics.at("bandwidth_gbs"));
+            if (nics.has("kind")) {
+                std::string k = nics.at("kind").as_string();
+                if (k == "infiniband") t.nic_kind = NicKind::InfiniBand;
+                else if (k == "roce") t.nic_kind = NicKind::RoCE;
+                else if (k == "efa") t.nic_kind = NicKind::EFA;
+                else nics.at("kind").fail_here("expected infiniband, roce or efa, found \"" + k + "\"");
+            }
+            if (nics.has("efficiency")) {
+                t.nic_efficiency = positive(nics.at("efficiency"));
+                if (t.nic_efficiency > 1.0) nics.at("efficiency").fail_here("expected a share of the line rate, at most 1");
+            }
+            if (nics.has("sharp")) t.sharp = nics.at("sharp").as_bool();
+            // Rails: NICs on separate leaf switches; recorded, not timed (NCCL keeps each channel on
+            // one rail, so rings and trees see one NIC's bandwidth per channel either way).
+            if (nics.has("rails")) positive_int(nics.at("rails"));
             if (nics.has("latency_us")) t.nic_latency_us = non_negative(nics.at("latency_us"));
             if (nics.has("gpu_affinity")) check_nic_gpu_affinity(nics.at("gpu_affinity"), t);
         }
@@ -174,6 +201,20 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
                 if (t.oversubscription < 1.0) net.at("oversubscription").fail_here("expected 1 (non-blocking) or more");
             }
             if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
+        }
+        if (root.has("nccl")) {
+            auto nccl = root.at("nccl");
+            check_keys(nccl, {"version", "tuner"});
+            if (nccl.has("version")) {
+                auto v = NcclVersion::parse(nccl.at("version").as_string());
+                if (!v) nccl.at("version").fail_here(std::string("expected an NCCL release, ") + known_nccl_versions());
+                t.nccl_version = *v;
+            }
+            if (nccl.has("tuner")) {
+                std::string k = nccl.at("tuner").as_string();
+                if (k == "aws-ofi") t.aws_tuner = true;
+                else if (k != "nccl") nccl.at("tuner").fail_here("expected nccl or aws-ofi, found \"" + k + "\"");
+            }
         }
         if (auto e = disconnected(t)) fail(e->file, e->field, e->message);
         if (root.has("host")) {  // stage 3's parameter coordinator on the host (topologies/README.md)

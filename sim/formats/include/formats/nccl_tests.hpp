@@ -2,10 +2,14 @@
 // predicted tables, `zerorun bench`'s measured ones), one reader (validate, calibrate).
 //
 // The reader takes nccl-tests output (all_reduce_perf and friends), as people paste it: rank prefixes
-// ("0: ", "[1,0]<stdout>:"), numbers with 0-2 decimals or in scientific notation, "N/A" in
-// #wrong, "none" redops, tables with or without the root column (older ones end in an "error"
-// column instead of #wrong), header lines of any version. Sections are split at each new table
-// header, so a file with several runs yields several tables.
+// ("0: ", "[1,0]<stdout>:", indented or behind a launcher's own tag such as SkyPilot's "(head,
+// rank=0, pid=3808) "), numbers with 0-2 decimals or in scientific notation, "N/A" in #wrong,
+// "none" redops, tables with or without the root column (older ones end in an "error" column
+// instead of #wrong), header lines of any version, pastes without the column headers (a row of
+// the full 13-column layout opens a table), and a table trimmed to "size time algbw busbw" (sizes
+// with digit groups, "1_073_741_824"); any other bare "size ..." header is an error naming its
+// columns. Sections are split at each new table header, so a file with several runs yields
+// several tables.
 #pragma once
 
 #include <cstdint>

@@ -20,7 +20,10 @@
 
 namespace zerosim {
 
-enum class Algorithm { Ring, Tree, NVLS };
+// As NCCL_ALGO names them. NVLSTree: NVLS inside each node, a tree across; CollNet: the network
+// switches reduce (SHARP), Direct (every GPU to the network) or Chain (a chain through the node);
+// PAT: all_gather / reduce_scatter with one GPU per node.
+enum class Algorithm { Ring, Tree, NVLS, NVLSTree, CollNetDirect, CollNetChain, PAT };
 enum class Protocol { LL, LL128, Simple };
 const char* algorithm_name(Algorithm a);
 const char* protocol_name(Protocol p);
@@ -66,7 +69,8 @@ struct TunerChoice {
         return (!algorithm || *algorithm == c.algorithm) && (!protocol || *protocol == c.protocol);
     }
 };
-// Names as NCCL_ALGO / NCCL_PROTO spell them, any case: ring, tree, nvls; LL, LL128, Simple.
+// Names as NCCL_ALGO / NCCL_PROTO spell them, any case: ring, tree, nvls, nvlstree, collnetdirect,
+// collnetchain, pat; LL, LL128, Simple.
 std::optional<Algorithm> algorithm_named(const std::string& name);
 std::optional<Protocol> protocol_named(const std::string& name);
 
@@ -88,6 +92,10 @@ double back_to_back_call_us(const Topology& t, double collective_us, int gpus_pe
 // on the channels it keeps for this size; the tuner's choice uses its full-channel estimate.
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged_bytes, int64_t world, Algorithm a,
                                     Protocol p);
+
+// nccl-tests alltoall_perf (ZeRO++ qgZ's all_to_all_single): every rank sends S/n to every other
+// rank through NCCL's point-to-point channels; S is the per-rank buffer (nccl-tests' size).
+CollectivePlan plan_all_to_all(const Topology& t, double buffer_bytes, int64_t world);
 
 // --algo / --proto as NCCL_ALGO / NCCL_PROTO (names as algorithm_named and protocol_named read
 // them; "" leaves the choice to the tuner), checked against the pairs the tuner weighs for `op_name`

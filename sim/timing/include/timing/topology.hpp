@@ -10,11 +10,15 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "timing/nccl_version.hpp"
 
 namespace zerosim {
 
 enum class IntraKind { NVSwitch, NVLinkMesh, PCIe, SharedMemory };
 enum class FabricKind { FatTree, RailOptimized, None };
+// The NICs' transport: InfiniBand verbs, RoCE (verbs over Ethernet), AWS EFA (libfabric through
+// the aws-ofi-nccl plugin).
+enum class NicKind { InfiniBand, RoCE, EFA };
 
 struct Topology {
     std::string name;
@@ -34,6 +38,7 @@ struct Topology {
     // Host, for stage 3's host timeline (topologies/README.md "host"; 0 = free).
     double host_hook_us = 0;           // one parameter-coordinator call (a module hook) on the host
     double host_kernel_launch_us = 0;  // launching one compute segment's kernels (backward: twice)
+    int compute_capability = 0;                  // SM version x10 (80 A100, 90 H100/H200, 100 B200); 0 = unknown
 
     // Intra-node fabric, per GPU.
     IntraKind intra = IntraKind::NVSwitch;
@@ -47,10 +52,20 @@ struct Topology {
     int nics_per_node = 0;
     double nic_bandwidth_gbs = 0;       // per NIC, per direction, GB/s
     double nic_latency_us = 0;
+    NicKind nic_kind = NicKind::InfiniBand;
+    // Share of the line rate one NCCL transfer reaches (e.g. 48 of 50 GB/s on NDR); 1 = line rate.
+    double nic_efficiency = 1.0;
+    // The switches reduce in the network (SHARP) and CollNet is enabled: CollNet Direct/Chain.
+    bool sharp = false;
     FabricKind fabric = FabricKind::None;
     int fabric_levels = 1;
     double oversubscription = 1.0;      // at the first level above the leaf switches
     int64_t nodes_per_leaf = 0;         // nodes under one leaf switch (0 = all)
+
+    // The NCCL release whose tuner is predicted (--nccl overrides) and whether AWS's tuner plugin
+    // (aws-ofi-nccl >= 1.9) replaces NCCL's choice across nodes.
+    NcclVersion nccl_version;
+    bool aws_tuner = false;
 
     // Overrides of NCCL's latency table, for fabrics NCCL does not describe (MPI over shared
     // memory on localhost): per-step and base latency in µs; 0 = NCCL's figure for the link.
