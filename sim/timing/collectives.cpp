@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "mpi_transport.hpp"
 #include "nccl_constants.hpp"
 #include "nccl_model.hpp"
 
@@ -94,6 +95,7 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
 }  // namespace
 
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
+    if (t.openmpi_tuned) return mpi::plan_openmpi_tuned(t, kind, logged, world);   // no NCCL choice to force
     return nccl::as_run(t, world, nccl_estimate(t, kind, logged, world, a, p));
 }
 
@@ -117,6 +119,7 @@ std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int
 }
 
 CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, int64_t world, const TunerChoice& only) {
+    if (t.openmpi_tuned) return mpi::plan_openmpi_tuned(t, kind, logged, world);   // OpenMPI's rules, not NCCL's tuner
     CollectivePlan best;
     double best_t = std::numeric_limits<double>::infinity();
     // NCCL picks on its full-channel estimate and trims channels afterwards (topoGetAlgoInfo).
