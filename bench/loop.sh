@@ -14,17 +14,17 @@ for i in 1 2 3; do
   cp out/validate-zero*.txt out/calibrate-zero*.txt "out/loop-$i/"
 done
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-printf '%-4s %-5s %-22s %-7s %-22s %s\n' run stage "op error [95%]" floor "step-comm error [95%]" verdict
+printf '%-4s %-5s %-22s %-13s %-22s %s\n' run stage "op error [95%]" "noise stp/med" "step-comm error [95%]" verdict
 for i in 1 2 3; do
   awk -v run="$i" '$1 ~ /^[1-3]$/ {
-      # columns: stage matched err [lo, hi] floor pred / meas (serr [slo, shi]) verdict checked
-      printf "%-4s %-5s %-22s %-7s %-22s %s\n", run, $1, $3 " " $4 " " $5, $6, $10 " " $11 " " $12, $13 }' "out/loop-$i.table"
+      # columns: stage matched err [lo, hi] floor / median-floor pred / meas (serr [slo, shi]) verdict checked
+      printf "%-4s %-5s %-22s %-13s %-22s %s\n", run, $1, $3 " " $4 " " $5, $6 " " $7 " " $8, $12 " " $13 " " $14, $15 }' "out/loop-$i.table"
 done
 echo
 for s in 1 2 3; do
   ops=$(for i in 1 2 3; do awk -v s=$s '$1==s {gsub(/%/, "", $3); print $3}' "out/loop-$i.table"; done)
-  comm=$(for i in 1 2 3; do awk -v s=$s '$1==s {gsub(/[(%]/, "", $10); print $10}' "out/loop-$i.table"; done)
-  verdicts=$(for i in 1 2 3; do awk -v s=$s '$1==s {print $13}' "out/loop-$i.table"; done | sort -u | tr '\n' ' ')
+  comm=$(for i in 1 2 3; do awk -v s=$s '$1==s {gsub(/[(%]/, "", $12); print $12}' "out/loop-$i.table"; done)
+  verdicts=$(for i in 1 2 3; do awk -v s=$s '$1==s {print $15}' "out/loop-$i.table"; done | sort -u | tr '\n' ' ')
   printf 'stage %s: op error median %s%%, step-comm error median %s%%, verdicts seen: %s\n' "$s" \
     "$(echo "$ops" | median)" "$(echo "$comm" | median)" "$verdicts"
 done

@@ -22,14 +22,16 @@ ZERORUN=build/runtime/zerorun
 RANKS=${RANKS:-4}
 MPIRUN=(mpirun -np "$RANKS" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 
-STEPS=${STEPS:-10}
+STEPS=${STEPS:-20}
 # Calibration and measurement in the same conditions (issue 20): the timed run measures the
 # collectives itself, between its steps (zerorun --bench-between-steps: a fenced, cache-cold bench
-# round of every collective before every second step and after the last, each call timed as the
+# round of every collective before every fourth step and after the last, each call timed as the
 # run times its ops), so the calibration shares the machine's moment with the steps it predicts. A
 # shared 2-core machine drifts by 20-30% over tens of seconds; a calibration taken in another
 # mpirun would carry that drift into the error. Sizes cover the tiny model's ops (8 KiB-4 MiB).
-ROUNDS=(--bench-between-steps --bench-min 8K --bench-max 4M --bench-factor 2 --bench-every 2 --bench-iters 1)
+# The run's 20 steps are the repeats that measure the noise: an op's median over 20 steps moves by
+# its per-step floor / sqrt(20), a few percent.
+ROUNDS=(--bench-between-steps --bench-min 8K --bench-max 4M --bench-factor 2 --bench-every 4 --bench-iters 1)
 
 say "1/2 run, calibrate, predict and validate ZeRO stages 1, 2, 3 ($STEPS steps each, $RANKS ranks) ..."
 rows=()
@@ -68,14 +70,15 @@ done
 
 say "2/2 results (details in $OUT/validate-zero*.txt, fits in $OUT/calibrate-zero*.txt)"
 pc() { awk -v v="$1" 'BEGIN { if (v == "inf") print "inf"; else printf "%.0f%%", v * 100 }'; }
-printf '%-6s %-12s %-26s %-7s %-36s %-13s %s\n' "stage" "ops matched" "op error >=256K [95%]" "floor" \
+printf '%-6s %-12s %-26s %-13s %-36s %-13s %s\n' "stage" "ops matched" "op error >=256K [95%]" "noise step/med" \
   "comm per step pred / meas ms [95%]" "verdict" "results checked"
 for r in "${rows[@]}"; do
   IFS=$'\t' read -r stage matched missing extra resized swapped err pred meas serr verdict reps lo hi floor spread slo shi sfloor need _ checks <<<"$r"
   [ -n "$need" ] || { echo "zerosim main: stage $stage: validate gave no repeat statistics: $r" >&2; continue; }
   checks=${r##*$'\t'}
   structure="$matched"; [ "$missing$extra$resized$swapped" = "0000" ] || structure="$matched (!)"
-  printf '%-6s %-12s %-26s %-7s %-36s %-13s %s\n' "$stage" "$structure" "$(pc "$err") [$(pc "$lo"), $(pc "$hi")]" "$(pc "$floor")" \
+  med_floor=$(awk -v f="$floor" -v n="$reps" 'BEGIN { printf "%.4f", f / sqrt(n) }')
+  printf '%-6s %-12s %-26s %-13s %-36s %-13s %s\n' "$stage" "$structure" "$(pc "$err") [$(pc "$lo"), $(pc "$hi")]" "$(pc "$floor") / $(pc "$med_floor")" \
     "$pred / $meas ($(pc "$serr") [$(pc "$slo"), $(pc "$shi")])" "$verdict" "$checks"
 done
-echo "verdict: PASS = the op error's 95% interval lies within 15%; FAIL = it lies above 15%, beyond the measurement's noise (floor: run-to-run sd of an op's median over $STEPS steps); INCONCLUSIVE = the noise leaves it on both sides (validate-zero*.txt says how many steps would settle it)."
+echo "verdict: PASS = the op error's 95% interval lies within 15%; FAIL = it lies above 15%, beyond the measurement's noise; INCONCLUSIVE = the noise leaves it on both sides (validate-zero*.txt says how many steps would settle it). noise: sd of one step's op median / of the median over $STEPS steps."

@@ -74,11 +74,10 @@ std::pair<double, double> key_interval(const RepeatKey& k, double scale) {
     const double repeats = static_cast<double>(k.repeats) * scale;
     const double between = k.paired_floor / std::sqrt(repeats);
     const double within = 1.4826 * 1.2533 * k.mad / std::sqrt(static_cast<double>(k.ops) * scale);
-    // Relative half-width of the mean measured/predicted ratio c; the error is 1 / c - 1.
+    // Half-width of the mean log ratio (measured over predicted); the error is exp(-mean) - 1.
+    // On the log scale a time's interval stays positive however noisy the repeats.
     const double half = student_t975(static_cast<size_t>(std::max(1.0, std::round(repeats) - 1))) * std::max(between, within);
-    double lo = (1 + k.error) / (1 + half) - 1;
-    double hi = half < 1 ? (1 + k.error) / (1 - half) - 1 : kInf;
-    return {lo, hi};
+    return {(1 + k.error) * std::exp(-half) - 1, (1 + k.error) * std::exp(half) - 1};
 }
 
 struct Bounds {
@@ -200,9 +199,9 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
             const std::vector<double>& pv = predicted[key][u];
             medians.push_back(median(v));
             pred_medians.push_back(median(pv));
-            if (pred_medians.back() > 0) ratios.push_back(medians.back() / pred_medians.back());
+            if (pred_medians.back() > 0) ratios.push_back(std::log(medians.back() / pred_medians.back()));
             for (size_t i = 0; i < v.size() && i < pv.size(); ++i)
-                if (pv[i] > 0) per_op.push_back(v[i] / pv[i]);
+                if (pv[i] > 0) per_op.push_back(std::log(v[i] / pv[i]));
         }
         auto [mean, sd] = mean_sd(medians);
         k.meas_ms = mean;
@@ -213,11 +212,11 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
             continue;
         }
         auto [c, csd] = mean_sd(ratios);
-        k.error = 1 / c - 1;
-        k.paired_floor = csd / c;
+        k.error = std::exp(-c) - 1;
+        k.paired_floor = csd;
         double med = median(per_op);
         std::vector<double> dev;
-        for (double x : per_op) dev.push_back(std::fabs(x - med) / med);
+        for (double x : per_op) dev.push_back(std::fabs(x - med));
         k.mad = median(dev);
         std::tie(k.error_lo, k.error_hi) = key_interval(k, 1.0);
         for (const auto& [u, v] : per_unit) units_seen[u] = true;
@@ -239,7 +238,7 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
     for (const auto& [u, per_step] : steps) {
         std::vector<double> q, p, m;
         for (const auto& [s, pm] : per_step) {
-            if (pm.first > 0 && pm.second > 0) q.push_back(pm.second / pm.first);
+            if (pm.first > 0 && pm.second > 0) q.push_back(std::log(pm.second / pm.first));
             p.push_back(pm.first);
             m.push_back(pm.second);
         }
@@ -253,10 +252,10 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
         double half = student_t975(ratios.size() - 1) * sq / std::sqrt(static_cast<double>(ratios.size()));
         r.step_pred_ms = mean_sd(preds).first;
         r.step_meas_ms = mean_sd(measured).first;
-        r.step_error = 1 / mq - 1;
-        r.step_lo = 1 / (mq + half) - 1;
-        r.step_hi = mq - half > 0 ? 1 / (mq - half) - 1 : kInf;
-        r.step_floor = sq / mq;
+        r.step_error = std::exp(-mq) - 1;
+        r.step_lo = std::exp(-mq - half) - 1;
+        r.step_hi = std::exp(-mq + half) - 1;
+        r.step_floor = sq;
     }
     judge_repeats(r);
     return r;

@@ -40,9 +40,9 @@ struct RepeatKey {
     double meas_ms = 0;         // mean over repeats of the repeat's median
     double error = 0;           // pred / meas - 1
     double error_lo = 0, error_hi = 0;   // 95% interval of the error (hi may be +inf)
-    double mad = 0;             // spread: median |x - median x| / median x of x = measured / predicted per op
+    double mad = 0;             // spread: median |x - median x| of x = log(measured / predicted) per op
     double floor = 0;           // noise floor: sd over repeats of the repeat's median / meas_ms
-    double paired_floor = 0;    // sd over repeats of (repeat's measured / predicted median) / its mean
+    double paired_floor = 0;    // sd over repeats of log(repeat's measured median / predicted median)
 };
 
 struct RepeatReport {
