@@ -31,6 +31,9 @@ STEPS=${STEPS:-20}
 # mpirun would carry that drift into the error. Sizes cover the tiny model's ops (8 KiB-4 MiB).
 # The run's 20 steps are the repeats that measure the noise: an op's median over 20 steps moves by
 # its per-step floor / sqrt(20), a few percent.
+# Cold caches (the rounds' default --bench-evict 64M): tried against warm ones (--bench-evict 0)
+# back to back, cold rounds fitted 5-16% per collective and predicted the steps' communication
+# within 22-54%, warm ones 12-35% and 61-88%.
 ROUNDS=(--bench-between-steps --bench-min 8K --bench-max 4M --bench-factor 2 --bench-every 4 --bench-iters 1)
 
 say "1/2 run, calibrate, predict and validate ZeRO stages 1, 2, 3 ($STEPS steps each, $RANKS ranks) ..."

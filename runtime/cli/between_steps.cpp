@@ -22,6 +22,12 @@ zerosim::Result<std::shared_ptr<BetweenSteps>> make_between_steps(Backend& be, c
     auto mx = zerosim::parse_size(a.max, "--bench-max");
     if (!mx) return mx.error();
     if (*mx < *mn) return zerosim::Error{"", "--bench-max", "is smaller than --bench-min"};
+    int64_t evict = 0;
+    if (a.evict != "0") {
+        auto ev = zerosim::parse_size(a.evict, "--bench-evict");
+        if (!ev) return ev.error();
+        evict = *ev;
+    }
     auto b = std::make_shared<BetweenSteps>();
     std::vector<BenchOptions> rounds;
     for (const char* op : kOps) {
@@ -43,6 +49,7 @@ zerosim::Result<std::shared_ptr<BetweenSteps>> make_between_steps(Backend& be, c
         o.check = false;   // the run checks its own collectives; a round only times
         o.fenced = true;   // as the timed steps (--sync-each-op): single calls after a barrier, cold caches
         o.median_of_calls = true;
+        o.evict_bytes = evict;
         rounds.push_back(o);
     }
     BetweenSteps* raw = b.get();

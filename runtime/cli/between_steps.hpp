@@ -21,6 +21,7 @@ struct BetweenStepsArgs {
     int64_t factor = 2;
     int iters = 3;                      // timed calls per size and column in each round
     int every = 1;                      // a round before every N-th step (and after the last)
+    std::string evict = "64M";          // bytes written over before each call (0: warm caches)
 };
 
 // The hook for ExecOptions::between_steps, and the files it appends to (opened on rank 0, each

@@ -160,6 +160,10 @@ int main(int argc, char** argv) {
     app.add_option("--bench-factor", ra.bench_between.factor, "Size multiplier of a between-steps round")
         ->capture_default_str()
         ->check(integer_in(2));
+    app.add_option("--bench-evict", ra.bench_between.evict,
+                   "Bytes each rank writes over before every call of a round, so it finds cold caches (0: warm, as the "
+                   "timed ops find them when no compute runs between them)")
+        ->capture_default_str();
     app.add_option("--bench-every", ra.bench_between.every, "A between-steps round before every N-th step (and after the last)")
         ->capture_default_str()
         ->check(integer_in(1, INT32_MAX));
