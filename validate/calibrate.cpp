@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "schedule/collective_table.hpp"
 #include "timing/collectives.hpp"
@@ -145,8 +146,40 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     return fit;
 }
 
-Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& rows) {
+namespace {
+
+// Repeated rows (same collective, size and world) as one row of their median time.
+std::vector<Measurement> median_of_repeats(const std::vector<Measurement>& rows) {
+    std::map<std::tuple<int, int64_t, int64_t>, std::vector<const Measurement*>> groups;
+    std::vector<std::tuple<int, int64_t, int64_t>> order;
+    for (const auto& r : rows) {
+        auto key = std::make_tuple(static_cast<int>(r.op), r.bytes, r.world);
+        if (!groups.count(key)) order.push_back(key);
+        groups[key].push_back(&r);
+    }
+    std::vector<Measurement> out;
+    for (const auto& key : order) {
+        const auto& g = groups[key];
+        Measurement m = *g.front();
+        if (g.size() > 1) {
+            std::vector<double> t;
+            for (const Measurement* r : g) t.push_back(r->time_us);
+            std::sort(t.begin(), t.end());
+            size_t k = t.size() / 2;
+            m.time_us = t.size() % 2 ? t[k] : (t[k - 1] + t[k]) / 2;
+            m.source += " (median of " + std::to_string(g.size()) + ")";
+        }
+        out.push_back(m);
+    }
+    return out;
+}
+
+}  // namespace
+
+Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& measured, bool repeats_as_median) {
     Calibration c;
+    c.measured_rows = measured.size();
+    const std::vector<Measurement> rows = repeats_as_median ? median_of_repeats(measured) : measured;
     auto global = fit_topology(t, rows);
     if (!global) return global.error();
     c.global = global.value();
@@ -215,7 +248,10 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
                       what.c_str(), f.latency_scale, f.bandwidth_scale, f.r2, f.median_abs_error * 100, f.used);
         out << line;
     };
-    out << "zerosim calibrate: " << cal.global.used << " rows fitted (" << cal.global.scope << ")\n";
+    out << "zerosim calibrate: " << cal.global.used << " rows fitted (" << cal.global.scope << ")";
+    if (cal.measured_rows > cal.global.used + cal.global.unused.size())
+        out << ", each the median of its repeats (" << cal.measured_rows << " measured)";
+    out << "\n";
     show("all collectives", cal.global);
     for (const auto& [name, f] : cal.per_collective) show(name, f);
     {

@@ -1,6 +1,7 @@
 #include "validate/diff.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -11,12 +12,15 @@
 
 namespace zerosim {
 
-bool DiffReport::pass() const {
-    if (!mismatch.empty()) return false;
-    bool s = scope == DiffScope::Time || structure_ok;
-    bool t = scope == DiffScope::Ops || time_ok;
-    return s && t;
+std::string DiffReport::verdict() const {
+    if (!mismatch.empty()) return "FAIL";
+    if (scope != DiffScope::Time && !structure_ok) return "FAIL";
+    if (scope == DiffScope::Ops) return "PASS";
+    if (repeats.usable()) return repeats.verdict;
+    return time_ok ? "PASS" : "FAIL";
 }
+
+bool DiffReport::pass() const { return verdict() == "PASS"; }
 
 namespace {
 
@@ -281,15 +285,21 @@ void write_diff_text(std::ostream& out, const DiffReport& r) {
         stats_table(out, "by op", r.by_op, false);
         stats_table(out, "by phase", r.by_phase, false);
         stats_table(out, "by step", r.by_step, false);
+        if (r.repeats.usable()) write_repeat_text(out, r.repeats);
     }
     if (!r.mismatch.empty()) {
         out << "\nverdict: FAIL (" << r.mismatch << ")\n";
         return;
     }
-    out << "\nverdict: " << (r.pass() ? "PASS" : "FAIL") << " (";
+    out << "\nverdict: " << r.verdict() << " (";
     if (r.scope != DiffScope::Time) out << "structure " << (r.structure_ok ? "identical" : "differs");
     if (r.scope == DiffScope::All) out << "; ";
-    if (r.scope != DiffScope::Ops) out << "median time error " << pct(r.overall.median_abs_error) << " against tolerance " << pct(r.tolerance);
+    if (r.scope != DiffScope::Ops && r.repeats.usable())
+        out << "op error " << pct(r.repeats.error) << " [" << pct(r.repeats.error_lo) << ", "
+            << (std::isfinite(r.repeats.error_hi) ? pct(r.repeats.error_hi) : std::string("inf")) << "] against tolerance "
+            << pct(r.tolerance) << ", noise floor " << pct(r.repeats.floor);
+    else if (r.scope != DiffScope::Ops)
+        out << "median time error " << pct(r.overall.median_abs_error) << " against tolerance " << pct(r.tolerance);
     out << ")\n";
 }
 
@@ -304,19 +314,29 @@ void write_diff_markdown(std::ostream& out, const DiffReport& r) {
         stats_table(out, "by op", r.by_op, true);
         stats_table(out, "by phase", r.by_phase, true);
         stats_table(out, "by step", r.by_step, true);
+        if (r.repeats.usable()) write_repeat_markdown(out, r.repeats);
     }
     if (!r.mismatch.empty())
         out << "\n**verdict: FAIL** (" << r.mismatch << ")\n";
     else
-        out << "\n**verdict: " << (r.pass() ? "PASS" : "FAIL") << "** (tolerance " << pct(r.tolerance) << ")\n";
+        out << "\n**verdict: " << r.verdict() << "** (tolerance " << pct(r.tolerance) << ")\n";
 }
 
 void write_diff_row(std::ostream& out, const DiffReport& r) {
-    char buf[256];
+    char buf[512];
+    const RepeatReport& q = r.repeats;
+    const bool rep = q.usable(), rep_steps = rep && q.step_meas_ms > 0;   // steps of two repeats or more
     std::snprintf(buf, sizeof buf, "%zu\t%zu\t%zu\t%zu\t%zu\t%.4f\t%.3f\t%.3f\t%.4f\t%s\n", r.matched, r.missing, r.extra,
-                  r.resized, r.swapped, r.overall.median_abs_error, r.step_comm_pred_ms, r.step_comm_meas_ms, r.step_comm_error,
-                  r.pass() ? "PASS" : "FAIL");
+                  r.resized, r.swapped, rep ? q.error : r.overall.median_abs_error, rep_steps ? q.step_pred_ms : r.step_comm_pred_ms,
+                  rep_steps ? q.step_meas_ms : r.step_comm_meas_ms, rep_steps ? q.step_error : r.step_comm_error, r.verdict().c_str());
     std::string line = buf;
+    if (r.scope != DiffScope::Ops) {
+        // Infinite upper bounds (a floor as large as the median) print as inf.
+        std::snprintf(buf, sizeof buf, "\t%zu\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%zu", rep ? q.repeats : 0,
+                      rep ? q.error_lo : 0.0, rep ? q.error_hi : 0.0, rep ? q.floor : 0.0, rep ? q.mad : 0.0, rep ? q.step_lo : 0.0,
+                      rep ? q.step_hi : 0.0, rep ? q.step_floor : 0.0, rep ? q.repeats_needed : 0);
+        line.insert(line.size() - 1, buf);
+    }
     if (!r.mismatch.empty()) line.insert(line.size() - 1, "\t" + r.mismatch);
     out << line;
 }
@@ -341,7 +361,24 @@ void write_diff_json(std::ostream& out, const DiffReport& r) {
     j["step_communication"] = {{"predicted_ms", r.step_comm_pred_ms}, {"measured_ms", r.step_comm_meas_ms},
                                {"median_abs_error", r.step_comm_error}};
     j["tolerance"] = r.tolerance;
-    j["verdict"] = r.pass() ? "pass" : "fail";
+    if (r.repeats.usable()) {
+        const RepeatReport& q = r.repeats;
+        auto num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+        nlohmann::ordered_json keys = nlohmann::ordered_json::array();
+        for (const auto& k : q.keys)
+            keys.push_back({{"op", k.op}, {"bytes", k.bytes}, {"ops", k.ops}, {"repeats", k.repeats}, {"predicted_ms", k.pred_ms},
+                            {"measured_ms", k.meas_ms}, {"error", k.error}, {"error_interval", {num(k.error_lo), num(k.error_hi)}},
+                            {"noise_floor", k.floor}, {"op_spread", k.mad}});
+        j["repeats"] = {{"logs", q.logs}, {"repeats", q.repeats}, {"unit", q.unit}, {"keys", keys},
+                        {"ops_without_repeats", q.ops_without_repeats}, {"op_error", q.error},
+                        {"op_error_interval", {num(q.error_lo), num(q.error_hi)}}, {"noise_floor", q.floor}, {"op_spread", q.mad},
+                        {"step_error", q.step_error}, {"step_error_interval", {num(q.step_lo), num(q.step_hi)}},
+                        {"step_noise_floor", q.step_floor}, {"repeats_needed", q.repeats_needed},
+                        {"meaning", repeat_verdict_meaning(q)}};
+    }
+    std::string v = r.verdict();
+    for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    j["verdict"] = v;
     if (!r.mismatch.empty()) j["mismatch"] = r.mismatch;
     out << j.dump(1) << '\n';
 }

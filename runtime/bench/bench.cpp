@@ -114,7 +114,8 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
         out << line;
         out << "# zerorun bench: backend " << be.name() << ", " << n << " ranks, host memory";
         if (opt.fenced) {
-            out << "; fenced calls (a barrier before each; time = shortest over ranks, mean over calls)";
+            out << "; fenced calls (a barrier before each; time = shortest over ranks, "
+                << (opt.median_of_calls ? "median" : "mean") << " over calls)";
             if (opt.evict_bytes > 0) out << "; caches evicted with " << (opt.evict_bytes >> 20) << " MiB between calls";
         }
         out << "\n#\n";
@@ -204,8 +205,14 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
                     neg[static_cast<size_t>(it)] = t0 - now_s();
                 }
                 be.all_reduce(neg.data(), neg.data(), opt.iters, DType::FP64, ReduceOp::Max);
-                for (double v : neg) dt -= v;
-                dt /= opt.iters;
+                if (opt.median_of_calls) {
+                    std::sort(neg.begin(), neg.end());
+                    size_t k = neg.size() / 2;
+                    dt = -(neg.size() % 2 ? neg[k] : (neg[k - 1] + neg[k]) / 2);
+                } else {
+                    for (double v : neg) dt -= v;
+                    dt /= opt.iters;
+                }
             } else {
                 be.barrier();
                 double t0 = now_s();

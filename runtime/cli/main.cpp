@@ -153,6 +153,24 @@ int main(int argc, char** argv) {
     app.add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
         ->check(CLI::IsMember({"nccl", "mpi"}));
     app.add_flag("--quiet", ra.quiet, "No memory report on standard output");
+    app.add_option("--bench-between-steps", ra.bench_between.prefix,
+                   "With --sync-each-op: before each step and after the last, a fenced bench round of all_reduce, "
+                   "all_gather, reduce_scatter and broadcast appended to PREFIX-<op>.txt (calibration in the run's conditions)");
+    app.add_option("--bench-min", ra.bench_between.min, "Smallest size of a between-steps round")->capture_default_str();
+    app.add_option("--bench-max", ra.bench_between.max, "Largest size of a between-steps round")->capture_default_str();
+    app.add_option("--bench-factor", ra.bench_between.factor, "Size multiplier of a between-steps round")
+        ->capture_default_str()
+        ->check(integer_in(2));
+    app.add_option("--bench-evict", ra.bench_between.evict,
+                   "Bytes each rank writes over before every call of a round, so it finds cold caches (0: warm, as the "
+                   "timed ops find them when no compute runs between them)")
+        ->capture_default_str();
+    app.add_option("--bench-every", ra.bench_between.every, "A between-steps round before every N-th step (and after the last)")
+        ->capture_default_str()
+        ->check(integer_in(1, INT32_MAX));
+    app.add_option("--bench-iters", ra.bench_between.iters, "Timed calls per size and column in each round (their median)")
+        ->capture_default_str()
+        ->check(integer_in(1, INT32_MAX));
     // Hidden (empty group): make one rank fail on purpose, for the fault tests.
     app.add_option("--test-fail-rank", ra.test_fail_rank)->group("")->check(integer_in(-1, INT32_MAX));
     app.add_option("--test-fail-op", ra.test_fail_op)->group("")->check(integer_in(-1));

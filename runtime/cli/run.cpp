@@ -110,9 +110,19 @@ int run_zero(Backend& be, const RunArgs& a) {
     // The executor's contract: a schedule the IR's one check accepts (a file was checked as read).
     if (auto e = zerosim::check_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
 
+    std::shared_ptr<BetweenSteps> between;
+    ExecOptions exec = opt.value();
+    if (!a.bench_between.prefix.empty()) {
+        if (!a.sync_each_op)
+            return input_error(be, {"", "--bench-between-steps", "needs --sync-each-op (a round must not overlap an op)"});
+        auto b = make_between_steps(be, a.bench_between, inputs);
+        if (!b) return input_error(be, b.error());
+        between = b.value();
+        exec.between_steps = between->hook;
+    }
     install_termination_report(be.rank());
     MemoryTracker mem;
-    RankResult result = execute_schedule(be, s, opt.value(), mem);
+    RankResult result = execute_schedule(be, s, exec, mem);
 
     // After the schedule: the per-rank logs go to rank 0 (the runtime's own bookkeeping, not an IR
     // op: never logged, never timed).

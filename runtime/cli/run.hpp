@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "between_steps.hpp"
 #include "schedule/bounds.hpp"
 
 namespace zerorun {
@@ -29,6 +30,7 @@ struct RunArgs {
     bool no_verify = false;
     std::string dump_weights;
     bool quiet = false;
+    BetweenStepsArgs bench_between;     // --bench-between-steps and its sweep
     int test_fail_rank = -1;
     int64_t test_fail_op = -1;
     std::string test_fail_mode = "exit";   // exit | hang | delay (400 ms, then go on)

@@ -25,9 +25,19 @@ RankResult Executor::run() {
         // Every op waits for the one before (DeepSpeed's logger synchronises after each op):
         // nothing can overlap, so one thread runs them all in IR order, without a hand-over
         // between threads (and its wake-up) before each op.
+        // With between_steps, each step's ops run as one list and the hook runs before it.
         std::vector<int64_t> all;
-        for (const auto& op : s_.ops) all.push_back(op.id);
+        for (const auto& op : s_.ops) {
+            if (a_.between_steps && op.step >= 0 && (all.empty() || s_.ops[all.back()].step != op.step)) {
+                worker(all);
+                all.clear();
+                a_.between_steps(op.step);
+                dog.progress();
+            }
+            all.push_back(op.id);
+        }
         worker(all);
+        if (a_.between_steps) a_.between_steps(-1);   // and once after the last step
     } else {
         // Collectives on their own thread, in IR order (every rank issues them in the same
         // order, as MPI requires); compute segments on another, so overlap is real.

@@ -19,6 +19,7 @@ struct CalibrateArgs {
     std::string column = "as-deepspeed";
     std::string output;
     bool accept_worse_fit = false;
+    bool median_of_repeats = false;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -37,7 +38,7 @@ int run_calibrate(const CalibrateArgs& a) {
         if (!table) return input_error(table.error());
         rows.insert(rows.end(), table->begin(), table->end());
     }
-    auto cal = calibrate(topo.value(), rows);
+    auto cal = calibrate(topo.value(), rows, a.median_of_repeats);
     if (!cal) return input_error(Error{a.files.front(), cal.error().field, cal.error().message});
     write_calibration_summary(std::cerr, cal.value());
     for (const auto& w : poor_fit_warnings(cal.value())) std::cerr << "zerosim: warning: " << w << "\n";
@@ -72,6 +73,9 @@ Command add_calibrate(CLI::App& app) {
         ->check(CLI::IsMember({"as-deepspeed", "out-of-place", "in-place"}))
         ->capture_default_str();
     sub->add_option("-o,--output", a->output, "The calibrated topology file to write")->required();
+    sub->add_flag("--median-of-repeats", a->median_of_repeats,
+                  "Fit the rows of one collective and size (bench rounds repeated, e.g. zerorun --bench-between-steps) as "
+                  "their median");
     sub->add_flag("--accept-worse-fit", a->accept_worse_fit,
                   "Write the calibrated topology even when its fit is worse than the topology as given");
     return {sub, [a] { return run_calibrate(*a); }};

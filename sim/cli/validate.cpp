@@ -1,4 +1,5 @@
-// zerosim validate: a predicted log diffed against a measured one (DeepSpeed, zerorun, nccl-tests).
+// zerosim validate: a predicted log diffed against a measured one (DeepSpeed, zerorun, nccl-tests),
+// or against repeats of one measurement, whose noise the verdict then knows (validate/noise.hpp).
 #include "command.hpp"
 #include "core/sizes.hpp"
 #include "formats/measured_logs.hpp"
@@ -10,7 +11,8 @@ namespace zerosim::cli {
 namespace {
 
 struct ValidateArgs {
-    std::string predicted, measured;
+    std::string predicted;
+    std::vector<std::string> measured;   // one log, or repeats of one configuration
     double tolerance = 0.15;
     std::string what = "all";
     std::string format = "text";
@@ -20,19 +22,24 @@ struct ValidateArgs {
     std::string deepspeed;
 };
 
-// Exit codes: 0 within tolerance, 1 not, 2 unreadable input.
+// Exit codes: 0 PASS (within tolerance), 1 FAIL or INCONCLUSIVE, 2 unreadable input.
 int run_validate(const ValidateArgs& a) {
     auto pred = read_log(a.predicted);
     if (!pred) return input_error(pred.error());
-    auto meas = read_log(a.measured);
-    if (!meas) return input_error(meas.error());
+    std::vector<MeasuredLog> logs;
+    for (const auto& f : a.measured) {
+        auto m = read_log(f);
+        if (!m) return input_error(m.error());
+        logs.push_back(std::move(m.value()));
+    }
+    const MeasuredLog* meas = &logs.front();
     if (!(a.tolerance >= 0)) return input_error(Error{"", "--tolerance", "expected a fraction such as 0.15"});
-    if (int rc = note_log_releases(pred.value(), meas.value(), a.deepspeed)) return rc;
-    if (summary_only(meas.value()) || summary_only(pred.value()))
-        return validate_op_kinds(pred.value(), meas.value(), a.tolerance, a.what, a.format, a.output);
+    if (int rc = note_log_releases(pred.value(), *meas, a.deepspeed)) return rc;
+    if (summary_only(*meas) || summary_only(pred.value()))
+        return validate_op_kinds(pred.value(), *meas, a.tolerance, a.what, a.format, a.output);
     bool tables = pred->format == LogFormat::NcclTests, tables_m = meas->format == LogFormat::NcclTests;
     if (tables != tables_m)
-        return input_error(Error{a.measured, "", std::string("cannot compare a ") + log_format_name(pred->format) + " log with a " +
+        return input_error(Error{a.measured.front(), "", std::string("cannot compare a ") + log_format_name(pred->format) + " log with a " +
                                                      log_format_name(meas->format) + " one"});
     DiffScope scope = a.what == "ops" ? DiffScope::Ops : a.what == "time" ? DiffScope::Time : DiffScope::All;
     double min_bytes = 0;
@@ -41,9 +48,33 @@ int run_validate(const ValidateArgs& a) {
         if (!mb) return input_error(mb.error());
         min_bytes = static_cast<double>(*mb);
     }
-    DiffReport r = tables ? diff_nccl_tables(pred.value(), meas.value(), a.tolerance)
-                          : diff_logs(pred.value(), meas.value(), a.tolerance, scope, a.min_ms, min_bytes);
-    int rc = emit(a.output, {a.predicted, a.measured}, [&](std::ostream& out) {
+    for (const auto& m : logs)
+        if (tables || m.format == LogFormat::NcclTests) {
+            if (logs.size() > 1) return input_error(Error{m.path, "", "repeats are op logs; compare nccl-tests tables one at a time"});
+        }
+    DiffReport r = tables ? diff_nccl_tables(pred.value(), *meas, a.tolerance)
+                          : diff_logs(pred.value(), *meas, a.tolerance, scope, a.min_ms, min_bytes);
+    if (!tables) {
+        // Every repeat must be of the same run as the prediction, with the same structure.
+        for (size_t i = 1; i < logs.size(); ++i) {
+            DiffReport other = diff_logs(pred.value(), logs[i], a.tolerance, scope, a.min_ms, min_bytes);
+            if (r.mismatch.empty() && !other.mismatch.empty()) r.mismatch = logs[i].path + ": " + other.mismatch;
+            if (!other.structure_ok) {
+                r.structure_ok = false;
+                r.differences.push_back(logs[i].path + ": " + std::to_string(other.missing) + " missing, " +
+                                        std::to_string(other.extra) + " extra, " + std::to_string(other.resized) + " resized, " +
+                                        std::to_string(other.swapped) + " swapped");
+            }
+        }
+        if (scope != DiffScope::Ops) {
+            std::vector<const MeasuredLog*> all;
+            for (const auto& m : logs) all.push_back(&m);
+            r.repeats = repeat_stats(pred.value(), all, a.tolerance, a.min_ms, min_bytes);
+        }
+    }
+    std::vector<std::string> inputs = {a.predicted};
+    inputs.insert(inputs.end(), a.measured.begin(), a.measured.end());
+    int rc = emit(a.output, inputs, [&](std::ostream& out) {
         if (a.format == "json")
             write_diff_json(out, r);
         else if (a.format == "row")
@@ -61,9 +92,11 @@ int run_validate(const ValidateArgs& a) {
 
 Command add_validate(CLI::App& app) {
     auto a = std::make_shared<ValidateArgs>();
-    auto* sub = app.add_subcommand("validate", "Diff a predicted log against a measured one (DeepSpeed, zerorun, nccl-tests)");
+    auto* sub = app.add_subcommand("validate", "Diff a predicted log against measured ones (DeepSpeed, zerorun, nccl-tests)");
     sub->add_option("predicted", a->predicted, "Predicted log (zerosim predict output, or any supported log)")->required();
-    sub->add_option("measured", a->measured, "Measured log: DeepSpeed comms_logger output, zerorun log, or nccl-tests output")
+    sub->add_option("measured", a->measured,
+                    "Measured log(s): DeepSpeed comms_logger output, zerorun log, or nccl-tests output; several logs of one "
+                    "configuration are repeats whose noise the verdict weighs (one log: its steps are the repeats)")
         ->required();
     sub->add_option("--tolerance", a->tolerance, "Largest median relative time error that passes")
         ->capture_default_str()

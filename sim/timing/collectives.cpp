@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "mpi_transport.hpp"
 #include "nccl_constants.hpp"
 #include "nccl_model.hpp"
 
@@ -108,6 +109,7 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
 }  // namespace
 
 CollectivePlan plan_collective_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm a, Protocol p) {
+    if (t.openmpi_tuned) return mpi::plan_openmpi_tuned(t, kind, logged, world);   // no NCCL choice to force
     return nccl_estimate(t, kind, logged, world, a, p, true);
 }
 
@@ -134,6 +136,7 @@ std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int
 }
 
 CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged, int64_t world, const TunerChoice& only) {
+    if (t.openmpi_tuned) return mpi::plan_openmpi_tuned(t, kind, logged, world);   // OpenMPI's rules, not NCCL's tuner
     CollectivePlan best;
     double best_t = std::numeric_limits<double>::infinity();
     const int64_t g = std::min<int64_t>(t.gpus_per_node, std::max<int64_t>(world, 1));

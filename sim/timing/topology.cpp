@@ -140,7 +140,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
 
         auto intra = root.at("intra_node");
         check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_efficiency",
-                           "step_latency_us", "base_latency_us"});
+                           "step_latency_us", "base_latency_us", "collectives"});
         std::string kind = intra.at("kind").as_string();
         if (kind == "nvswitch")
             t.intra = IntraKind::NVSwitch;
@@ -161,6 +161,11 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         if (intra.has("nvls_efficiency")) t.nvls_efficiency = positive(intra.at("nvls_efficiency"));
         if (intra.has("step_latency_us")) t.intra_step_latency_us = non_negative(intra.at("step_latency_us"));
         if (intra.has("base_latency_us")) t.base_latency_us = non_negative(intra.at("base_latency_us"));
+        if (intra.has("collectives")) {
+            std::string c = intra.at("collectives").as_string();
+            if (c == "openmpi-4.1-tuned" && t.intra == IntraKind::SharedMemory) t.openmpi_tuned = true;
+            else if (c != "nccl") intra.at("collectives").fail_here("expected nccl, or openmpi-4.1-tuned with kind shared_memory");
+        }
 
         if (root.has("nics")) {
             auto nics = root.at("nics");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -96,6 +97,32 @@ TEST(Bench, FencedCallsAreCheckedAndSaySo) {
     RunResult bad = mpirun(2, "bench --fenced --evict lots");
     EXPECT_EQ(bad.code, 2) << bad.out;
     EXPECT_NE(bad.out.find("--evict"), std::string::npos) << bad.out;
+}
+
+// zerorun --bench-between-steps (issue 20): a bench round of each collective before every N-th
+// step and after the last, inside the timed run, appended to PREFIX-<op>.txt as nccl-tests tables
+// that zerosim calibrate reads; only with --sync-each-op (a round must not overlap an op).
+TEST(Bench, RoundsBetweenStepsAppendOneTablePerRound) {
+    const std::string prefix = ::testing::TempDir() + "zerorun-rounds";
+    const std::string run = "--ds-config " + std::string(ZERORUN_FIXTURES_DIR) + "/configs/z1.json --model " +
+                            std::string(ZERORUN_FIXTURES_DIR) + "/tiny_model.json --steps 3 --compute-scale 0 --no-verify -o /dev/null";
+    RunResult r = mpirun(2, run + " --sync-each-op --bench-between-steps " + prefix +
+                                " --bench-min 1K --bench-max 4K --bench-every 2 --bench-iters 3");
+    ASSERT_EQ(r.code, 0) << r.out;
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+        std::ifstream in(prefix + "-" + op + ".txt");
+        std::stringstream text;
+        text << in.rdbuf();
+        // Rounds before steps 0 and 2 and after the last: three tables of three sizes.
+        size_t tables = 0;
+        for (size_t at = text.str().find("# nThread"); at != std::string::npos; at = text.str().find("# nThread", at + 1)) ++tables;
+        EXPECT_EQ(tables, 3u) << op;
+        EXPECT_EQ(bench_rows(text.str()).size(), 9u) << op;
+        EXPECT_NE(text.str().find("median over calls"), std::string::npos) << op;
+    }
+    RunResult unsynced = mpirun(2, run + " --bench-between-steps " + prefix);
+    EXPECT_EQ(unsynced.code, 2) << unsynced.out;
+    EXPECT_NE(unsynced.out.find("--bench-between-steps"), std::string::npos) << unsynced.out;
 }
 
 TEST(Bench, BadOptionsExitTwo) {

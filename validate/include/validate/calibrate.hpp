@@ -50,8 +50,13 @@ struct Calibration {
     // The fit as the calibrated file applies it (per collective where one was fitted, else the
     // global scales) on the same rows: what is compared with the topology as given.
     double applied_median_abs_error = 0;
+    // Rows measured; with median_of_repeats, rows of one collective, size and world are fitted as
+    // their median, so that a preempted call does not pull the fit.
+    size_t measured_rows = 0;
 };
-Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& rows);
+// `median_of_repeats`: rows of one collective, size and world (bench rounds repeated between a
+// run's steps) are fitted as one row of their median time (--median-of-repeats).
+Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& rows, bool median_of_repeats = false);
 // Predicted time (µs) of one measurement on a topology (the engine's single-collective path).
 double predicted_time_us(const Topology& t, const Measurement& m);
 

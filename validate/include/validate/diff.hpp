@@ -9,6 +9,7 @@
 
 #include "formats/measured_logs.hpp"
 #include "validate/align.hpp"
+#include "validate/noise.hpp"
 
 namespace zerosim {
 
@@ -39,6 +40,11 @@ struct DiffReport {
     // world or model size where both logs state it): the sentence the verdict prints. Such a
     // verdict fails whatever the scope (--what ops included) and tolerance.
     std::string mismatch;
+    // Repeat statistics (validate/noise.hpp), filled by the caller when the measured logs hold
+    // repeats: their verdict replaces the single median's (usable() false: the old rule).
+    RepeatReport repeats;
+    // PASS, FAIL or INCONCLUSIVE (the repeats cannot tell); pass() is verdict() == "PASS".
+    std::string verdict() const;
     bool pass() const;
 };
 
@@ -53,8 +59,11 @@ void write_diff_text(std::ostream& out, const DiffReport& r);
 void write_diff_markdown(std::ostream& out, const DiffReport& r);
 void write_diff_json(std::ostream& out, const DiffReport& r);
 // One tab-separated line for scripts: matched missing extra resized swapped median_error
-// step_comm_pred_ms step_comm_meas_ms step_comm_error verdict; for logs that cannot be of the same
-// run, verdict FAIL and an eleventh column with the sentence.
+// step_comm_pred_ms step_comm_meas_ms step_comm_error verdict (with repeats, the op error and the
+// step figures are the repeats'; verdict PASS, FAIL or INCONCLUSIVE); unless --what ops, then
+// repeats op_error_lo op_error_hi noise_floor op_spread step_error_lo step_error_hi step_floor
+// repeats_needed (zeros without repeats); for logs that cannot be of the same run, verdict FAIL and
+// a last column with the sentence.
 void write_diff_row(std::ostream& out, const DiffReport& r);
 
 }  // namespace zerosim

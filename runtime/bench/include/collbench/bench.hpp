@@ -35,6 +35,9 @@ struct BenchOptions {
     // With fenced: bytes each rank writes over before every call, so the call finds cold caches
     // as an op inside a training step does (0: warm).
     int64_t evict_bytes = 64ll << 20;
+    // With fenced: the row is the median over calls, not the mean (a call the OS preempted on an
+    // oversubscribed host would otherwise weigh on every row of a short round).
+    bool median_of_calls = false;
     int test_corrupt_rank = -1;      // hidden: this rank damages its results (the check must see it)
 };
 

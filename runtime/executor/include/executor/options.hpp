@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -41,6 +42,10 @@ struct ExecOptions {
     uint64_t seed = 1;            // initial weights and loss targets
     bool verify = true;           // check every collective's result against an independent computation
     std::string dump_weights;     // non-empty: each rank writes its fp32 master partition (dump_path)
+    // With sync_each_op: called on every rank before each training step's first op (the step
+    // number), outside any op, e.g. to measure the collectives between steps (zerorun
+    // --bench-between-steps). Its time is no op's.
+    std::function<void(int)> between_steps;
     TestHooks test;
 };
 

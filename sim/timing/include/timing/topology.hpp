@@ -71,6 +71,9 @@ struct Topology {
     // memory on localhost): per-step and base latency in µs; 0 = NCCL's figure for the link.
     double intra_step_latency_us = 0;
     double base_latency_us = 0;
+    // Who runs the collectives: NCCL (its tuner picks ring/tree/NVLS), or OpenMPI 4.1's coll/tuned
+    // over shared memory (intra_node "collectives": "openmpi-4.1-tuned"; timing/mpi_transport.hpp).
+    bool openmpi_tuned = false;
 
     // Calibration terms (fitted by `zerosim calibrate`; 1.0 = the hardware figures as they are):
     // global ones, and per collective (nccl-tests name) where the measurements told them apart.
