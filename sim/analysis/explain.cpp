@@ -1,5 +1,6 @@
 #include "analysis/explain.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -11,9 +12,11 @@
 namespace zerosim {
 
 double wire_bytes_per_rank(const Schedule& s, int step) {
-    double n = static_cast<double>(s.meta.world), f = n > 1 ? (n - 1) / n : 0.0, total = 0;
+    double total = 0;
     for (const auto& op : s.ops) {
         if (!is_collective(op.kind) || op.step != step) continue;
+        // The op's process group (ZeRO++ / MiCS sub-groups; "dp" is the world).
+        double n = static_cast<double>(std::max<int64_t>(s.meta.group_size(op.group), 1)), f = n > 1 ? (n - 1) / n : 0.0;
         double S = static_cast<double>(op.bytes());
         switch (op.kind) {
             case OpKind::AllReduce: total += 2 * f * S; break;
@@ -21,6 +24,7 @@ double wire_bytes_per_rank(const Schedule& s, int step) {
             case OpKind::AllGather: total += (n - 1) * S; break;
             case OpKind::Reduce: total += f * S; break;  // each rank sends its share once
             case OpKind::Broadcast: total += f * S; break;
+            case OpKind::AllToAll: total += f * S; break;  // S/n to each other rank
             default: break;
         }
     }

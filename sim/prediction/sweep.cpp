@@ -220,6 +220,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.steps = spec.steps;
     o.seq_len = spec.seq_len;
     o.zero_init = spec.zero_init && cfg.zero.stage == 3;  // zero.Init partitions only under stage 3
+    o.gpus_per_node = topo.gpus_per_node;                 // qgZ's node groups (device_count())
     auto s = build_schedule(model, cfg, o);
     if (!s) return fail(s.error());
     auto pred = simulate(s.value(), topo, TimingMode::Overlapped, gathered_parameter_budget(model, cfg, s.value(), topo));

@@ -1,4 +1,5 @@
 #include "timing/engine.hpp"
+#include "timing/group_plan.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -136,7 +137,7 @@ struct Run {
             const Op& op = s.ops[i];
             if (is_collective(op.kind)) {
                 if (op.kind == OpKind::Barrier || op.bytes() > 0 || s.meta.world > 1)
-                    plans[i] = plan_collective(t, op.kind, static_cast<double>(op.bytes()), s.meta.world);
+                    plans[i] = plan_for_group(t, op, s.meta);  // the op's process group (ZeRO++ / MiCS)
                 pred.ops[i].algorithm = plans[i].algorithm;
                 pred.ops[i].protocol = plans[i].protocol;
             } else {
