@@ -37,4 +37,20 @@ CollectivePlan plan_for_group(const Topology& t, const Op& op, const ScheduleMet
     return plan_collective(sub, op.kind, bytes, n);
 }
 
+double quantization_seconds(const Topology& t, const Op& op, const ScheduleMeta& meta) {
+    const double rate = t.mem_bandwidth_gbs * 1e9 * t.mem_efficiency;
+    if (rate <= 0) return 0.0;
+    const double e = static_cast<double>(op.elements);
+    double bytes = 0;
+    if (op.payload == Payload::QuantizedShards) {
+        const double k = static_cast<double>(std::max<int64_t>(meta.group_size(op.group), 1));
+        bytes = e * (dtype_size(meta.model_dtype) + 1) + 3 * k * e;
+    } else if (op.rule == "qgz.intra_all_to_all") {
+        bytes = e * (2 * dtype_size(meta.comm_dtype) + 1);
+    } else if (op.rule == "qgz.inter_all_to_all") {
+        bytes = e * static_cast<double>(std::max<int64_t>(meta.variants.gpus_per_node, 1) + 6);
+    }
+    return bytes / rate;
+}
+
 }  // namespace zerosim
