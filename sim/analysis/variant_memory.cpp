@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "schedule/partition.hpp"
 
@@ -26,7 +27,7 @@ void add_variant_memory(MemoryEstimate& e, const Model& m, const DsConfig& cfg, 
     // The largest quantized exchange alive at once: qwZ's int8 gather (input and the group's output,
     // then its scales), qgZ's per-gradient int4 buffers and scales (input and output of each all_to_all).
     int64_t qwz = 0, qgz = 0;
-    std::map<int, int64_t> per_gradient;
+    std::map<std::tuple<int, int, int>, int64_t> per_gradient;   // (step, micro, parameter): one exchange
     for (size_t i = 0; i < s.ops.size(); ++i) {
         const Op& op = s.ops[i];
         if (op.payload == Payload::QuantizedShards) {
@@ -34,7 +35,7 @@ void add_variant_memory(MemoryEstimate& e, const Model& m, const DsConfig& cfg, 
             int64_t scales = i + 1 < s.ops.size() ? s.ops[i + 1].bytes() : 0;
             qwz = std::max(qwz, (1 + n) * (op.bytes() + scales));
         }
-        if (op.kind == OpKind::AllToAll && !op.params.empty()) per_gradient[op.params[0]] += 2 * op.bytes();
+        if (op.kind == OpKind::AllToAll && !op.params.empty()) per_gradient[{op.step, op.micro, op.params[0]}] += 2 * op.bytes();
     }
     for (const auto& [p, bytes] : per_gradient) qgz = std::max(qgz, bytes);
     if (qwz > 0)
