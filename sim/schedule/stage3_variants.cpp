@@ -63,6 +63,15 @@ std::optional<Error> setup_zero_variants(Build& b) {
         if (s > W || W % s != 0)
             return Error{file, "zero_optimization.mics_shard_size",
                          "DeepSpeed needs the world (" + str(W) + ") to be a multiple of mics_shard_size (" + str(s) + ")"};
+        // mics.py MiCS_Optimizer asserts its model was converted by MiCS_Init, not zero.Init (accelerate #3442).
+        if (b.opt.zero_init)
+            return Error{"", "--zero-init", "MiCS needs the model converted by MiCS_Init; DeepSpeed asserts on a model "
+                                            "built under deepspeed.zero.Init (mics.py)"};
+        // mics.py allreduce_mics_shard_grads: no CPU-offloaded gradients with more than one shard group.
+        if (z.offload_optimizer && s < W)
+            return Error{file, "zero_optimization.offload_optimizer",
+                         "DeepSpeed's MiCS raises \"Local sharding has no support for CPU offloading\" when "
+                         "mics_shard_size (" + str(s) + ") is below the world (" + str(W) + ")"};
         v.mics = s;
         meta.groups.push_back(consecutive("mics_shard", W, s));
         meta.groups.push_back(strided("mics_replica", W, s));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "inline_inputs.hpp"
+#include "schedule/bounds.hpp"
 #include "schedule/check.hpp"
 #include "schedule/schedule.hpp"
 
@@ -132,6 +133,46 @@ TEST(ZeroVariantsRules, MicsReplicationAllReduceOnTheBoundaryOnly) {
     ASSERT_TRUE(whole.ok());
     EXPECT_TRUE(ops_where(whole.value(), [](const Op& o) { return o.rule == "mics.allreduce_shard_grads"; }).empty());
     EXPECT_FALSE(try_build(m, R"("mics_shard_size": 3)", 4).ok());
+}
+
+}  // namespace
+
+namespace {
+
+// §4.2 / §4.4: MiCS refuses a model built under zero.Init (mics.py assertion) and CPU-offloaded
+// gradients with more than one shard group (allreduce_mics_shard_grads' RuntimeError).
+TEST(ZeroVariantsRules, MicsRefusesZeroInitAndOffload) {
+    Model m = test::param_list(R"({"parameters": [{"name": "l.weight", "shape": [64]}]})");
+    auto c = parse_ds_config("inline-ds.json", R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "mics_shard_size": 2}})");
+    ASSERT_TRUE(c.ok());
+    ScheduleOptions o;
+    o.world = 4;
+    o.zero_init = true;
+    auto s = build_schedule(m, c.value(), o);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().field, "--zero-init");
+    auto off = try_build(m, R"("mics_shard_size": 2, "offload_optimizer": {"device": "cpu"})", 4);
+    ASSERT_FALSE(off.ok());
+    EXPECT_NE(off.error().what().find("Local sharding has no support for CPU offloading"), std::string::npos);
+    EXPECT_TRUE(try_build(m, R"("mics_shard_size": 4, "offload_optimizer": {"device": "cpu"})", 4).ok());
+}
+
+// bounds.hpp: the size estimate stays an upper bound with the variants' extra ops.
+TEST(ZeroVariantsRules, SizeEstimateBoundsVariantSchedules) {
+    Model m = test::param_list(R"({"parameters": [{"name": "a.weight", "shape": [64, 256]}, {"name": "a.bias", "shape": [256]},
+                                                   {"name": "b.weight", "shape": [256, 64]}]})");
+    for (const char* zero : {R"("zero_hpz_partition_size": 2, "zero_quantized_weights": true, "zero_quantized_gradients": true,
+                               "stage3_max_reuse_distance": 0, "stage3_prefetch_bucket_size": 0, "reduce_bucket_size": 1)",
+                             R"("mics_shard_size": 2, "reduce_bucket_size": 1)"}) {
+        auto s = try_build(m, zero, 8, 3, 4);
+        ASSERT_TRUE(s.ok()) << s.error().what();
+        auto c = parse_ds_config("x.json", std::string(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, )") + zero + "}}");
+        ScheduleOptions o;
+        o.world = 8;
+        o.steps = 3;
+        o.gpus_per_node = 4;
+        EXPECT_GE(estimate_schedule_size(m, c.value(), o, 1).ops, static_cast<int64_t>(s->ops.size())) << zero;
+    }
 }
 
 }  // namespace
