@@ -1,5 +1,5 @@
 #include "analysis/explain.hpp"
-#include "variant_explain.hpp"
+#include "analysis/zero_variants.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -2,7 +2,7 @@
 // schedules of the user's model rebuilt at each size. DeepSpeed's tutorial (docs/_tutorials/
 // zeropp.md) says the ideal is the ranks per node; the numbers say why: a group inside a node takes
 // the backward gathers off the NICs, a larger one cannot, a smaller one keeps more memory.
-#include "variant_explain.hpp"
+#include "analysis/zero_variants.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,5 +1,5 @@
-// explain's ZeRO++ / MiCS part (private to sim/analysis): what hpZ size to use and how much
-// inter-node traffic each removes, with numbers for the user's model and node size.
+// explain's ZeRO++ / MiCS part: what hpZ size to use and how much inter-node traffic each removes,
+// with numbers for the user's model and node size (bench/zero_variants_bench reads the bytes too).
 #pragma once
 
 #include <cstdint>
