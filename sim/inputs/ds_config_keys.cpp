@@ -219,6 +219,12 @@ void check_zero_keys(const JsonField& z, DsConfig& c) {
                                 " hands it to zero.Init but not to MiCS_Optimizer (engine.py), an unsupported mix");
         }
     }
+    // csrc/quantization/pt_binding.cpp reads and returns __half: with bf16 or fp32 weights the sizes
+    // (what zerosim models) are right but the values are not (DeepSpeed issues #3992, #4852).
+    if ((c.zero.quantized_weights || c.zero.quantized_gradients) && c.model_dtype != DType::FP16)
+        c.warnings.push_back(std::string("zero_quantized_weights/zero_quantized_gradients with ") + dtype_name(c.model_dtype) +
+                             " training: DeepSpeed " + release.name() + "'s quantizer kernels read fp16, so the values "
+                             "would be wrong (issues #3992, #4852); the bytes are as modelled");
     if (true_flag(z, "mics_hierarchical_params_gather"))
         refuse_unmodelled(z.at("mics_hierarchical_params_gather"),
                           "MiCS hierarchical parameter gather (mics_hierarchical_params_gather)", stage, release);
