@@ -109,6 +109,11 @@ int run_zero(Backend& be, const RunArgs& a) {
     const zerosim::Schedule& s = sched.value();
     // The executor's contract: a schedule the IR's one check accepts (a file was checked as read).
     if (auto e = zerosim::check_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
+    // ZeRO++ / MiCS need sub-communicators, all_to_all and an int8 quantizer the executor lacks (issue 17).
+    if (s.meta.variants.any() || !s.meta.groups.empty())
+        return input_error(be, {a.ds_config, "zero_optimization",
+                                "zerorun does not run ZeRO++ (hpZ, qwZ, qgZ) or MiCS schedules yet: it has no "
+                                "sub-communicators, all_to_all or int8 quantizer; zerosim schedule/predict model them"});
 
     std::shared_ptr<BetweenSteps> between;
     ExecOptions exec = opt.value();

@@ -39,6 +39,11 @@ void Executor::run_collective(const Op& op, OpRecord& rec) {
             return pattern_op(op, rec);
         case Payload::Compute:
             broken(op, "a compute payload on a collective");
+        case Payload::QuantizedShards:
+        case Payload::QuantScales:
+        case Payload::QuantizedGradient:
+        case Payload::GradientPartitions:
+            broken(op, "a ZeRO++ / MiCS payload (refused before the run)");
     }
 }
 

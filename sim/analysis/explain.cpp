@@ -1,5 +1,7 @@
 #include "analysis/explain.hpp"
+#include "analysis/zero_variants.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -11,9 +13,11 @@
 namespace zerosim {
 
 double wire_bytes_per_rank(const Schedule& s, int step) {
-    double n = static_cast<double>(s.meta.world), f = n > 1 ? (n - 1) / n : 0.0, total = 0;
+    double total = 0;
     for (const auto& op : s.ops) {
         if (!is_collective(op.kind) || op.step != step) continue;
+        // The op's process group (ZeRO++ / MiCS sub-groups; "dp" is the world).
+        double n = static_cast<double>(std::max<int64_t>(s.meta.group_size(op.group), 1)), f = n > 1 ? (n - 1) / n : 0.0;
         double S = static_cast<double>(op.bytes());
         switch (op.kind) {
             case OpKind::AllReduce: total += 2 * f * S; break;
@@ -21,6 +25,7 @@ double wire_bytes_per_rank(const Schedule& s, int step) {
             case OpKind::AllGather: total += (n - 1) * S; break;
             case OpKind::Reduce: total += f * S; break;  // each rank sends its share once
             case OpKind::Broadcast: total += f * S; break;
+            case OpKind::AllToAll: total += f * S; break;  // S/n to each other rank
             default: break;
         }
     }
@@ -49,6 +54,11 @@ std::pair<std::string, std::string> key_value(const DsConfig& c, const std::stri
     if (key == "zero_optimization.stage3_param_persistence_threshold")
         return {n(z.param_persistence_threshold), n(dz.param_persistence_threshold)};
     if (key == "zero_optimization.sub_group_size") return {n(z.sub_group_size), n(dz.sub_group_size)};
+    if (key == "zero_optimization.zero_hpz_partition_size") return {n(z.hpz_partition_size), "1"};   // ZeRO++ / MiCS
+    if (key == "zero_optimization.zero_quantized_weights") return {b(z.quantized_weights), "false"};
+    if (key == "zero_optimization.zero_quantized_gradients") return {b(z.quantized_gradients), "false"};
+    if (key == "zero_optimization.mics_shard_size") return {n(z.mics_shard_size), "-1"};
+    if (key == "zero_optimization.offload_optimizer") return {b(z.offload_optimizer), "false"};
     if (key == "gradient_accumulation_steps") return {n(c.grad_accum.value_or(1)), "1"};
     if (key == "train_micro_batch_size_per_gpu") return {c.micro_batch ? n(*c.micro_batch) : "unset", "unset"};
     if (key == "fp16.enabled") return {b(c.model_dtype == DType::FP16), "false"};
@@ -96,6 +106,15 @@ const std::map<std::string, std::string>& consequences() {
          "Parameters at or below stage3_param_persistence_threshold elements stay gathered; raising it trades "
          "memory for fewer, larger forward gathers."},
         {"bf16.grad_allreduce", "bf16 without ZeRO (or stage 1 with fp32 accumulation) uses DeepSpeed's BF16 optimizer."},
+        // ZeRO++ / MiCS (docs/zero-comm.md 9b).
+        {"qwz.fetch_scales", "zero_quantized_weights: false sends the gathers in the model dtype (2-4x the bytes), no scales."},
+        {"qgz.intra_all_to_all", "Only with more than one node; zero_quantized_gradients: false reduce-scatters the bucket "
+                                 "in the communication dtype instead (about 4-8x the bytes)."},
+        {"qgz.inter_all_to_all", "The node already summed its gradients: 1/ranks-per-node of them cross the NICs, as int4."},
+        {"qgz.fallback_reduce_scatter", "Gradients that are 1-D or not a multiple of 2 x world elements: qgZ cannot "
+                                        "split them, and they go unquantized over all ranks."},
+        {"mics.allreduce_shard_grads", "A larger mics_shard_size shards more (less memory) and shrinks this all_reduce's "
+                                       "group; mics_shard_size = world makes it vanish (plain stage 3 sharding)."},
     };
     return m;
 }
@@ -199,6 +218,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
         ScheduleOptions o;
         o.world = meta.world;
         o.steps = 2;
+        o.gpus_per_node = meta.variants.gpus_per_node;  // qgZ's node groups
         auto sched = build_schedule(model, c, o);
         if (!sched) continue;
         double paper = (st == 3 ? 3 : 2) * psi_bytes * f;
@@ -212,6 +232,8 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
            "on its first step (gathers in forward and again in backward, plus the reduce-scatter); later steps keep "
            "parameters gathered through backward when they are reused within stage3_max_reuse_distance, which brings "
            "small models down to about 2Ψ plus the persistent parameters' gathers.\n";
+    // ZeRO++ / MiCS: asked for by a variant config or by --gpus-per-node.
+    if (meta.variants.any() || meta.variants.gpus_per_node > 0) out << "\n" << explain_hpz_choice(model, cfg, s);
     if (meta.release != kBaselineRelease) {
         // What the release changes against v0.14.2, the dialect of docs/zero-comm.md.
         out << "\n## DeepSpeed " << meta.release.name() << " against v0.14.2 (docs/releases.md)\n";

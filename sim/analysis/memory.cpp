@@ -1,4 +1,5 @@
 #include "analysis/memory.hpp"
+#include "variant_memory.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -50,7 +51,7 @@ MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedu
         padded += L.padded_numel;
     }
     int64_t part3 = 0;
-    for (const auto& p : m.params) part3 += stage3_partition_numel(p.numel, N);
+    for (const auto& p : m.params) part3 += stage3_partition_numel(p.numel, s.meta.shard_count());  // MiCS: / s
     // Stage 0's optimizer as the schedule chose it (from v0.17.6, #7515, bf16 without ZeRO runs the
     // BF16 optimizer only with grad_accum_dtype fp32; schedule/release_rules.hpp).
     bool bf16_optimizer = cfg.model_dtype == DType::BF16 &&
@@ -93,6 +94,7 @@ MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedu
         add("fp32 gradient partition for the step", "gradients", part3 * 4, "copied to fp32 for the optimizer");
         add("fp32 master partition, Adam m and v", "optimizer", part3 * 12, "this rank's shards in fp32 with two moments");
         add("gradient bucket (reduce_bucket_size)", "buckets", bucket_bytes, "the IPG bucket gradients are copied into");
+        add_variant_memory(e, m, cfg, s);  // ZeRO++ / MiCS
     }
 
     e.paper_bytes = zero_paper_bytes(z.stage, static_cast<double>(psi), static_cast<double>(N));

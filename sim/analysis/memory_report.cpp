@@ -20,7 +20,8 @@ std::vector<MemoryComparison> compare_memory(const MemoryEstimate& e, const Meas
 }
 
 Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,
-                                   const std::optional<MeasuredMemory>& measured, const std::string& measured_path) {
+                                   const std::optional<MeasuredMemory>& measured, const std::string& measured_path,
+                                   int64_t gpus_per_node) {
     if (measured && measured->world != world)
         return Error{measured_path, "world", "the measured run had " + std::to_string(measured->world) +
                                                  " ranks, --world says " + std::to_string(world)};
@@ -30,6 +31,7 @@ Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int6
         ScheduleOptions o;
         o.world = world;
         o.steps = 2;  // stage 3's steady state (prefetch, reuse) starts at the second step
+        o.gpus_per_node = gpus_per_node;
         auto s = build_schedule(model, c, o);
         if (!s) return s.error();
         StageMemory row{st, estimate_memory(model, c, s.value()), {}};

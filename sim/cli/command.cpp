@@ -45,6 +45,10 @@ void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
     sub->add_option("--model", a.model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")->required();
     auto* w = sub->add_option("--world", a.world, "Data-parallel world size (number of ranks)")->check(integer_in(1));
     if (world_required) w->required();
+    if (world_required)  // predict and report take it from the topology
+        sub->add_option("--gpus-per-node", a.gpus_per_node,
+                        "Ranks DeepSpeed sees on one node (its device_count()): qgZ's intra/inter-node groups")
+            ->check(integer_in(1));
     sub->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str()->check(integer_in(1, INT32_MAX));
     sub->add_option("--seq-len", a.seq_len, "Sequence length for compute (default: the model's, else 1024)")
         ->check(integer_in(1));
@@ -87,7 +91,8 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     warn_ds_config("zerosim", cfg.value());
     if (cfg->zero.offload_optimizer || cfg->zero.offload_param)
         std::cerr << "zerosim: warning: " << a.ds_config
-                  << ": offload_optimizer/offload_param are not modelled; the schedule is that of the same config without offload\n";
+                  << ": offload_optimizer/offload_param: their collectives are modelled (the norm's caller and dtype, stage 1/2's "
+                     "contiguous gradients), not their PCIe copies or the CPU optimizer step's time\n";
     auto model = load_model(a.model);
     if (!model) return model.error();
     ScheduleOptions opt;
@@ -96,6 +101,7 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     opt.seq_len = a.seq_len;
     opt.max_ops = a.max_ops;
     opt.zero_init = a.zero_init;
+    opt.gpus_per_node = a.gpus_per_node;
     if (!a.max_memory.empty()) {
         auto cap = parse_size(a.max_memory, "--max-memory");
         if (!cap) return cap.error();
@@ -130,6 +136,7 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     auto world = world_on(topo.value(), a.world);
     if (!world) return world.error();
     a.world = world.value();
+    a.gpus_per_node = topo->gpus_per_node;   // what DeepSpeed's device_count() sees (qgZ's node groups)
     auto in = load_inputs(a);
     if (!in) return in.error();
     if (announce && (a.steps > 1 || a.world > 256))

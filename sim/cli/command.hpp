@@ -47,6 +47,7 @@ struct ScheduleArgs {
     bool log_summary = false;
     bool compute = false;
     bool zero_init = false;   // --zero-init: stage 3, the model built under deepspeed.zero.Init
+    int64_t gpus_per_node = 0;   // --gpus-per-node (schedule); predict/report: the topology's
     int64_t max_ops = kDefaultMaxOps;
     std::string max_memory;   // a size (core/sizes.hpp); "" = kDefaultMaxScheduleBytes
     std::string deepspeed;    // --deepspeed VERSION; "" = the newest release the rules cover

@@ -32,7 +32,8 @@ int run_memory(const MemoryArgs& a) {
         if (!m) return input_error(m.error());
         measured = m.value();
     }
-    auto report = memory_report(model.value(), cfg.value(), a.sched.world, stages.value(), measured, a.measured);
+    auto report = memory_report(model.value(), cfg.value(), a.sched.world, stages.value(), measured, a.measured,
+                                a.sched.gpus_per_node);
     if (!report) return input_error(report.error());
     return emit(a.sched.output, {a.sched.ds_config, a.sched.model}, [&](std::ostream& out) {
         if (a.format == "json")

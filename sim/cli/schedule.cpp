@@ -48,6 +48,9 @@ Command add_schedule(CLI::App& app) {
     sub->add_flag("--compute", a->compute, "table format: include compute segments");
     add_schedule_limits(sub, *a);
     add_zero_init(sub, *a);
+    sub->add_option("--gpus-per-node", a->gpus_per_node,
+                    "Ranks DeepSpeed sees on one node (its device_count()): qgZ's intra/inter-node groups")
+        ->check(integer_in(1));
     return {sub, [a] { return run_schedule(*a); }};
 }
 

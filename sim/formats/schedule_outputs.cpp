@@ -30,7 +30,8 @@ LoggedOp logged_op(const Schedule& s, const Op& op, double time_ms, double end_s
 std::vector<LoggedOp> logged_ops(const Schedule& s, const std::vector<OpLogTime>& times) {
     std::vector<LoggedOp> out;
     for (size_t i = 0; i < s.ops.size(); ++i) {
-        if (!is_collective(s.ops[i].kind)) continue;
+        // MiCS's parameter gathers bypass the comms logger (comm.py all_gather_coalesced is not timed).
+        if (!is_collective(s.ops[i].kind) || !s.ops[i].logged) continue;
         OpLogTime t = i < times.size() ? times[i] : OpLogTime{};
         out.push_back(logged_op(s, s.ops[i], t.time_ms, t.end_s));
     }
@@ -74,7 +75,13 @@ void write_schedule_table(std::ostream& out, const Schedule& s, const TableOptio
                       static_cast<long long>(op.id), step.c_str(), micro.c_str(), phase_name(op.phase), what.c_str(),
                       static_cast<long long>(bytes), ds_size_string(bytes).c_str(),
                       is_collective(op.kind) ? dtype_name(op.dtype) : "-", caller.c_str(), op.rule.c_str());
-        out << line;
+        std::string text = line;
+        // ZeRO++ / MiCS: the group an op runs on, and whether DeepSpeed's logger sees it.
+        if (is_collective(op.kind) && (op.group != "dp" || !op.logged)) {
+            text.pop_back();
+            text += std::string(" [group ") + op.group + (op.logged ? "" : ", not logged") + "]\n";
+        }
+        out << text;
     }
     // Totals per phase, for a quick read of volume.
     std::map<std::string, std::pair<int64_t, int64_t>> totals;
@@ -107,6 +114,7 @@ Json op_to_json(const Op& op) {
         j["redop"] = reduce_op_name(op.redop);
         if (op.root >= 0) j["root"] = op.root;
         j["group"] = op.group;
+        if (!op.logged) j["logged"] = false;
         j["caller"] = op.caller;
         if (op.bucket >= 0) j["bucket"] = op.bucket;
     } else {
@@ -172,6 +180,17 @@ void write_schedule_json(std::ostream& out, const Schedule& s) {
     }
     meta["partition"] = std::move(partition);
     meta["ranks"] = "every data-parallel rank runs these ops in this order";
+    if (m.variants.any() || m.variants.gpus_per_node > 0) {
+        const ZeroVariants& v = m.variants;
+        meta["zero_variants"] = Json{{"hpz_partition_size", v.hpz}, {"quantized_weights", v.qwz},
+                                     {"quantized_gradients", v.qgz}, {"mics_shard_size", v.mics},
+                                     {"gpus_per_node", v.gpus_per_node}};
+    }
+    if (!m.groups.empty()) {
+        Json groups = Json::object();
+        for (const auto& g : m.groups) groups[g.name] = g.members;
+        meta["process_groups"] = std::move(groups);
+    }
     j["meta"] = meta;
     Json params = Json::array();
     for (const auto& p : s.params)
@@ -237,6 +256,32 @@ Result<Schedule> parse_schedule_json(const std::string& text, const std::string&
                 s.meta.partition.groups.push_back(std::move(gp));
             }
         }
+        if (meta.has("zero_variants")) {
+            auto v = meta.at("zero_variants");
+            s.meta.variants.hpz = v.at("hpz_partition_size").as_integer();
+            s.meta.variants.qwz = v.at("quantized_weights").as_bool();
+            s.meta.variants.qgz = v.at("quantized_gradients").as_bool();
+            s.meta.variants.mics = v.at("mics_shard_size").as_integer();
+            s.meta.variants.gpus_per_node = v.at("gpus_per_node").as_integer();
+        }
+        if (meta.has("process_groups")) {
+            auto groups = meta.at("process_groups");
+            for (auto it = groups.raw().begin(); it != groups.raw().end(); ++it) {
+                auto gj = groups.at(it.key());
+                ProcessGroup g{it.key(), {}};
+                for (size_t i = 0; i < gj.size(); ++i) {
+                    std::vector<int> ranks;
+                    auto rj = gj.at(i);
+                    for (size_t k = 0; k < rj.size(); ++k) {
+                        int64_t r = rj.at(k).as_integer();
+                        if (r < 0 || r >= s.meta.world) rj.at(k).fail_here("expected a rank below the world size");
+                        ranks.push_back(static_cast<int>(r));
+                    }
+                    g.members.push_back(std::move(ranks));
+                }
+                s.meta.groups.push_back(std::move(g));
+            }
+        }
         auto params = root.at("parameters");
         params.expect_array();
         for (size_t i = 0; i < params.size(); ++i) {
@@ -254,7 +299,8 @@ Result<Schedule> parse_schedule_json(const std::string& text, const std::string&
         static const std::map<std::string, OpKind> kinds = {
             {"all_reduce", OpKind::AllReduce}, {"all_gather_into_tensor", OpKind::AllGather},
             {"reduce_scatter_tensor", OpKind::ReduceScatter}, {"broadcast", OpKind::Broadcast},
-            {"reduce", OpKind::Reduce}, {"barrier", OpKind::Barrier}, {"compute", OpKind::Compute}};
+            {"reduce", OpKind::Reduce}, {"barrier", OpKind::Barrier}, {"compute", OpKind::Compute},
+            {"all_to_all_single", OpKind::AllToAll}};
         static const std::map<std::string, Phase> phases = {
             {"init", Phase::Init}, {"forward", Phase::Forward}, {"backward", Phase::Backward}, {"step", Phase::Step}};
         static const std::map<std::string, Stream> streams = {
@@ -287,6 +333,7 @@ Result<Schedule> parse_schedule_json(const std::string& text, const std::string&
                 op.redop = pick(redops, o.at("redop"));
                 if (o.has("root")) op.root = static_cast<int>(o.at("root").as_integer());
                 op.group = o.at("group").as_string();
+                if (o.has("logged")) op.logged = o.at("logged").as_bool();
                 op.caller = o.at("caller").as_string();
                 if (o.has("bucket")) op.bucket = static_cast<int>(o.at("bucket").as_integer());
             } else {

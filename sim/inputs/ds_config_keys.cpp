@@ -182,23 +182,49 @@ void check_zero_keys(const JsonField& z, DsConfig& c) {
                                         "_configure_zero_optimizer: the old stage 1 is gone since 0.5.9)");
 
     int stage = c.zero.stage;
+    // ZeRO++ and MiCS are modelled at stage 3 (docs/zero-variants.md); below it DeepSpeed ignores
+    // them (refuse_unmodelled says so). Hierarchical MiCS gathers and quantized non-trainable
+    // weights are not modelled.
     if (z.has("zero_hpz_partition_size")) {
         auto f = z.at("zero_hpz_partition_size");
         // config.py: Field(1, ge=0); stage3.py builds the secondary group only when it is > 1.
-        if (f.as_integer_in(0, INT64_MAX) > 1) refuse_unmodelled(f, "ZeRO++ hpZ (zero_hpz_partition_size)", stage, release);
+        int64_t k = f.as_integer_in(0, INT64_MAX);
+        if (k > 1 && stage != 3) refuse_unmodelled(f, "ZeRO++ hpZ (zero_hpz_partition_size)", stage, release);
+        c.zero.hpz_partition_size = std::max<int64_t>(k, 1);
     }
-    if (true_flag(z, "zero_quantized_weights"))
-        refuse_unmodelled(z.at("zero_quantized_weights"), "ZeRO++ qwZ (zero_quantized_weights)", stage, release);
+    if (true_flag(z, "zero_quantized_weights")) {
+        if (stage != 3) refuse_unmodelled(z.at("zero_quantized_weights"), "ZeRO++ qwZ (zero_quantized_weights)", stage, release);
+        c.zero.quantized_weights = true;
+    }
     if (true_flag(z, "zero_quantized_nontrainable_weights"))
         refuse_unmodelled(z.at("zero_quantized_nontrainable_weights"),
                           "ZeRO++ quantized non-trainable weights (zero_quantized_nontrainable_weights)", stage, release);
-    if (true_flag(z, "zero_quantized_gradients"))
-        refuse_unmodelled(z.at("zero_quantized_gradients"), "ZeRO++ qgZ (zero_quantized_gradients)", stage, release);
+    if (true_flag(z, "zero_quantized_gradients")) {
+        if (stage != 3) refuse_unmodelled(z.at("zero_quantized_gradients"), "ZeRO++ qgZ (zero_quantized_gradients)", stage, release);
+        c.zero.quantized_gradients = true;
+    }
     if (z.has("mics_shard_size")) {
         auto f = z.at("mics_shard_size");
         // engine.py _configure_zero_optimizer: MiCS when mics_shard_size > 0 (default -1).
-        if (f.as_integer() > 0) refuse_unmodelled(f, "MiCS (mics_shard_size)", stage, release);
+        int64_t s = f.as_integer();
+        if (s > 0 && stage != 3) refuse_unmodelled(f, "MiCS (mics_shard_size)", stage, release);
+        if (s > 0) {
+            c.zero.mics_shard_size = s;
+            // engine.py: MiCS_Optimizer is built without the ZeRO++ arguments while zero.Init still reads
+            // hpZ and qwZ: an unsupported mix whose behaviour the source does not settle.
+            for (const char* k : {"zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_gradients"})
+                if ((std::string(k) == "zero_hpz_partition_size" && c.zero.hpz_partition_size > 1) ||
+                    (std::string(k) != "zero_hpz_partition_size" && true_flag(z, k)))
+                    f.fail_here(std::string("MiCS with ") + k + " is not modelled: DeepSpeed " + release.name() +
+                                " hands it to zero.Init but not to MiCS_Optimizer (engine.py), an unsupported mix");
+        }
     }
+    // csrc/quantization/pt_binding.cpp reads and returns __half: with bf16 or fp32 weights the sizes
+    // (what zerosim models) are right but the values are not (DeepSpeed issues #3992, #4852).
+    if ((c.zero.quantized_weights || c.zero.quantized_gradients) && c.model_dtype != DType::FP16)
+        c.warnings.push_back(std::string("zero_quantized_weights/zero_quantized_gradients with ") + dtype_name(c.model_dtype) +
+                             " training: DeepSpeed " + release.name() + "'s quantizer kernels read fp16, so the values "
+                             "would be wrong (issues #3992, #4852); the bytes are as modelled");
     if (true_flag(z, "mics_hierarchical_params_gather"))
         refuse_unmodelled(z.at("mics_hierarchical_params_gather"),
                           "MiCS hierarchical parameter gather (mics_hierarchical_params_gather)", stage, release);

@@ -38,7 +38,10 @@ const std::vector<std::string>& settable_keys() {
         "zero_optimization.overlap_comm", "zero_optimization.round_robin_gradients", "zero_optimization.sub_group_size",
         "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.stage3_param_persistence_threshold",
         "zero_optimization.stage3_model_persistence_threshold", "zero_optimization.stage3_max_live_parameters",
-        "zero_optimization.stage3_max_reuse_distance"};
+        "zero_optimization.stage3_max_reuse_distance",
+        // ZeRO++ and MiCS (stage 3; issue 17).
+        "zero_optimization.zero_hpz_partition_size", "zero_optimization.zero_quantized_weights",
+        "zero_optimization.zero_quantized_gradients", "zero_optimization.mics_shard_size"};
     return keys;
 }
 
@@ -220,6 +223,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.steps = spec.steps;
     o.seq_len = spec.seq_len;
     o.zero_init = spec.zero_init && cfg.zero.stage == 3;  // zero.Init partitions only under stage 3
+    o.gpus_per_node = topo.gpus_per_node;                 // qgZ's node groups (device_count())
     auto s = build_schedule(model, cfg, o);
     if (!s) return fail(s.error());
     auto pred = simulate(s.value(), topo, TimingMode::Overlapped, gathered_parameter_budget(model, cfg, s.value(), topo));

@@ -69,15 +69,20 @@ ScheduleSize estimate_schedule_size(const Model& m, const DsConfig& cfg, const S
         // Per micro-step: a forward and a backward per call of a module that owns parameters; at a
         // pre-forward and a pre-backward hook of every call, a fetch and a prefetch all_gather; a
         // reduction per flush (a flush is never empty at stage 3).
+        // ZeRO++ / MiCS (stage3_variants.cpp): hpZ splits a gather in two, qwZ doubles each; qgZ
+        // sends up to four ops per gradient, MiCS a replication all_reduce after each flush.
+        const int64_t split = (z.hpz_partition_size > 1 ? 2 : 1) * (z.quantized_weights ? 2 : 1);
         int64_t calls_with_module = 0;
         for (const auto& c : m.calls)
             if (c.module >= 0) {
                 ++calls_with_module;
-                refs_micro = add(refs_micro, mul(3, static_cast<int64_t>(m.modules[c.module].params.size())));
+                refs_micro = add(refs_micro, mul(1 + 2 * split, static_cast<int64_t>(m.modules[c.module].params.size())));
             }
         const int64_t C = static_cast<int64_t>(m.calls.size());
-        micro = add(mul(2, calls_with_module), mul(4, C));
+        micro = add(mul(2, calls_with_module), mul(4 * split, C));
         reducing_micro = std::min(P, flushes_at_most(P, total, z.reduce_bucket_size));
+        if (z.quantized_gradients) reducing_micro = mul(4, P);
+        if (z.mics_shard_size > 0) reducing_micro = mul(2, reducing_micro);
         // _step: an overflow check, a norm and an update per sub-group (at most one per parameter),
         // and the persistent parameters' regathers (at most one each).
         step = 1 + 3 * P;

@@ -2,9 +2,11 @@
 // between schedule.cpp and the stage files.
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "core/error.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "schedule/ir.hpp"
@@ -24,6 +26,7 @@ struct Build {
     int step = -1;
     int micro = -1;
     Phase phase = Phase::Init;
+    std::optional<Error> failure;   // a refusal DeepSpeed raises mid-run (qwZ's assertion): the first one
 
     Op& collective(OpKind kind, int64_t elements, DType dtype, const char* caller, const char* rule,
                    Stream stream = Stream::Comm);

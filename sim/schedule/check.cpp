@@ -77,7 +77,11 @@ bool payload_fits(Payload p, OpKind k) {
         case Payload::ParameterBroadcast:
         case Payload::TraceCheck: return k == OpKind::Broadcast;
         case Payload::OverflowFlag:
-        case Payload::GradientNorm: return k == OpKind::AllReduce;
+        case Payload::GradientNorm:
+        case Payload::GradientPartitions: return k == OpKind::AllReduce;
+        case Payload::QuantizedShards: return k == OpKind::AllGather;
+        case Payload::QuantScales: return k == OpKind::AllGather || k == OpKind::AllToAll;
+        case Payload::QuantizedGradient: return k == OpKind::AllToAll;
     }
     return false;
 }
@@ -105,6 +109,7 @@ class OpChecker {
             return err(k, std::string("payload ") + payload_name(op.payload) + " cannot travel in " + kind_name(op.kind));
         if (op.kind == OpKind::Compute) return op.compute == ComputeKind::OptimizerStep ? optimizer_step(k) : std::nullopt;
         if (op.elements < 0) return err(k, "negative elements");
+        if (s_.meta.group_size(op.group) < 1) return err(k, "group \"" + op.group + "\" is not in meta.groups");
         if ((op.kind == OpKind::Broadcast || op.kind == OpKind::Reduce) && (op.root < 0 || op.root >= s_.meta.world))
             return err(k, "root " + str(op.root) + " is not a rank of " + str(s_.meta.world));
         return payload(k);
@@ -121,9 +126,16 @@ class OpChecker {
         for (int p : op.params) n += s_.params[p].numel;
         return n;
     }
+    // Stage 3 shards: ceil(numel / shard count) (the world, or the MiCS shard size); on the hpZ
+    // group the secondary shards, that padded to the world and cut in hpZ-group-size pieces.
     int64_t shards(const Op& op) const {
+        const int64_t cut = s_.meta.shard_count();
+        const bool secondary = op.group == "hpz" && s_.meta.group_size("hpz") > 0;
         int64_t n = 0;
-        for (int p : op.params) n += stage3_partition_numel(s_.params[p].numel, s_.meta.world);
+        for (int p : op.params) {
+            int64_t part = stage3_partition_numel(s_.params[p].numel, cut);
+            n += secondary ? part * s_.meta.world / s_.meta.group_size("hpz") : part;
+        }
         return n;
     }
     Status needs_layout(size_t k, PartitionKind want) const {
@@ -164,14 +176,19 @@ class OpChecker {
             case Payload::GradientShards:
                 if (auto e = needs_params(k)) return e;
                 if (auto e = needs_layout(k, PartitionKind::PerParameter)) return e;
-                if (s_.meta.world * shards(op) != op.elements)
-                    return err(k, "padded parameters hold " + str(s_.meta.world * shards(op)) + " elements; the op sends " + n);
+                if (s_.meta.group_size(op.group) * shards(op) != op.elements)
+                    return err(k, "padded parameters hold " + str(s_.meta.group_size(op.group) * shards(op)) +
+                                      " elements; the op sends " + n);
                 return std::nullopt;
             case Payload::ParameterShards:
                 if (auto e = needs_params(k)) return e;
                 if (auto e = needs_layout(k, PartitionKind::PerParameter)) return e;
                 if (shards(op) != op.elements) return err(k, "shards hold " + str(shards(op)) + " elements; the op sends " + n);
                 return model_dtype(k, "gathers");
+            case Payload::QuantizedShards:
+                if (auto e = needs_params(k)) return e;
+                if (shards(op) != op.elements) return err(k, "shards hold " + str(shards(op)) + " elements; the op sends " + n);
+                return std::nullopt;
             case Payload::ParameterPartitions: {
                 if (auto e = needs_layout(k, PartitionKind::FlatGroups)) return e;
                 if (auto e = group_of(k)) return e;

@@ -29,6 +29,9 @@ const CollectiveInfo kTable[] = {
     {OpKind::ReduceScatter, "reduce_scatter", whole,  scatter, true,  nm1_over_n,       1, true,  false, false},
     {OpKind::Broadcast,     "broadcast",      whole,  same,    false, one,              1, false, true,  true},
     {OpKind::Reduce,        "reduce",         whole,  same,    false, one,              1, true,  true,  true},
+    // all_to_all_single (qgZ): DeepSpeed logs the whole input; nccl-tests' alltoall rates it with
+    // busbw = algbw (n-1)/n (src/alltoall.cu).
+    {OpKind::AllToAll,      "all_to_all",     whole,  same,    true,  nm1_over_n,       1, false, false, false},
     // torch.distributed's barrier on NCCL: an all_reduce of one element, whatever size is logged
     // (DeepSpeed logs 0 bytes).
     {OpKind::Barrier,       "barrier",        one_element, one_each, false, twice_nm1_over_n, 2, true, false, false},
@@ -44,7 +47,7 @@ const CollectiveInfo& collective_info(OpKind k) {
 
 std::optional<OpKind> collective_named(const std::string& name) {
     for (const CollectiveInfo& c : kTable)
-        if (c.kind != OpKind::Barrier && name == c.name) return c.kind;
+        if (c.kind != OpKind::Barrier && c.kind != OpKind::AllToAll && name == c.name) return c.kind;
     return std::nullopt;
 }
 

@@ -17,6 +17,7 @@ const char* op_record_name(OpKind k) {
         case OpKind::Reduce: return "reduce";
         case OpKind::Barrier: return "barrier";
         case OpKind::Compute: return "compute";
+        case OpKind::AllToAll: return "all_to_all_single";
     }
     return "?";
 }
@@ -85,6 +86,10 @@ const char* payload_name(Payload p) {
         case Payload::GradientNorm: return "gradient_norm";
         case Payload::TraceCheck: return "trace_check";
         case Payload::Barrier: return "barrier";
+        case Payload::QuantizedShards: return "quantized_shards";
+        case Payload::QuantScales: return "quant_scales";
+        case Payload::QuantizedGradient: return "quantized_gradient";
+        case Payload::GradientPartitions: return "gradient_partitions";
     }
     return "?";
 }
@@ -92,7 +97,9 @@ const char* payload_name(Payload p) {
 std::optional<Payload> payload_from_name(const std::string& name) {
     for (Payload p : {Payload::Compute, Payload::GradientBucket, Payload::GradientSlices, Payload::GradientShards,
                       Payload::ParameterShards, Payload::ParameterPartitions, Payload::ParameterBroadcast,
-                      Payload::OverflowFlag, Payload::GradientNorm, Payload::TraceCheck, Payload::Barrier})
+                      Payload::OverflowFlag, Payload::GradientNorm, Payload::TraceCheck, Payload::Barrier,
+                      Payload::QuantizedShards, Payload::QuantScales, Payload::QuantizedGradient,
+                      Payload::GradientPartitions})
         if (name == payload_name(p)) return p;
     return std::nullopt;
 }
@@ -113,6 +120,13 @@ std::optional<PartitionKind> partition_kind_from_name(const std::string& name) {
 }
 
 bool is_collective(OpKind k) { return k != OpKind::Compute; }
+
+int64_t ScheduleMeta::group_size(const std::string& name) const {
+    if (name == "dp") return world;
+    for (const auto& g : groups)
+        if (g.name == name) return g.size();
+    return 0;
+}
 
 bool deepspeed_calls_in_place(OpKind k) { return is_collective(k) && collective_info(k).deepspeed_in_place; }
 
@@ -174,8 +188,28 @@ const std::vector<Rule>& all_rules() {
         {"stage3.flush.allreduce", "stage 3 bucket flush with reduce_scatter off: all_reduce of the bucket",
          "zero_optimization.reduce_bucket_size,zero_optimization.reduce_scatter,zero_optimization.contiguous_gradients", Payload::GradientBucket},
         {"stage3.step.grad_norm", "stage 3 gradient norm: fp64 all_reduce per sub-group", "zero_optimization.sub_group_size", Payload::GradientNorm},
+        {"stage3.step.grad_norm_cpu_offload", "stage 3 with offload_optimizer: the gradient norm as one fp32 all_reduce per sub-group",
+         "zero_optimization.offload_optimizer", Payload::GradientNorm},
         {"stage3.step.persistent_regather", "stage 3 after the step: re-gather each persistent parameter",
          "zero_optimization.stage3_param_persistence_threshold", Payload::ParameterShards},
+        // ZeRO++ and MiCS, DeepSpeed v0.14.2 (docs/zero-variants.md). hpZ and MiCS keep the stage-3
+        // rules above and change their group and sizes; these are the ops they add.
+        {"qwz.fetch_scales", "qwZ: fp32 scales of the int8 parameter gather just before, one per group of <= 8000 elements",
+         "zero_optimization.zero_quantized_weights", Payload::QuantScales},
+        {"qgz.intra_all_to_all", "qgZ: int4 gradient (two values a byte) exchanged inside the node",
+         "zero_optimization.zero_quantized_gradients", Payload::QuantizedGradient},
+        {"qgz.intra_scales", "qgZ: the fp32 scales of the intra-node exchange, G = max(rows, cols, world)",
+         "zero_optimization.zero_quantized_gradients", Payload::QuantScales},
+        {"qgz.inter_all_to_all", "qgZ: the node-reduced int4 gradient (1/ranks-per-node of it) exchanged across nodes",
+         "zero_optimization.zero_quantized_gradients", Payload::QuantizedGradient},
+        {"qgz.inter_scales", "qgZ: the fp32 scales of the inter-node exchange, G / ranks-per-node",
+         "zero_optimization.zero_quantized_gradients", Payload::QuantScales},
+        {"qgz.fallback_reduce_scatter",
+         "qgZ: a 1-D gradient, or one whose size is not a multiple of 2 x world, reduce-scattered alone over the world",
+         "zero_optimization.zero_quantized_gradients", Payload::GradientShards},
+        {"mics.allreduce_shard_grads",
+         "MiCS, accumulation boundary: the bucket's gradient partitions all_reduced across shard groups (replication group)",
+         "zero_optimization.mics_shard_size", Payload::GradientPartitions},
         {"compute.forward", "forward of one module for the micro batch", "train_micro_batch_size_per_gpu", Payload::Compute},
         {"compute.backward", "backward of one module (about twice its forward)", "train_micro_batch_size_per_gpu", Payload::Compute},
         {"compute.optimizer_step", "Adam update of this rank's partition of a parameter group", "zero_optimization.stage", Payload::Compute},

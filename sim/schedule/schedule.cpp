@@ -1,4 +1,5 @@
 #include "build.hpp"
+#include "stage3_variants.hpp"
 
 #include "schedule/ordering.hpp"
 #include "schedule/release_rules.hpp"
@@ -200,10 +201,13 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     meta.overflow_steps = opt.overflow_steps;
     meta.round_robin_gradients = cfg.zero.round_robin_gradients;
     for (const auto& p : model.params) b.out.params.push_back({p.name, p.shape, p.numel, p.group});
+    // ZeRO++ / MiCS groups and DeepSpeed's refusals of their settings (stage3_variants.hpp).
+    if (auto e = detail::setup_zero_variants(b)) return *e;
     if (cfg.zero.stage == 3)
         detail::generate_stage3(b);
     else
         detail::generate_stage012(b);
+    if (b.failure) return *b.failure;
     // The generators emit ops in issue order; every wait beyond stream order comes from here.
     add_ordering_deps(b.out);
     return std::move(b.out);

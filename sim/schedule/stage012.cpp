@@ -93,7 +93,9 @@ struct Stage012 {
 
     // reduce_ipg_grads -> average_tensor / buffered_reduce_fallback.
     void flush() {
-        if (!z.contiguous_gradients) {
+        // offload_optimizer forces contiguous gradients on (stage_1_and_2.py __init__: contiguous_gradients
+        // or cpu_offload), docs/zero-variants.md §5.1.
+        if (!z.contiguous_gradients && !z.offload_optimizer) {
             // buffered_reduce_fallback: one all_reduce per dtype present (one dtype here).
             if (!bucket.empty())
                 reduction(OpKind::AllReduce, bucket_elements, "allreduce_bucket", "stage12.flush.allreduce_per_dtype");
@@ -248,7 +250,9 @@ struct Stage012 {
         }
         if (kind == Optimizer::Zero12)
             for (int g = 0; g < b.model.num_groups; ++g)
-                b.collective(OpKind::AllReduce, 1, DType::FP32, "get_grad_norm_direct", "stage12.step.grad_norm")
+                b.collective(OpKind::AllReduce, 1, DType::FP32,  // offload: the CPU path's norm, same 4-byte scalar
+                             z.offload_optimizer ? "complete_grad_norm_calculation_for_cpu_offload" : "get_grad_norm_direct",
+                             "stage12.step.grad_norm")
                     .param_group = g;
         // Each rank updates its partition of every group; `params` lists the group in flat order.
         for (int g = 0; g < b.model.num_groups; ++g) b.optimizer_step(g, layouts[g].partition_size).params = layouts[g].order;

@@ -16,6 +16,7 @@
 #include "schedule/release_rules.hpp"
 #include "build.hpp"
 #include "stage3_host.hpp"
+#include "stage3_variants.hpp"
 
 namespace zerosim::detail {
 
@@ -74,9 +75,11 @@ struct Stage3 {
     int64_t n_available = 0;
     int64_t live = 0;                         // elements of all parameters gathered right now
     Stage3Host host;                          // the coordinator's host events
+    Stage3Variants var;                       // ZeRO++ / MiCS: groups, sizes, hpZ secondary copies
     void set_available(int p, bool on) {
         if (available[p] == on) return;
         available[p] = on;
+        if (!on) var.partitioned(p);          // partition() rebuilds the hpZ secondary copy
         live += on ? m.params[p].numel : -m.params[p].numel;
         if (!on) host.released(m.params[p].numel);
         b.out.meta.stage3_peak_gathered_elements = std::max(b.out.meta.stage3_peak_gathered_elements, live);
@@ -93,7 +96,7 @@ struct Stage3 {
     explicit Stage3(Build& build)
         : b(build), z(build.cfg.zero), m(build.model), world(build.opt.world),
           persistent(m.params.size(), false), available(m.params.size(), false), active(m.params.size()),
-          host(build, m.params.size()) {
+          host(build, m.params.size()), var(build) {
         if (applies(ReleaseRuleId::Stage3TraceCheckAtForward, b.cfg.release)) mode = TraceMode::Invalid;
         // mark_persistent_parameters: registration order, inclusive threshold, model-wide cap.
         int64_t total = 0;
@@ -133,7 +136,7 @@ struct Stage3 {
         }
     }
 
-    int64_t part(int p) const { return stage3_partition_numel(m.params[p].numel, world); }
+    int64_t part(int p) const { return var.part(p); }  // ceil(numel / world), or / MiCS shard size
 
     std::vector<int> module_params(int node) const {
         int mod = m.calls[node].module;
@@ -159,10 +162,9 @@ struct Stage3 {
             set_available(p, true);
         }
         if (world == 1) return;
-        Op& op = b.collective(OpKind::AllGather, elements, b.cfg.model_dtype, "allgather_fn", rule, Stream::Fetch);
-        op.params = todo;
-        if (node >= 0 && m.calls[node].module >= 0) op.module_name = m.modules[m.calls[node].module].name;
-        host.gathered(op);
+        std::string module_name;
+        if (node >= 0 && m.calls[node].module >= 0) module_name = m.modules[m.calls[node].module].name;
+        var.fetch(todo, rule, module_name, host);
     }
 
     // fetch_sub_module: gather this call's parameters, then (trace complete) prefetch upcoming ones.
@@ -267,17 +269,27 @@ struct Stage3 {
             // The contiguous buffer narrowed to the counted elements (v0.17.2: the running total).
             op = &b.collective(OpKind::AllReduce, counted_elements, b.cfg.comm_dtype(), "__avg_scatter_contiguous_grads",
                                "stage3.flush.allreduce", st);
+        } else if (var.quantized_gradients()) {
+            // qgZ (stage3.py __avg_scatter_grads -> all_to_all_quant_reduce): per gradient, ds_id order.
+            std::vector<int> sorted = bucket;
+            std::sort(sorted.begin(), sorted.end());
+            var.quantized_reduce(sorted, flushes++, st);
+            op = nullptr;
         } else {
             // reduce_scatter_coalesced: each gradient padded to world * ceil(numel / world) and
             // interleaved by rank; one reduce_scatter per flush.
             int64_t elements = 0;
-            for (int p : bucket) elements += world * part(p);
+            for (int p : bucket) elements += b.out.meta.shard_count() * part(p);
             op = &b.collective(OpKind::ReduceScatter, elements, b.cfg.comm_dtype(), "reduce_scatter_fn",
                                "stage3.flush.reduce_scatter", st);
         }
-        op->bucket = flushes++;
-        op->params = bucket;
-        std::sort(op->params.begin(), op->params.end());
+        if (op) {
+            op->bucket = flushes++;
+            op->params = bucket;
+            op->group = var.shard_group();
+            std::sort(op->params.begin(), op->params.end());
+            var.after_flush(op->params, op->bucket, st);  // MiCS: the replication all_reduce
+        }
         bucket.clear();
         bucket_elements = 0;
         if (!applies(ReleaseRuleId::Stage3BucketElementsKept, b.cfg.release)) counted_elements = 0;
@@ -361,11 +373,19 @@ struct Stage3 {
         }
         n_available = 0;
         if (b.cfg.model_dtype == DType::FP16) {
-            b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", "step.overflow_check").redop = ReduceOp::Max;
-            if (b.overflows(s)) return;  // skipped step: persistent parameters stay partitioned
+            Op& flag = b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", "step.overflow_check");
+            flag.redop = ReduceOp::Max;
+            flag.group = var.shard_group();
+            // Skipped step: persistent parameters stay partitioned, hpZ secondary copies stay valid.
+            if (b.overflows(s)) return;
         }
+        // With offload_optimizer the norm is complete_grad_norm_calculation_for_cpu_offload's fp32 scalar
+        // (stage3.py, docs/zero-variants.md §5.2), else get_grad_norm_direct's fp64 one.
         for (size_t g = 0; g < sub_groups.size(); ++g)
-            b.collective(OpKind::AllReduce, 1, DType::FP64, "get_grad_norm_direct", "stage3.step.grad_norm");
+            (z.offload_optimizer ? b.collective(OpKind::AllReduce, 1, DType::FP32, "complete_grad_norm_calculation_for_cpu_offload",
+                                                "stage3.step.grad_norm_cpu_offload")
+                                 : b.collective(OpKind::AllReduce, 1, DType::FP64, "get_grad_norm_direct", "stage3.step.grad_norm"))
+                .group = var.shard_group();
         for (size_t g = 0; g < sub_groups.size(); ++g) {
             int64_t elements = 0;
             for (int p : sub_groups[g]) elements += part(p);
@@ -378,14 +398,19 @@ struct Stage3 {
             if (persistent[p]) pers.push_back(static_cast<int>(p));
         for (int p : pers) {
             if (pers.size() == 1) {
-                b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params",
-                             "stage3.step.persistent_regather").params = {p};
+                Op& op = b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params",
+                                      "stage3.step.persistent_regather");
+                op.params = {p};
+                op.group = var.shard_group();
             } else if (world > 1) {
-                b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params_coalesced",
-                             "stage3.step.persistent_regather").params = {p};
+                Op& op = b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params_coalesced",
+                                      "stage3.step.persistent_regather");
+                op.params = {p};
+                op.group = var.shard_group();
             }
             set_available(p, true);
         }
+        var.invalidate_secondary();  // _post_step: invalidate_secondary_tensor on the trainable parameters
     }
 };
 
@@ -406,8 +431,12 @@ void stage3_engine_start(Stage3& s) {
     b.collective(OpKind::Barrier, 0, DType::FP32, "_setup_for_real_optimizer", "stage3.init.barrier");
     for (const auto& sub : s.sub_groups)
         for (int p : sub)
-            b.collective(OpKind::AllGather, s.part(p), b.cfg.model_dtype, "_allgather_params",
-                         "stage3.init.allgather_params").params = {p};
+        {
+            Op& op = b.collective(OpKind::AllGather, s.part(p), b.cfg.model_dtype, "_allgather_params",
+                                  "stage3.init.allgather_params");
+            op.params = {p};
+            op.group = s.var.shard_group();  // MiCS: get_partition_dp_group is the shard group
+        }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "timing/engine.hpp"
+#include "timing/group_plan.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -136,7 +137,8 @@ struct Run {
             const Op& op = s.ops[i];
             if (is_collective(op.kind)) {
                 if (op.kind == OpKind::Barrier || op.bytes() > 0 || s.meta.world > 1)
-                    plans[i] = plan_collective(t, op.kind, static_cast<double>(op.bytes()), s.meta.world);
+                    plans[i] = plan_for_group(t, op, s.meta);  // the op's process group (ZeRO++ / MiCS)
+                compute_time[i] = quantization_seconds(t, op, s.meta);  // qwZ/qgZ kernels, on the op's stream
                 pred.ops[i].algorithm = plans[i].algorithm;
                 pred.ops[i].protocol = plans[i].protocol;
             } else {
@@ -149,6 +151,7 @@ struct Run {
         const Op& op = s.ops[i];
         double start = simgrid::s4u::Engine::get_clock();
         if (is_collective(op.kind)) {
+            if (compute_time[i] > 0) simgrid::s4u::this_actor::sleep_for(compute_time[i]);
             run_collective(plans[i], caps);
         } else if (host_lane) {
             // Kernels run as the host launches them: the segment ends no sooner than its launch.

@@ -40,9 +40,11 @@ struct MemoryReport {
 };
 
 // The config at each of `stages` (DsConfig::with_stage), its schedule on `world` ranks and its
-// memory; a measured run must have `world` ranks.
+// memory; a measured run must have `world` ranks. `gpus_per_node`: the ranks DeepSpeed sees on a
+// node (qgZ's groups; ScheduleOptions::gpus_per_node).
 Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,
-                                   const std::optional<MeasuredMemory>& measured, const std::string& measured_path);
+                                   const std::optional<MeasuredMemory>& measured, const std::string& measured_path,
+                                   int64_t gpus_per_node = 0);
 
 // Sizes 1024-based, as DeepSpeed prints them ("1.86 GB" is GiB).
 void write_memory_text(std::ostream& out, const MemoryReport& r);

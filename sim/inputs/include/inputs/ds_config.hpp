@@ -35,6 +35,11 @@ struct ZeroConfig {
     int64_t max_reuse_distance = 1000000000;          // stage3_max_reuse_distance
     bool offload_optimizer = false;
     bool offload_param = false;
+    // ZeRO++ and MiCS (stage 3; DeepSpeed v0.14.2 runtime/zero/config.py), docs/zero-variants.md.
+    int64_t hpz_partition_size = 1;     // zero_hpz_partition_size; 1 = off
+    bool quantized_weights = false;     // zero_quantized_weights (qwZ)
+    bool quantized_gradients = false;   // zero_quantized_gradients (qgZ)
+    int64_t mics_shard_size = -1;       // mics_shard_size; > 0 = MiCS
 };
 
 struct DsConfig {

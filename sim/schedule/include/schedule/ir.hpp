@@ -17,7 +17,7 @@
 
 namespace zerosim {
 
-enum class OpKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Barrier, Compute };
+enum class OpKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Barrier, Compute, AllToAll };
 enum class Phase { Init, Forward, Backward, Step };
 enum class Stream { Compute, Comm, Reduce, Fetch };
 enum class ReduceOp { None, Sum, Max };
@@ -40,6 +40,13 @@ enum class Payload {
     GradientNorm,         // all_reduce of a partial gradient norm
     TraceCheck,           // broadcast of the recorded stage-3 trace's lengths from rank 0
     Barrier,              // no data
+    // ZeRO++ and MiCS (docs/zero-variants.md):
+    QuantizedShards,      // all_gather (qwZ): int8 data of this rank's shards of `params`, concatenated
+                          //   (secondary shards on the hpZ group)
+    QuantScales,          // all_gather / all_to_all (qwZ, qgZ): the fp32 scales of the int8 data before it
+    QuantizedGradient,    // all_to_all (qgZ): int4 values, two per byte, of one gradient `params`[0]
+    GradientPartitions,   // all_reduce (MiCS): this rank's accumulated gradient partition of each of
+                          //   `params`, over the replication group
 };
 
 // DeepSpeed's record names (what the comms logger prints), e.g. "all_gather_into_tensor".
@@ -93,7 +100,9 @@ struct Op {
     DType dtype = DType::FP32;
     ReduceOp redop = ReduceOp::None;
     int root = -1;              // broadcast source / reduce destination (group rank)
-    std::string group = "dp";   // process group: the data-parallel group of all ranks
+    bool logged = true;         // DeepSpeed's comms logger records it (MiCS's parameter gathers
+                                //   bypass the timed wrapper: recorded here, not logged)
+    std::string group = "dp";   // process group: "dp" (all ranks) or a name in meta.groups
     int bucket = -1;            // gradient bucket (flush) number within the micro-step
     int param_group = -1;       // optimizer parameter group, where the op is per group
 
@@ -139,6 +148,24 @@ struct PartitionLayout {
     std::vector<GroupPartition> groups;   // FlatGroups: one per parameter group, group order
 };
 
+// A kind of process group of the ZeRO variants: the world cut into disjoint sets of ranks, each
+// rank in exactly one (hpZ groups, qgZ intra/inter-node groups, MiCS shard/replication groups).
+struct ProcessGroup {
+    std::string name;                       // "hpz", "qgz_intra", "qgz_inter", "mics_shard", "mics_replica"
+    std::vector<std::vector<int>> members;  // the groups, ascending ranks; members[0] holds rank 0
+    int64_t size() const { return members.empty() ? 0 : static_cast<int64_t>(members[0].size()); }
+};
+
+// The ZeRO++ / MiCS settings a schedule was built with (DeepSpeed v0.14.2 runtime/zero/config.py).
+struct ZeroVariants {
+    int64_t hpz = 1;              // zero_hpz_partition_size (group size used, min(k, world)); 1 = off
+    bool qwz = false;             // zero_quantized_weights
+    bool qgz = false;             // zero_quantized_gradients, and active (more than one node)
+    int64_t mics = 0;             // mics_shard_size; 0 = off
+    int64_t gpus_per_node = 0;    // ranks DeepSpeed sees on a node (device_count()); 0 = not given
+    bool any() const { return hpz > 1 || qwz || qgz || mics > 0; }
+};
+
 struct ScheduleMeta {
     std::string dialect = "deepspeed-0.14.2";   // "deepspeed-" + release.number()
     Release release = kBaselineRelease;         // the DeepSpeed release whose rules built it
@@ -166,6 +193,12 @@ struct ScheduleMeta {
     // broadcast and partitioned at construction, before the comms logger existed, so the engine
     // start logs none of them.
     bool zero_init = false;
+    ZeroVariants variants;
+    std::vector<ProcessGroup> groups;    // every group an op names besides "dp"
+    // Ranks every parameter is cut across: the MiCS shard size, else the world.
+    int64_t shard_count() const { return variants.mics > 0 ? variants.mics : world; }
+    // Ranks in the group `name` ("dp": the world); 0 if unknown.
+    int64_t group_size(const std::string& name) const;
 };
 
 // Stage 3's host: the parameter coordinator's calls as the host runs them, in order (DeepSpeed

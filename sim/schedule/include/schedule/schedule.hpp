@@ -20,6 +20,9 @@ struct ScheduleOptions {
     int64_t seq_len = 0;                // 0: the model's default, else 1024
     std::vector<int> overflow_steps;    // fp16: optimizer steps (0-based) whose gradients overflow
     bool zero_init = false;             // stage 3: the model is built under deepspeed.zero.Init
+    // Ranks DeepSpeed sees on one node (get_accelerator().device_count()): qgZ's intra/inter-node
+    // groups need it; 0 = not given (a qgZ schedule on more than one rank then refuses).
+    int64_t gpus_per_node = 0;
     int64_t max_ops = kDefaultMaxOps;               // refuse a schedule estimated past these (bounds.hpp)
     int64_t max_bytes = kDefaultMaxScheduleBytes;
 };

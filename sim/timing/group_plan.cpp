@@ -1,0 +1,56 @@
+// A collective on a process group of the ZeRO variants (hpZ, qgZ, MiCS), timed on the links that
+// group uses. Ranks are placed on nodes in order (rank r on node r / gpus_per_node, as launchers
+// place them and as DeepSpeed's groups assume), so rank 0's group tells how many of its members
+// share a node and how many nodes it spans: an hpZ group of 8 consecutive ranks on an 8-GPU node
+// is one node (NVLink only); qgZ's inter-node group is one rank on each node. The group is planned
+// as a collective on a topology of that shape whose NIC bandwidth is the members' share of the
+// node's (every group of the kind runs at once and they share the node's NICs).
+#include "timing/group_plan.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace zerosim {
+
+CollectivePlan plan_for_group(const Topology& t, const Op& op, const ScheduleMeta& meta) {
+    const double bytes = static_cast<double>(op.bytes());
+    const int64_t world = meta.world;
+    if (op.group == "dp" && op.kind != OpKind::AllToAll) return plan_collective(t, op.kind, bytes, world);
+    std::vector<int> members;
+    for (const auto& g : meta.groups)
+        if (g.name == op.group && !g.members.empty()) members = g.members[0];
+    if (members.empty())
+        for (int64_t r = 0; r < world; ++r) members.push_back(static_cast<int>(r));
+    const int64_t n = static_cast<int64_t>(members.size());
+    const int64_t g = std::max<int64_t>(t.gpus_per_node, 1);
+    std::set<int64_t> nodes;
+    int64_t on_first = 0;
+    for (int r : members) {
+        nodes.insert(r / g);
+        on_first += r / g == members[0] / g;
+    }
+    Topology sub = t;
+    sub.gpus_per_node = std::max<int64_t>(on_first, 1);
+    sub.nodes = static_cast<int64_t>(nodes.size());
+    if (g > 0) sub.nic_bandwidth_gbs = t.nic_bandwidth_gbs * static_cast<double>(sub.gpus_per_node) / static_cast<double>(g);
+    if (op.kind == OpKind::AllToAll) return plan_all_to_all(sub, bytes, n);
+    return plan_collective(sub, op.kind, bytes, n);
+}
+
+double quantization_seconds(const Topology& t, const Op& op, const ScheduleMeta& meta) {
+    const double rate = t.mem_bandwidth_gbs * 1e9 * t.mem_efficiency;
+    if (rate <= 0) return 0.0;
+    const double e = static_cast<double>(op.elements);
+    double bytes = 0;
+    if (op.payload == Payload::QuantizedShards) {
+        const double k = static_cast<double>(std::max<int64_t>(meta.group_size(op.group), 1));
+        bytes = e * (dtype_size(meta.model_dtype) + 1) + 3 * k * e;
+    } else if (op.rule == "qgz.intra_all_to_all") {
+        bytes = e * (2 * dtype_size(meta.comm_dtype) + 1);
+    } else if (op.rule == "qgz.inter_all_to_all") {
+        bytes = e * static_cast<double>(std::max<int64_t>(meta.variants.gpus_per_node, 1) + 6);
+    }
+    return bytes / rate;
+}
+
+}  // namespace zerosim
