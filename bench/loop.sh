@@ -7,6 +7,7 @@
 # out/loop-N/. A benchmark, not a test: several minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p out   # main.sh makes it too, but the first table is redirected there before it runs
 for i in 1 2 3; do
   echo "loop run $i/3 ..." >&2
   scripts/main.sh 2>/dev/null > "out/loop-$i.table"

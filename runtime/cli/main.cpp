@@ -14,6 +14,7 @@
 
 #include "backends/backend.hpp"
 #include "collbench/bench.hpp"
+#include "host_memory.hpp"
 #include "run.hpp"
 #include "backends/nccl_backend.hpp"
 #include "core/output.hpp"
@@ -152,6 +153,11 @@ int main(int argc, char** argv) {
     app.add_option("--dump-weights", ra.dump_weights, "Each rank writes its fp32 master partition to PREFIX.rank<N>.bin");
     app.add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
         ->check(CLI::IsMember({"nccl", "mpi"}));
+    bool return_freed = false;   // --return-freed-memory (host_memory.cpp)
+    const char* return_freed_help =
+        "Let the C library return freed host memory to the kernel (its default); without it zerorun keeps it, so no "
+        "collective times page faults on its scratch (docs/runtime.md)";
+    app.add_flag("--return-freed-memory", return_freed, return_freed_help);
     app.add_flag("--quiet", ra.quiet, "No memory report on standard output");
     app.add_option("--bench-between-steps", ra.bench_between.prefix,
                    "With --sync-each-op: before each step and after the last, a fenced bench round of all_reduce, "
@@ -196,6 +202,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     bench->add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
         ->check(CLI::IsMember({"nccl", "mpi"}));
+    bench->add_flag("--return-freed-memory", return_freed, return_freed_help);
     bench->add_option("--test-corrupt-rank", ba.corrupt_rank)->group("")->check(integer_in(-1, INT32_MAX));
 
     int code = 1;
@@ -213,6 +220,7 @@ int main(int argc, char** argv) {
         finalize_mpi();
         return c;
     }
+    if (!return_freed) keep_freed_host_memory();
     // The backend: as asked, else NCCL when a GPU is visible. One line on stderr says which.
     std::string why_default;
     if (backend.empty()) {
