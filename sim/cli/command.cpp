@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "analysis/memory.hpp"
 #include "core/number_list.hpp"
 #include "core/output.hpp"
 #include "core/sizes.hpp"
@@ -70,6 +71,19 @@ Result<Release> resolve_release(const std::string& version) {
 void add_zero_init(CLI::App* sub, ScheduleArgs& a) {
     sub->add_flag("--zero-init", a.zero_init,
                   "Stage 3: the model is built under deepspeed.zero.Init");
+}
+
+void add_activation_checkpointing(CLI::App* sub, bool& flag) {
+    sub->add_flag("--activation-checkpointing", flag,
+                  "Activations checkpointed per layer (DeepSpeed's activation_checkpointing, HF's gradient_checkpointing): "
+                  "the fit counts 2sbh per layer plus one layer recomputed");
+}
+
+FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpointing) {
+    const auto& meta = in.schedule.meta;
+    auto act = estimate_activations(in.model, meta.seq_len, meta.micro_batch, in.cfg.model_dtype,
+                                    activation_checkpointing || in.cfg.activation_checkpointing);
+    return estimate_fit(estimate_memory(in.model, in.cfg, in.schedule).total(), act, t.gpu_memory_gb);
 }
 
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {

@@ -81,6 +81,7 @@ Command add_sweep(CLI::App& app) {
     sub->add_option("--seq-len", a->spec.seq_len, "Sequence length for compute")->check(integer_in(1));
     sub->add_flag("--zero-init", a->spec.zero_init,
                   "Stage-3 points: the model is built under deepspeed.zero.Init (no engine-start broadcasts)");
+    add_activation_checkpointing(sub, a->spec.activation_checkpointing);
     sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
     sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
     add_nccl_flag(sub, a->nccl);

@@ -140,7 +140,7 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
     const auto& s = in.schedule;
     const auto& m = s.meta;
     out << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>zerosim report: " << esc(m.model_name)
-        << "</title><style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
+        << "</title><style>.nofit{color:#b00}.fits{color:#070}body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
            "td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}"
            "pre{background:#f8f8f8;padding:10px;white-space:pre-wrap;font-size:12px}h2{border-bottom:1px solid #ccc}</style></head><body>\n";
     out << "<h1>zerosim report</h1><p>" << esc(m.model_name) << " (" << m.total_params << " parameters), ZeRO stage " << m.stage
@@ -174,7 +174,12 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
             << num("%.3f", static_cast<double>(in.memory.deepspeed_estimator_bytes) / (1 << 30)) << " GiB.";
     out << "</p><ul>";
     for (const auto& d : in.memory.differences) out << "<li>" << esc(d) << "</li>";
-    out << "</ul></section>\n";
+    out << "</ul>";
+    if (in.fit)
+        out << "<p id='fit' class='" << (in.fit->fits() ? "fits" : in.fit->known() ? "nofit" : "unknown") << "'><b>"
+            << esc(fit_sentence(*in.fit)) << "</b></p><p>Activations: " << esc(in.activation_formula)
+            << ". The reserve is zerosim's assumed CUDA context, NCCL buffers and allocator fragmentation.</p>";
+    out << "</section>\n";
 
     out << "<section id='explain'><h2>Why these collectives</h2><pre>" << esc(in.explanation) << "</pre></section>\n";
 

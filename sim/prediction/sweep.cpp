@@ -18,6 +18,7 @@
 #include "inputs/ds_config.hpp"
 #include "timing/engine.hpp"
 #include "analysis/explain.hpp"
+#include "analysis/fit.hpp"
 #include "analysis/memory.hpp"
 #include "inputs/model.hpp"
 #include "schedule/schedule.hpp"
@@ -231,6 +232,14 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     r.exposed_ms = last.exposed_comm_s * 1e3;
     r.wire_bytes = wire_bytes_per_rank(s.value(), spec.steps - 1);
     r.memory_bytes = estimate_memory(model, cfg, s.value()).total();
+    const FitEstimate fit = estimate_fit(
+        r.memory_bytes,
+        estimate_activations(model, s->meta.seq_len, s->meta.micro_batch, cfg.model_dtype,
+                             spec.activation_checkpointing || cfg.activation_checkpointing),
+        topo.gpu_memory_gb);
+    r.activation_bytes = fit.activations;
+    r.gpu_memory_bytes = fit.gpu_bytes;
+    r.fits = fit.verdict();
     return r;
 }
 
@@ -238,9 +247,10 @@ namespace {
 
 std::string encode(const SweepResult& r) {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%zu\t%lld\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%lld\t", r.point.index,
+    std::snprintf(buf, sizeof buf, "%zu\t%lld\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%lld\t%lld\t%lld\t%s\t", r.point.index,
                   static_cast<long long>(r.world), r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms, r.wire_bytes,
-                  static_cast<long long>(r.memory_bytes));
+                  static_cast<long long>(r.memory_bytes), static_cast<long long>(r.activation_bytes),
+                  static_cast<long long>(r.gpu_memory_bytes), r.fits.empty() ? "-" : r.fits.c_str());
     std::string err = r.error;
     std::replace(err.begin(), err.end(), '\n', ' ');
     return buf + err + "\n";
@@ -252,7 +262,7 @@ bool decode(std::string line, SweepResult& r) {
     std::string field;
     std::vector<std::string> f;
     while (std::getline(in, field, '\t')) f.push_back(field);
-    if (f.size() < 8) return false;
+    if (f.size() < 11) return false;
     r.point.index = std::stoul(f[0]);
     r.world = std::stoll(f[1]);
     r.step_ms = std::stod(f[2]);
@@ -261,7 +271,10 @@ bool decode(std::string line, SweepResult& r) {
     r.exposed_ms = std::stod(f[5]);
     r.wire_bytes = std::stod(f[6]);
     r.memory_bytes = std::stoll(f[7]);
-    r.error = f.size() > 8 ? f[8] : "";
+    r.activation_bytes = std::stoll(f[8]);
+    r.gpu_memory_bytes = std::stoll(f[9]);
+    r.fits = f[10] == "-" ? "" : f[10];
+    r.error = f.size() > 11 ? f[11] : "";
     return true;
 }
 
@@ -337,15 +350,16 @@ void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector
     if (header) {
         out << "topology,nodes,world,stage";
         for (const auto& s : spec.settings) out << ',' << s.key;
-        out << ",step_ms,compute_ms,comm_ms,exposed_comm_ms,wire_bytes_per_rank,memory_bytes_per_rank,error\n";
+        out << ",step_ms,compute_ms,comm_ms,exposed_comm_ms,wire_bytes_per_rank,memory_bytes_per_rank,activation_bytes_per_rank,gpu_memory_bytes,fits,error\n";
     }
     char buf[256];
     for (const auto& r : rows) {
         std::string topo = r.point.topology.substr(r.point.topology.find_last_of('/') + 1);
         out << topo << ',' << r.point.nodes << ',' << r.world << ',' << r.point.stage;
         for (const auto& v : r.point.values) out << ',' << v;
-        std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.6f,%.0f,%lld,", r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms,
-                      r.wire_bytes, static_cast<long long>(r.memory_bytes));
+        std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.6f,%.0f,%lld,%lld,%lld,%s,", r.step_ms, r.compute_ms, r.comm_ms,
+                      r.exposed_ms, r.wire_bytes, static_cast<long long>(r.memory_bytes), static_cast<long long>(r.activation_bytes),
+                      static_cast<long long>(r.gpu_memory_bytes), r.fits.c_str());
         std::string err = r.error;
         std::replace(err.begin(), err.end(), ',', ';');
         out << buf << err << '\n';
@@ -403,6 +417,16 @@ void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector
                 d += seg;
             }
             out << "<path d='" << d << "' fill='none' stroke='" << colors[c % 8] << "' stroke-width='2'/>\n";
+            for (const auto* r : pts) {   // filled: fits (or unknown); hollow and crossed: does not fit the GPU
+                const double x = X(static_cast<double>(r->world)), y = Y(value(*r));
+                const bool no = r->fits == "no";
+                out << "<circle class='" << (no ? "nofit" : "fit") << "' cx='" << x << "' cy='" << y << "' r='4' fill='"
+                    << (no ? "white" : colors[c % 8]) << "' stroke='" << colors[c % 8] << "' stroke-width='1.5'/>";
+                if (no)
+                    out << "<path d='M" << x - 3 << "," << y - 3 << " L" << x + 3 << "," << y + 3 << " M" << x - 3 << "," << y + 3
+                        << " L" << x + 3 << "," << y - 3 << "' stroke='" << colors[c % 8] << "'/>";
+                out << "\n";
+            }
             ++c;
         }
     };
@@ -416,6 +440,8 @@ void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector
             << "<text x='" << L + 20 << "' y='" << y - 5 << "'>" << name << "</text>\n";
         ++c;
     }
+    out << "<text x='" << L << "' y='" << 2 * H + 20 + 22 * static_cast<double>(c) << "'>filled point: fits the GPU; "
+        << "hollow and crossed: model states + activations + reserve exceed its memory</text>\n";
     out << "</svg>\n";
 }
 
