@@ -34,6 +34,7 @@ Command add_sweep(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_validate(CLI::App& app);
 Command add_calibrate(CLI::App& app);
+Command add_need(CLI::App& app);
 
 // The flags every command that builds a schedule reads.
 struct ScheduleArgs {
