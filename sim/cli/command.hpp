@@ -54,6 +54,7 @@ struct ScheduleArgs {
     std::string deepspeed;    // --deepspeed VERSION; "" = the newest release the rules cover
     std::string nccl;         // --nccl (predict): "" = the topology's release
     bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
+    std::string what_if;      // --what-if NAME (prediction/what_if.hpp): not DeepSpeed's schedule
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
 // --deepspeed VERSION: the DeepSpeed release whose schedule, keys and refusals apply.
@@ -66,6 +67,8 @@ void add_zero_init(CLI::App* sub, ScheduleArgs& a);
 // --activation-checkpointing (predict, memory, sweep, report): every layer checkpointed, as
 // DeepSpeed's activation_checkpointing or Hugging Face Trainer's --gradient_checkpointing runs it.
 void add_activation_checkpointing(CLI::App* sub, bool& flag);
+// --what-if NAME (predict, report): the schedule changed as a proposal would change it.
+void add_what_if(CLI::App* sub, std::string& name);
 // --max-ops and --max-memory: the bounds on the schedule build_schedule refuses to pass (bounds.hpp).
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a);
 

@@ -51,6 +51,7 @@ Command add_predict(CLI::App& app) {
     add_schedule_limits(sub, a->sched);
     add_zero_init(sub, a->sched);
     add_activation_checkpointing(sub, a->sched.activation_checkpointing);
+    add_what_if(sub, a->sched.what_if);
     sub->add_option("--topology", a->topology, "Topology JSON (see topologies/README.md)")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology's node design to this many nodes")->check(integer_in(1));
     add_nccl_flag(sub, a->sched.nccl);

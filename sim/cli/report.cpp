@@ -63,6 +63,7 @@ Command add_report(CLI::App& app) {
     add_schedule_limits(sub, a->sched);
     add_zero_init(sub, a->sched);
     add_activation_checkpointing(sub, a->sched.activation_checkpointing);
+    add_what_if(sub, a->sched.what_if);
     sub->add_option("--topology", a->topology, "Topology JSON")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));
     sub->add_option("--measured", a->measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");

@@ -101,6 +101,7 @@ TEST(Report, ReadableInHeadlessChromium) {
     std::string text = zerosim::test::read_file(html);
     std::smatch total;
     ASSERT_TRUE(std::regex_search(text, total, std::regex("<p>([0-9]+) collectives in all.</p>")));
+    const std::string collectives = total[1].str();   // before the text changes under the match
     text.insert(text.rfind("</body>"), kReportMeasure);
     std::string page = zerosim::test::temp_file("report-readable-measured.html", text);
     std::string profile = ::testing::TempDir() + "/chromium-profile-readable";
@@ -123,7 +124,7 @@ TEST(Report, ReadableInHeadlessChromium) {
     EXPECT_GE(std::stoi(g[1]), 5);
     ASSERT_TRUE(std::regex_search(m, g, std::regex("ops groups=([0-9]+) rows=([0-9]+)"))) << m;
     EXPECT_GE(std::stoi(g[1]), 4);                  // engine start and three steps, at least
-    EXPECT_EQ(g[2], total[1].str());                // every collective has its row
+    EXPECT_EQ(g[2].str(), collectives);             // every collective has its row
 }
 
 }  // namespace
