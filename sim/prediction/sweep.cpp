@@ -19,6 +19,7 @@
 #include "timing/engine.hpp"
 #include "analysis/explain.hpp"
 #include "analysis/fit.hpp"
+#include "prediction/what_if.hpp"
 #include "analysis/memory.hpp"
 #include "inputs/model.hpp"
 #include "schedule/schedule.hpp"
@@ -223,6 +224,8 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.zero_init = spec.zero_init && cfg.zero.stage == 3;  // zero.Init partitions only under stage 3
     auto s = build_schedule(model, cfg, o);
     if (!s) return fail(s.error());
+    if (!spec.what_if.empty() && (cfg.zero.stage == 1 || cfg.zero.stage == 2))
+        if (auto changed = apply_what_if(spec.what_if, s.value()); !changed) return fail(changed.error());
     auto pred = simulate(s.value(), topo, TimingMode::Overlapped, gathered_parameter_budget(model, cfg, s.value(), topo));
     if (!pred) return fail(pred.error());
     const auto& last = pred->steps.back();

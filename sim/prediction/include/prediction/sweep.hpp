@@ -39,6 +39,7 @@ struct SweepSpec {
     int shard = 0, shards = 1;
     bool zero_init = false;           // stage-3 points: the model built under deepspeed.zero.Init
     bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
+    std::string what_if;              // --what-if NAME (prediction/what_if.hpp): stage 1/2 points only
 };
 
 struct SweepPoint {
