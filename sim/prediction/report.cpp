@@ -81,14 +81,12 @@ void gathered_svg(std::ostream& out, const Schedule& s, const Prediction& p, dou
     out << " (each line to its own peak, all steps)</text></svg>\n";
 }
 
-void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
-    if (p.steps.empty()) return;
-    const StepTiming& st = p.steps.back();
-    double t0 = st.start_s, t1 = st.end_s;
-    if (t1 <= t0) t1 = t0 + 1e-9;
+// The stream lanes of step `st` over [t0, t1] (ops clamped to it), with a time axis and a legend.
+void lanes_svg(std::ostream& out, const Schedule& s, const Prediction& p, const StepTiming& st, double t0, double t1,
+               const std::string& id) {
     const double W = 1100, L = 90, lane_h = 34;
     const char* names[] = {"compute", "comm", "reduce", "fetch"};
-    out << "<svg id='timeline-svg' xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << 4 * lane_h + 80
+    out << "<svg id='" << id << "' xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << 4 * lane_h + 80
         << "' font-family='sans-serif' font-size='11'>\n";
     for (int l = 0; l < 4; ++l)
         out << "<text x='4' y='" << 20 + l * lane_h + 14 << "'>" << names[l] << "</text><line x1='" << L << "' x2='" << W
@@ -110,8 +108,8 @@ void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
     };
     for (size_t i = 0; i < s.ops.size(); ++i) {
         const Op& op = s.ops[i];
-        if (op.step != st.step || !p.ops[i].simulated) continue;
-        double a = (p.ops[i].start_s - t0) / (t1 - t0), b = (p.ops[i].end_s - t0) / (t1 - t0);
+        if (op.step != st.step || !p.ops[i].simulated || p.ops[i].end_s < t0 || p.ops[i].start_s > t1) continue;
+        double a = std::max(0.0, (p.ops[i].start_s - t0) / (t1 - t0)), b = std::min(1.0, (p.ops[i].end_s - t0) / (t1 - t0));
         double x = L + a * (W - L), w = (b - a) * (W - L);
         int lane = std::clamp(static_cast<int>(op.stream), 0, 3);
         bool c = is_collective(op.kind);
@@ -155,8 +153,9 @@ void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
             << "' stroke='#555'/><text class='tick' x='" << num("%.1f", x) << "' y='" << axis_y + 15 << "' text-anchor='"
             << (v == 0 ? "start" : v + step_ms > span_ms * 1.0001 ? "end" : "middle") << "'>" << num("%g", v) << "</text>";
     }
-    out << "<text class='xlabel' x='" << (L + W) / 2 << "' y='" << axis_y + 30 << "' text-anchor='middle'>ms from the start of step "
-        << st.step << " (" << num("%.4g", span_ms) << " ms)</text>\n";
+    out << "<text class='xlabel' x='" << (L + W) / 2 << "' y='" << axis_y + 30 << "' text-anchor='middle'>ms from "
+        << (t0 == st.start_s ? "the start of step " + std::to_string(st.step) : num("%.4g", (t0 - st.start_s) * 1e3) + " ms into step " + std::to_string(st.step))
+        << " (" << num("%.4g", span_ms) << " ms shown)</text>\n";
     // Legend.
     const std::pair<const char*, const char*> legend[] = {{"#9ecae1", "forward"},     {"#6baed6", "backward"},
                                                           {"#31a354", "optimizer"},   {"#fd8d3c", "all_gather"},
@@ -169,7 +168,50 @@ void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
         lx += 30 + 7.0 * static_cast<double>(std::string(name).size());
     }
     out << "</g></svg>\n";
-    gathered_svg(out, s, p, t0, t1, W, L);
+}
+
+void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
+    if (p.steps.empty()) return;
+    const StepTiming& st = p.steps.back();
+    double t0 = st.start_s, t1 = st.end_s;
+    if (t1 <= t0) t1 = t0 + 1e-9;
+    lanes_svg(out, s, p, st, t0, t1, "timeline-svg");
+    gathered_svg(out, s, p, t0, t1, 1100, 90);
+}
+
+// One layer zoomed: the backward of the middle transformer layer (parameter names
+// "<prefix>.<index>"), with a third of its length either side, so its gradient reductions and
+// gathers can be read against its compute. Empty for a model without numbered layers.
+void layer_zoom_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
+    if (p.steps.empty()) return;
+    const StepTiming& st = p.steps.back();
+    auto layer_of = [](const std::string& name) {
+        size_t start = 0;
+        while (start < name.size()) {
+            size_t end = name.find('.', start);
+            if (end == std::string::npos) end = name.size();
+            if (end > start && name.find_first_not_of("0123456789", start) >= end) return name.substr(0, end);
+            start = end + 1;
+        }
+        return std::string();
+    };
+    std::vector<std::string> layers;
+    for (const auto& op : s.ops) {
+        std::string l = op.step == st.step && op.compute == ComputeKind::Backward ? layer_of(op.module_name) : "";
+        if (!l.empty() && std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
+    }
+    if (layers.empty()) return;
+    const std::string layer = layers[layers.size() / 2];
+    double a = 1e300, b = -1e300;
+    for (size_t i = 0; i < s.ops.size(); ++i)
+        if (s.ops[i].step == st.step && s.ops[i].compute == ComputeKind::Backward && layer_of(s.ops[i].module_name) == layer)
+            a = std::min(a, p.ops[i].start_s), b = std::max(b, p.ops[i].end_s);
+    if (!(b > a)) return;
+    const double pad = (b - a) / 3;
+    out << "<section id='timeline-layer'><h2>One layer: the backward of " << esc(layer) << "</h2><p>The same lanes, zoomed to "
+        << "this layer's backward compute with a third of its length either side.</p>\n";
+    lanes_svg(out, s, p, st, std::max(st.start_s, a - pad), std::min(st.end_s, b + pad), "timeline-layer-svg");
+    out << "</section>\n";
 }
 
 void measured_chart(std::ostream& out, const std::vector<std::pair<double, double>>& pts) {
@@ -282,6 +324,7 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
            "hover a bar for the op.</p>\n";
     timeline_svg(out, s, in.overlapped);
     out << "</section>\n";
+    layer_zoom_svg(out, s, in.overlapped);
 
     out << "<section id='memory'><h2>Memory per rank</h2><table><tr><th class='l'>item</th><th>GiB</th><th class='l'>why</th></tr>\n";
     for (const auto& it : in.memory.items)

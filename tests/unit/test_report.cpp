@@ -77,6 +77,8 @@ const tf = t.getBoundingClientRect();
 out.push('timeline ticks=' + t.querySelectorAll('text.tick').length + ' xlabel=' + t.querySelectorAll('text.xlabel').length +
          ' legend=' + t.querySelectorAll('g.legend rect').length +
          ' outside=' + [...t.querySelectorAll('rect')].filter(r => !inside(r.getBoundingClientRect(), tf)).length);
+const z = document.getElementById('timeline-layer-svg');
+out.push('layer outside=' + (z ? [...z.querySelectorAll('rect')].filter(r => !inside(r.getBoundingClientRect(), z.getBoundingClientRect())).length : 'none'));
 const c = document.getElementById('measured-chart');
 const cf = c.querySelector('rect.frame').getBoundingClientRect();
 out.push('chart xticks=' + c.querySelectorAll('text.xtick').length + ' yticks=' + c.querySelectorAll('text.ytick').length +
@@ -116,6 +118,7 @@ TEST(Report, ReadableInHeadlessChromium) {
     std::smatch g;
     ASSERT_TRUE(std::regex_search(m, g, std::regex("timeline ticks=([0-9]+) xlabel=1 legend=6 outside=0"))) << m;
     EXPECT_GE(std::stoi(g[1]), 3);
+    EXPECT_NE(m.find("layer outside=0"), std::string::npos) << m;   // one layer zoomed, its bars clamped to the window
     ASSERT_TRUE(std::regex_search(m, g, std::regex("chart xticks=([0-9]+) yticks=([0-9]+) labels=2 points=([0-9]+) outside=0"))) << m;
     EXPECT_GE(std::stoi(g[1]), 2);
     EXPECT_GE(std::stoi(g[2]), 2);
