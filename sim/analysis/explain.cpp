@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "formats/comms_log.hpp"
@@ -12,29 +13,70 @@
 
 namespace zerosim {
 
+// Bytes each rank sends (and receives) for one op on a ring over its process group of `ranks`
+// (ZeRO++ / MiCS sub-groups; "dp" is the world): the ZeRO paper's convention.
+double op_wire_bytes(const Op& op, int64_t ranks) {
+    double n = static_cast<double>(std::max<int64_t>(ranks, 1)), f = n > 1 ? (n - 1) / n : 0.0, S = static_cast<double>(op.bytes());
+    switch (op.kind) {
+        case OpKind::AllReduce: return 2 * f * S;
+        case OpKind::ReduceScatter: return f * S;
+        case OpKind::AllGather: return (n - 1) * S;
+        case OpKind::Reduce: return f * S;  // each rank sends its share once
+        case OpKind::Broadcast: return f * S;
+        case OpKind::AllToAll: return f * S;  // S/n to each other rank
+        default: return 0;
+    }
+}
+
 double wire_bytes_per_rank(const Schedule& s, int step) {
     double total = 0;
-    for (const auto& op : s.ops) {
-        if (!is_collective(op.kind) || op.step != step) continue;
-        // The op's process group (ZeRO++ / MiCS sub-groups; "dp" is the world).
-        double n = static_cast<double>(std::max<int64_t>(s.meta.group_size(op.group), 1)), f = n > 1 ? (n - 1) / n : 0.0;
-        double S = static_cast<double>(op.bytes());
-        switch (op.kind) {
-            case OpKind::AllReduce: total += 2 * f * S; break;
-            case OpKind::ReduceScatter: total += f * S; break;
-            case OpKind::AllGather: total += (n - 1) * S; break;
-            case OpKind::Reduce: total += f * S; break;  // each rank sends its share once
-            case OpKind::Broadcast: total += f * S; break;
-            case OpKind::AllToAll: total += f * S; break;  // S/n to each other rank
-            default: break;
-        }
-    }
+    for (const auto& op : s.ops)
+        if (is_collective(op.kind) && op.step == step) total += op_wire_bytes(op, s.meta.group_size(op.group));
     return total;
 }
 
 namespace {
 
 std::string human(double bytes) { return ds_size_string(static_cast<int64_t>(bytes)); }
+
+// 70426624 -> "70.4M": element counts as people say them.
+std::string count_text(double n) {
+    char b[32];
+    if (n >= 1e9) std::snprintf(b, sizeof b, "%.3gB", n / 1e9);
+    else if (n >= 1e6) std::snprintf(b, sizeof b, "%.3gM", n / 1e6);
+    else if (n >= 1e3) std::snprintf(b, sizeof b, "%.3gK", n / 1e3);
+    else std::snprintf(b, sizeof b, "%.0f", n);
+    return b;
+}
+
+// One rule's ops in one step: how many, what each rank sends (and receives), the largest logged size.
+struct StepOps {
+    int count = 0;
+    double wire = 0;
+    int64_t largest = 0;
+};
+
+// How the gradients of one micro-step fill the buckets of a flush rule: "all 70.4M gradient
+// elements fit one 500000000-element bucket (reduce_bucket_size): one flush per micro-step".
+std::string bucket_sentence(const Schedule& s, const DsConfig& cfg, const std::vector<const Op*>& ops, int step) {
+    std::set<std::pair<int, int>> flushes;   // (micro-step, bucket)
+    for (auto* op : ops)
+        if (op->step == step) flushes.insert({op->micro, op->bucket});
+    std::set<int> micros;
+    for (const auto& f : flushes) micros.insert(f.first);
+    if (micros.empty()) return "";
+    const size_t per_micro = flushes.size() / micros.size();
+    const double psi = static_cast<double>(s.meta.total_params);
+    const double bucket = static_cast<double>(cfg.zero.reduce_bucket_size);
+    std::string out = psi <= bucket ? "all " + count_text(psi) + " gradient elements fit one " + count_text(bucket) +
+                                          "-element bucket (reduce_bucket_size)"
+                                    : "the " + count_text(psi) + " gradient elements fill " + std::to_string(per_micro) +
+                                          " buckets of up to " + count_text(bucket) + " elements (reduce_bucket_size)";
+    const std::string flushes_text = per_micro == 1 ? "one flush" : std::to_string(per_micro) + " flushes";
+    if (micros.size() == 1) out += ": " + flushes_text + " per step";
+    else out += ": " + flushes_text + " per micro-step, " + std::to_string(micros.size()) + " micro-steps per step (gradient_accumulation_steps)";
+    return out;
+}
 
 // The value of a config key as zerosim read it, and DeepSpeed's default.
 std::pair<std::string, std::string> key_value(const DsConfig& c, const std::string& key) {
@@ -153,21 +195,54 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
         if (!by_rule.count(op.rule)) order.push_back(op.rule);
         by_rule[op.rule].push_back(&op);
     }
+    // Counts and bytes are per step (the last, steady one; where another step differs it is said),
+    // and bytes are what each rank sends and, equally, receives on a ring: all_reduce 2(n-1)/n S,
+    // reduce_scatter (n-1)/n S of the full input, all_gather (n-1) x the shard, broadcast and reduce
+    // (n-1)/n S: the convention the ZeRO paper's 2Ψ and 3Ψ use (table below).
+    const int last = meta.steps - 1;
+    out << "Counts are per step (step " << last << " of " << meta.steps
+        << "; another step is named where it differs). Bytes are what each rank sends, and equally receives, on a ring: "
+           "all_reduce 2(n-1)/n x size, reduce_scatter (n-1)/n x the full input, all_gather (n-1) x the shard, "
+           "broadcast and reduce (n-1)/n x size; the ZeRO paper's 2Ψ and 3Ψ count the same way.\n\n";
     for (const auto& rule : order) {
         const auto& ops = by_rule[rule];
         const Rule& r = rule_info(rule);
-        double bytes = 0;
-        int per_step_steps = 0;
-        std::map<int, int> steps;
+        std::map<int, StepOps> steps;
         for (auto* op : ops) {
-            bytes += static_cast<double>(op->bytes());
-            steps[op->step]++;
+            StepOps& so = steps[op->step];
+            so.count++;
+            so.wire += op_wire_bytes(*op, meta.group_size(op->group));
+            so.largest = std::max(so.largest, op->bytes());
         }
-        per_step_steps = static_cast<int>(steps.size());
-        out << "## " << ops.size() << " x " << op_record_name(ops.front()->kind) << " (" << ops.front()->caller << "), "
-            << human(bytes) << " in all";
-        if (ops.front()->step >= 0) out << " over " << per_step_steps << " step(s)";
-        out << "\n" << r.summary << " [rule " << r.id << "]\n";
+        const char* name = op_record_name(ops.front()->kind);
+        auto says = [&](const StepOps& so) {
+            std::string head = std::to_string(so.count) + " x " + name + " (" + ops.front()->caller + ")";
+            if (so.largest == 0) return head + ", no data";
+            return head + ", each rank sends and receives " + human(so.wire) + "; largest logged size " +
+                   human(static_cast<double>(so.largest));
+        };
+        if (ops.front()->step < 0) {
+            out << "## at engine start: " << says(steps.begin()->second) << "\n";
+        } else if (steps.count(last)) {
+            out << "## per step: " << says(steps[last]);
+            for (int st = 0; st < last; ++st) {
+                auto it = steps.find(st);
+                if (it == steps.end())
+                    out << " (step " << st << ": none)";
+                else if (it->second.count != steps[last].count || it->second.wire != steps[last].wire)
+                    out << " (step " << st << ": " << it->second.count << " x, " << human(it->second.wire) << ")";
+            }
+            out << "\n";
+        } else {
+            out << "## not every step: ";
+            bool first = true;
+            for (const auto& [st, so] : steps) {
+                out << (first ? "" : "; ") << "step " << st << ": " << says(so);
+                first = false;
+            }
+            out << "\n";
+        }
+        out << r.summary << " [rule " << r.id << "]\n";
         std::string keys = r.config_keys;
         std::stringstream ks(keys);
         std::string k;
@@ -176,17 +251,38 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
             auto [v, d] = key_value(cfg, k);
             out << "  - " << k << " = " << v << (v == d ? " (DeepSpeed's default)" : " (default " + d + ")") << "\n";
         }
+        if (rule.find(".flush.") != std::string::npos && meta.stage >= 1) {
+            std::string b = bucket_sentence(s, cfg, ops, last);
+            if (!b.empty()) out << "  Buckets: " << b << ".\n";
+        }
         auto c = consequences().find(rule);
         if (c != consequences().end()) out << "  Changing it: " << c->second << "\n";
         out << release_notes(rule, meta.release);
         out << "\n";
     }
 
+    // The step in all, beside the paper's figure for this stage (the table below has every stage).
+    {
+        const double paper = (meta.stage == 3 ? 3 : 2) * static_cast<double>(meta.total_params) * dtype_size(meta.comm_dtype) *
+                             (meta.world > 1 ? static_cast<double>(meta.world - 1) / static_cast<double>(meta.world) : 0.0);
+        const double sent = wire_bytes_per_rank(s, last);
+        char ratio[32];
+        std::snprintf(ratio, sizeof ratio, "%.2f", paper > 0 ? sent / paper : 0.0);
+        out << "## Step " << last << " in all: each rank sends and receives " << human(sent) << "; the ZeRO paper's "
+            << (meta.stage == 3 ? "3Ψ" : "2Ψ") << " for stage " << meta.stage << " is " << human(paper) << " (" << ratio
+            << "x)\n\n";
+    }
+
     // The classic question.
     if ((meta.stage == 1 || meta.stage == 2) && by_rule.count("stage12.flush.multi_rank_allreduce")) {
         const auto& ops = by_rule["stage12.flush.multi_rank_allreduce"];
         int64_t biggest = 0;
-        for (auto* op : ops) biggest = std::max(biggest, op->bytes());
+        int per_step = 0;
+        for (auto* op : ops) {
+            biggest = std::max(biggest, op->bytes());
+            if (op->step == last) ++per_step;
+        }
+        const std::string buckets = bucket_sentence(s, cfg, ops, last);
         out << "## \"I set reduce_scatter: true, why do I see one big all_reduce?\"\n"
             << "Because in DeepSpeed " << meta.release.number() << " stages 1 and 2 never call reduce_scatter. With reduce_scatter: "
             << (cfg.zero.reduce_scatter ? "true" : "false") << " and use_multi_rank_bucket_allreduce: "
@@ -194,8 +290,8 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
             << " (the default), each flushed gradient bucket - up to reduce_bucket_size = " << cfg.zero.reduce_bucket_size
             << " elements - is cut into slices by owning rank and then all-reduced whole; each rank keeps only its own "
                "slices. Here that is "
-            << ops.size() << " all_reduce(s), the largest " << human(static_cast<double>(biggest))
-            << ". Set use_multi_rank_bucket_allreduce: false to send one reduce per owning rank instead (each rank "
+            << per_step << " all_reduce(s) per step, the largest " << human(static_cast<double>(biggest))
+            << (buckets.empty() ? "" : ": " + buckets) << ". Set use_multi_rank_bucket_allreduce: false to send one reduce per owning rank instead (each rank "
                "receives only its share), or lower reduce_bucket_size for more, smaller all_reduces that overlap with "
                "backward. Stage 3 is the stage that really reduce-scatters.\n\n";
     } else if ((meta.stage == 1 || meta.stage == 2) && by_rule.count("stage12.flush.reduce_per_rank")) {

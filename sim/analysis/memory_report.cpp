@@ -21,20 +21,24 @@ std::vector<MemoryComparison> compare_memory(const MemoryEstimate& e, const Meas
 
 Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,
                                    const std::optional<MeasuredMemory>& measured, const std::string& measured_path,
-                                   int64_t gpus_per_node) {
+                                   const FitOptions& fit, int64_t gpus_per_node) {
     if (measured && measured->world != world)
         return Error{measured_path, "world", "the measured run had " + std::to_string(measured->world) +
                                                  " ranks, --world says " + std::to_string(world)};
-    MemoryReport r{model.name, model.total_numel(), world, cfg.model_dtype, {}, measured ? measured_path : ""};
+    MemoryReport r{model.name, model.total_numel(), world, cfg.model_dtype, {}, measured ? measured_path : "", fit};
     for (int st : stages) {
         DsConfig c = cfg.with_stage(st);
         ScheduleOptions o;
         o.world = world;
         o.steps = 2;  // stage 3's steady state (prefetch, reuse) starts at the second step
         o.gpus_per_node = gpus_per_node;
+        o.seq_len = fit.seq_len;
         auto s = build_schedule(model, c, o);
         if (!s) return s.error();
-        StageMemory row{st, estimate_memory(model, c, s.value()), {}};
+        StageMemory row{st, estimate_memory(model, c, s.value()), {}, {}, {}};
+        row.activations = estimate_activations(model, s->meta.seq_len, s->meta.micro_batch, c.model_dtype,
+                                               fit.activation_checkpointing || c.activation_checkpointing);
+        row.fit = estimate_fit(row.estimate.total(), row.activations, fit.gpu_memory_gb);
         if (measured && measured->stage == st) row.measured = compare_memory(row.estimate, *measured);
         r.stages.push_back(std::move(row));
     }
@@ -56,6 +60,9 @@ void write_memory_text(std::ostream& out, const MemoryReport& r) {
         if (e.deepspeed_estimator_bytes >= 0)
             out << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << ds_size_string(e.deepspeed_estimator_bytes) << "\n";
         for (const auto& d : e.differences) out << "  differs: " << d << "\n";
+        out << "  activations per rank (one micro batch): " << ds_size_string(row.activations.total()) << " = "
+            << row.activations.formula << "\n";
+        out << "  " << fit_sentence(row.fit) << (r.fit.gpu.empty() ? "" : " (" + r.fit.gpu + ")") << "\n";
         if (row.measured.empty()) continue;
         out << "  measured by zerorun (" << r.measured_path << ", peak bytes, largest rank):\n";
         for (const auto& c : row.measured) {
@@ -87,6 +94,13 @@ void write_memory_json(std::ostream& out, const MemoryReport& r) {
         o["paper_formula"] = e.paper_formula;
         o["deepspeed_estimator_bytes"] = e.deepspeed_estimator_bytes;
         o["differences"] = e.differences;
+        o["activation_bytes"] = row.activations.total();
+        o["activation_formula"] = row.activations.formula;
+        o["activation_checkpointing"] = row.activations.checkpointing;
+        o["framework_reserve_bytes"] = row.fit.reserve;
+        o["total_with_activations_bytes"] = row.fit.total();
+        if (row.fit.known()) o["gpu_memory_bytes"] = row.fit.gpu_bytes;
+        o["fits"] = row.fit.verdict();
         j.push_back(o);
     }
     out << j.dump(1) << '\n';

@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <iostream>
 
+#include "analysis/memory.hpp"
 #include "core/number_list.hpp"
 #include "core/output.hpp"
 #include "core/sizes.hpp"
 #include "prediction/gathered_budget.hpp"
+#include "prediction/what_if.hpp"
 #include "schedule/schedule.hpp"
 
 namespace zerosim::cli {
@@ -76,6 +78,25 @@ void add_zero_init(CLI::App* sub, ScheduleArgs& a) {
                   "Stage 3: the model is built under deepspeed.zero.Init");
 }
 
+void add_activation_checkpointing(CLI::App* sub, bool& flag) {
+    sub->add_flag("--activation-checkpointing", flag,
+                  "Activations checkpointed per layer (DeepSpeed's activation_checkpointing, HF's gradient_checkpointing): "
+                  "the fit counts 2sbh per layer plus one layer recomputed");
+}
+
+FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpointing) {
+    const auto& meta = in.schedule.meta;
+    auto act = estimate_activations(in.model, meta.seq_len, meta.micro_batch, in.cfg.model_dtype,
+                                    activation_checkpointing || in.cfg.activation_checkpointing);
+    return estimate_fit(estimate_memory(in.model, in.cfg, in.schedule).total(), act, t.gpu_memory_gb);
+}
+
+void add_what_if(CLI::App* sub, std::string& name) {
+    sub->add_option("--what-if", name,
+                    "Price a schedule DeepSpeed does not send: reduce-scatter (stages 1/2 reduce_scatter each bucket, "
+                    "DeepSpeed #6463/#7440)");
+}
+
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--max-ops", a.max_ops, "Refuse a schedule estimated to hold more ops than this")
         ->capture_default_str()
@@ -139,6 +160,13 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     a.gpus_per_node = topo->gpus_per_node;   // what DeepSpeed's device_count() sees (qgZ's node groups)
     auto in = load_inputs(a);
     if (!in) return in.error();
+    if (!a.what_if.empty()) {
+        auto changed = apply_what_if(a.what_if, in->schedule);
+        if (!changed) return changed.error();
+        std::cerr << "zerosim: note: --what-if " << a.what_if << ": NOT DeepSpeed " << in->schedule.meta.release.number()
+                  << "'s schedule: " << changed.value() << " bucket all_reduce(s) sent as reduce_scatter_tensor, as DeepSpeed "
+                  << "#6463/#7440 propose (prediction/what_if.hpp)\n";
+    }
     if (announce && (a.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
     warn_engine_start_memory(in->schedule, topo.value());

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fit.hpp"
 #include "core/error.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
@@ -33,6 +34,7 @@ Command add_sweep(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_validate(CLI::App& app);
 Command add_calibrate(CLI::App& app);
+Command add_need(CLI::App& app);
 
 // The flags every command that builds a schedule reads.
 struct ScheduleArgs {
@@ -52,6 +54,8 @@ struct ScheduleArgs {
     std::string max_memory;   // a size (core/sizes.hpp); "" = kDefaultMaxScheduleBytes
     std::string deepspeed;    // --deepspeed VERSION; "" = the newest release the rules cover
     std::string nccl;         // --nccl (predict): "" = the topology's release
+    bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
+    std::string what_if;      // --what-if NAME (prediction/what_if.hpp): not DeepSpeed's schedule
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
 // --deepspeed VERSION: the DeepSpeed release whose schedule, keys and refusals apply.
@@ -61,6 +65,11 @@ void add_deepspeed_flag(CLI::App* sub, std::string& version);
 Result<Release> resolve_release(const std::string& version);
 // --zero-init (schedule, predict, report): the model is built under deepspeed.zero.Init.
 void add_zero_init(CLI::App* sub, ScheduleArgs& a);
+// --activation-checkpointing (predict, memory, sweep, report): every layer checkpointed, as
+// DeepSpeed's activation_checkpointing or Hugging Face Trainer's --gradient_checkpointing runs it.
+void add_activation_checkpointing(CLI::App* sub, bool& flag);
+// --what-if NAME (predict, report): the schedule changed as a proposal would change it.
+void add_what_if(CLI::App* sub, std::string& name);
 // --max-ops and --max-memory: the bounds on the schedule build_schedule refuses to pass (bounds.hpp).
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a);
 
@@ -80,6 +89,10 @@ struct Inputs {
 };
 // Reads the config and the model and builds the schedule; prints warnings on the way.
 Result<Inputs> load_inputs(const ScheduleArgs& a);
+// Model states (analysis/memory.hpp) + activations + reserve of the inputs' schedule against the
+// topology's GPU; the flag or the config's activation_checkpointing section turns checkpointing on.
+FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpointing);
+
 
 // What predict and report compute: the topology (--nodes applied), the inputs on its world (--world,
 // else every GPU), and the schedule timed both ways. `announce` prints the "simulating" line for

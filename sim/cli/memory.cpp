@@ -13,6 +13,7 @@ struct MemoryArgs {
     std::string stages = "0,1,2,3";
     std::string format = "text";
     std::string measured;   // a zerorun --json log
+    std::string topology;   // the GPU to fit on (gpu.memory_gb), optional
 };
 
 int run_memory(const MemoryArgs& a) {
@@ -32,7 +33,14 @@ int run_memory(const MemoryArgs& a) {
         if (!m) return input_error(m.error());
         measured = m.value();
     }
-    auto report = memory_report(model.value(), cfg.value(), a.sched.world, stages.value(), measured, a.measured,
+    FitOptions fit{a.sched.activation_checkpointing, a.sched.seq_len, 0, ""};
+    if (!a.topology.empty()) {
+        auto topo = load_topology(a.topology);
+        if (!topo) return input_error(topo.error());
+        fit.gpu_memory_gb = topo->gpu_memory_gb;
+        fit.gpu = topo->name;
+    }
+    auto report = memory_report(model.value(), cfg.value(), a.sched.world, stages.value(), measured, a.measured, fit,
                                 a.sched.gpus_per_node);
     if (!report) return input_error(report.error());
     return emit(a.sched.output, {a.sched.ds_config, a.sched.model}, [&](std::ostream& out) {
@@ -51,6 +59,8 @@ Command add_memory(CLI::App& app) {
     add_schedule_inputs(sub, a->sched, true);
     sub->add_option("--stages", a->stages, "Stages to show")->capture_default_str();
     sub->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+    sub->add_option("--topology", a->topology, "Topology JSON whose gpu.memory_gb the memory per rank is fitted against");
+    add_activation_checkpointing(sub, a->sched.activation_checkpointing);
     sub->add_option("--measured", a->measured, "A zerorun --json log to set its measured memory beside the prediction");
     return {sub, [a] { return run_memory(*a); }};
 }

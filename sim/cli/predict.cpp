@@ -23,7 +23,8 @@ int run_predict(PredictArgs& a) {
     const Prediction &logged = sim->logged, &overlapped = sim->overlapped;
     // The deepspeed format shows the logger's view unless asked for the overlapped one.
     const Prediction& shown = a.timing == "overlapped" ? overlapped : logged;
-    PredictReport report{sched, sim->topology, shown, overlapped};
+    const FitEstimate fit = fit_of(sim->in, sim->topology, a.sched.activation_checkpointing);
+    PredictReport report{sched, sim->topology, shown, overlapped, &fit};
     std::vector<std::string> inputs = {a.sched.ds_config, a.sched.model, a.topology};
     if (!a.trace.empty()) {
         int rc = emit(a.trace, inputs, [&](std::ostream& out) { write_chrome_trace(out, sched, overlapped); });
@@ -49,6 +50,8 @@ Command add_predict(CLI::App& app) {
     add_schedule_inputs(sub, a->sched, false);
     add_schedule_limits(sub, a->sched);
     add_zero_init(sub, a->sched);
+    add_activation_checkpointing(sub, a->sched.activation_checkpointing);
+    add_what_if(sub, a->sched.what_if);
     sub->add_option("--topology", a->topology, "Topology JSON (see topologies/README.md)")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology's node design to this many nodes")->check(integer_in(1));
     add_nccl_flag(sub, a->sched.nccl);

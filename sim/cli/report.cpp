@@ -43,7 +43,12 @@ int run_report(ReportArgs& a) {
         diff_text = d.str();
     }
     ReportInput ri{schedule, sim->topology, sim->logged, sim->overlapped, mem, explanation,
-                   a.measured.empty() ? nullptr : &measured, a.measured, diff_text};
+                   a.measured.empty() ? nullptr : &measured, a.measured, diff_text, nullptr, ""};
+    const FitEstimate fit = fit_of(in, sim->topology, a.sched.activation_checkpointing);
+    ri.fit = &fit;
+    ri.activation_formula = estimate_activations(in.model, schedule.meta.seq_len, schedule.meta.micro_batch, in.cfg.model_dtype,
+                                                 a.sched.activation_checkpointing || in.cfg.activation_checkpointing)
+                                .formula;
     std::vector<std::string> inputs = {a.sched.ds_config, a.sched.model, a.topology};
     if (!a.measured.empty()) inputs.push_back(a.measured);
     return emit(a.sched.output, inputs, [&](std::ostream& out) { write_html_report(out, ri); });
@@ -57,6 +62,8 @@ Command add_report(CLI::App& app) {
     add_schedule_inputs(sub, a->sched, false);
     add_schedule_limits(sub, a->sched);
     add_zero_init(sub, a->sched);
+    add_activation_checkpointing(sub, a->sched.activation_checkpointing);
+    add_what_if(sub, a->sched.what_if);
     sub->add_option("--topology", a->topology, "Topology JSON")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));
     sub->add_option("--measured", a->measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");

@@ -8,6 +8,7 @@
 #include "command.hpp"
 #include "core/output.hpp"
 #include "prediction/sweep.hpp"
+#include "prediction/what_if.hpp"
 
 namespace zerosim::cli {
 
@@ -29,6 +30,14 @@ int run_sweep_cmd(SweepArgs& a) {
     auto release = resolve_release(a.deepspeed);
     if (!release) return input_error(release.error());
     spec.release = release.value();
+    if (!spec.what_if.empty()) {
+        if (spec.what_if != "reduce-scatter") {
+            Schedule none;   // the name is checked before the schedule
+            return input_error(apply_what_if(spec.what_if, none).error());
+        }
+        std::cerr << "zerosim: note: --what-if reduce-scatter: stage 1/2 points are NOT DeepSpeed's schedule: each bucket "
+                     "all_reduce sent as reduce_scatter_tensor (DeepSpeed #6463/#7440)\n";
+    }
     // Inputs are read once, here, so that a bad file is one clear error, not one per point.
     auto inputs = load_sweep_inputs(spec);
     if (!inputs) return input_error(inputs.error());
@@ -81,6 +90,9 @@ Command add_sweep(CLI::App& app) {
     sub->add_option("--seq-len", a->spec.seq_len, "Sequence length for compute")->check(integer_in(1));
     sub->add_flag("--zero-init", a->spec.zero_init,
                   "Stage-3 points: the model is built under deepspeed.zero.Init (no engine-start broadcasts)");
+    add_activation_checkpointing(sub, a->spec.activation_checkpointing);
+    sub->add_option("--what-if", a->spec.what_if,
+                    "reduce-scatter: stage 1/2 points reduce_scatter each bucket (DeepSpeed #6463/#7440), not DeepSpeed's schedule");
     sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
     sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
     add_nccl_flag(sub, a->nccl);

@@ -83,6 +83,7 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
 
         if (root.has("train_micro_batch_size_per_gpu")) c.micro_batch = positive_count(root.at("train_micro_batch_size_per_gpu"));
         if (root.has("gradient_accumulation_steps")) c.grad_accum = positive_count(root.at("gradient_accumulation_steps"));
+        c.activation_checkpointing = root.has("activation_checkpointing");
         if (root.has("train_batch_size")) c.train_batch = positive_count(root.at("train_batch_size"));
         if (root.has("gradient_clipping")) {
             auto g = root.at("gradient_clipping");

@@ -46,6 +46,7 @@ void write_step_summary(std::ostream& out, const PredictReport& r, const std::st
                       prefix.c_str(), r.overlapped.zero_init_construction_s * 1e3);
         out << line;
     }
+    if (r.fit) out << prefix << fit_sentence(*r.fit) << "\n";
     if (r.overlapped.gathered.empty()) return;
     // Stage 3's host timeline: the gathered parameters beside the memory model's figure.
     const double gib = 1024.0 * 1024.0 * 1024.0;
@@ -131,6 +132,11 @@ void write_predicted_json(std::ostream& out, const PredictReport& r) {
             j["gathered_budget_bytes"] = r.overlapped.gathered_budget_bytes;
             j["allocator_stall_ms"] = r.overlapped.allocator_stall_s * 1e3;
         }
+    }
+    if (r.fit) {
+        j["memory_per_rank"] = {{"model_states_bytes", r.fit->model_states}, {"activation_bytes", r.fit->activations},
+                                {"framework_reserve_bytes", r.fit->reserve}, {"total_bytes", r.fit->total()},
+                                {"gpu_memory_bytes", r.fit->gpu_bytes}, {"fits", r.fit->verdict()}};
     }
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (size_t i = 0; i < r.schedule.ops.size(); ++i) {

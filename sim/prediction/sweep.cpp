@@ -18,6 +18,8 @@
 #include "inputs/ds_config.hpp"
 #include "timing/engine.hpp"
 #include "analysis/explain.hpp"
+#include "analysis/fit.hpp"
+#include "prediction/what_if.hpp"
 #include "analysis/memory.hpp"
 #include "inputs/model.hpp"
 #include "schedule/schedule.hpp"
@@ -226,6 +228,8 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.gpus_per_node = topo.gpus_per_node;                 // qgZ's node groups (device_count())
     auto s = build_schedule(model, cfg, o);
     if (!s) return fail(s.error());
+    if (!spec.what_if.empty() && (cfg.zero.stage == 1 || cfg.zero.stage == 2))
+        if (auto changed = apply_what_if(spec.what_if, s.value()); !changed) return fail(changed.error());
     auto pred = simulate(s.value(), topo, TimingMode::Overlapped, gathered_parameter_budget(model, cfg, s.value(), topo));
     if (!pred) return fail(pred.error());
     const auto& last = pred->steps.back();
@@ -235,6 +239,14 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     r.exposed_ms = last.exposed_comm_s * 1e3;
     r.wire_bytes = wire_bytes_per_rank(s.value(), spec.steps - 1);
     r.memory_bytes = estimate_memory(model, cfg, s.value()).total();
+    const FitEstimate fit = estimate_fit(
+        r.memory_bytes,
+        estimate_activations(model, s->meta.seq_len, s->meta.micro_batch, cfg.model_dtype,
+                             spec.activation_checkpointing || cfg.activation_checkpointing),
+        topo.gpu_memory_gb);
+    r.activation_bytes = fit.activations;
+    r.gpu_memory_bytes = fit.gpu_bytes;
+    r.fits = fit.verdict();
     return r;
 }
 
@@ -242,9 +254,10 @@ namespace {
 
 std::string encode(const SweepResult& r) {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%zu\t%lld\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%lld\t", r.point.index,
+    std::snprintf(buf, sizeof buf, "%zu\t%lld\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%lld\t%lld\t%lld\t%s\t", r.point.index,
                   static_cast<long long>(r.world), r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms, r.wire_bytes,
-                  static_cast<long long>(r.memory_bytes));
+                  static_cast<long long>(r.memory_bytes), static_cast<long long>(r.activation_bytes),
+                  static_cast<long long>(r.gpu_memory_bytes), r.fits.empty() ? "-" : r.fits.c_str());
     std::string err = r.error;
     std::replace(err.begin(), err.end(), '\n', ' ');
     return buf + err + "\n";
@@ -256,7 +269,7 @@ bool decode(std::string line, SweepResult& r) {
     std::string field;
     std::vector<std::string> f;
     while (std::getline(in, field, '\t')) f.push_back(field);
-    if (f.size() < 8) return false;
+    if (f.size() < 11) return false;
     r.point.index = std::stoul(f[0]);
     r.world = std::stoll(f[1]);
     r.step_ms = std::stod(f[2]);
@@ -265,7 +278,10 @@ bool decode(std::string line, SweepResult& r) {
     r.exposed_ms = std::stod(f[5]);
     r.wire_bytes = std::stod(f[6]);
     r.memory_bytes = std::stoll(f[7]);
-    r.error = f.size() > 8 ? f[8] : "";
+    r.activation_bytes = std::stoll(f[8]);
+    r.gpu_memory_bytes = std::stoll(f[9]);
+    r.fits = f[10] == "-" ? "" : f[10];
+    r.error = f.size() > 11 ? f[11] : "";
     return true;
 }
 
@@ -341,86 +357,22 @@ void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector
     if (header) {
         out << "topology,nodes,world,stage";
         for (const auto& s : spec.settings) out << ',' << s.key;
-        out << ",step_ms,compute_ms,comm_ms,exposed_comm_ms,wire_bytes_per_rank,memory_bytes_per_rank,error\n";
+        out << ",step_ms,compute_ms,comm_ms,exposed_comm_ms,wire_bytes_per_rank,memory_bytes_per_rank,activation_bytes_per_rank,gpu_memory_bytes,fits,error\n";
     }
     char buf[256];
     for (const auto& r : rows) {
         std::string topo = r.point.topology.substr(r.point.topology.find_last_of('/') + 1);
         out << topo << ',' << r.point.nodes << ',' << r.world << ',' << r.point.stage;
         for (const auto& v : r.point.values) out << ',' << v;
-        std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.6f,%.0f,%lld,", r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms,
-                      r.wire_bytes, static_cast<long long>(r.memory_bytes));
+        std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.6f,%.0f,%lld,%lld,%lld,%s,", r.step_ms, r.compute_ms, r.comm_ms,
+                      r.exposed_ms, r.wire_bytes, static_cast<long long>(r.memory_bytes), static_cast<long long>(r.activation_bytes),
+                      static_cast<long long>(r.gpu_memory_bytes), r.fits.c_str());
         std::string err = r.error;
         std::replace(err.begin(), err.end(), ',', ';');
         out << buf << err << '\n';
     }
 }
 
-void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows) {
-    // Two panels (step time, memory per rank) against world size on a log2 axis; one line per
-    // series (topology, stage, settings).
-    std::map<std::string, std::vector<const SweepResult*>> series;
-    for (const auto& r : rows) {
-        if (!r.error.empty()) continue;
-        std::string name = r.point.topology.substr(r.point.topology.find_last_of('/') + 1) + " stage " +
-                           std::to_string(r.point.stage);
-        for (size_t i = 0; i < spec.settings.size(); ++i) name += " " + spec.settings[i].key + "=" + r.point.values[i];
-        series[name].push_back(&r);
-    }
-    const double W = 900, H = 380, L = 80, R = 20, T = 40, B = 50;
-    double wmin = 1e300, wmax = 0, tmax = 0, mmax = 0;
-    for (const auto& r : rows) {
-        if (!r.error.empty()) continue;
-        wmin = std::min(wmin, static_cast<double>(r.world));
-        wmax = std::max(wmax, static_cast<double>(r.world));
-        tmax = std::max(tmax, r.step_ms);
-        mmax = std::max(mmax, static_cast<double>(r.memory_bytes) / (1 << 30));
-    }
-    if (wmax <= 0) wmin = wmax = 1;
-    if (wmax == wmin) wmax = wmin * 2;
-    static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
-    out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << 2 * H + 30 * (series.size() + 1)
-        << "' font-family='sans-serif' font-size='12'>\n";
-    auto panel = [&](double y0, const std::string& title, double vmax, auto value) {
-        if (vmax <= 0) vmax = 1;
-        out << "<text x='" << L << "' y='" << y0 + 20 << "' font-size='14'>" << title << "</text>\n";
-        out << "<rect x='" << L << "' y='" << y0 + T << "' width='" << W - L - R << "' height='" << H - T - B
-            << "' fill='none' stroke='#999'/>\n";
-        auto X = [&](double w) { return L + (std::log2(w) - std::log2(wmin)) / (std::log2(wmax) - std::log2(wmin)) * (W - L - R); };
-        auto Y = [&](double v) { return y0 + H - B - v / vmax * (H - T - B); };
-        for (double w = wmin; w <= wmax * 1.0001; w *= 2)
-            out << "<text x='" << X(w) << "' y='" << y0 + H - B + 16 << "' text-anchor='middle'>" << static_cast<int64_t>(w)
-                << "</text>\n";
-        out << "<text x='" << (L + W - R) / 2 << "' y='" << y0 + H - 10 << "' text-anchor='middle'>ranks</text>\n";
-        for (int k = 0; k <= 4; ++k) {
-            double v = vmax * k / 4;
-            char lab[32];
-            std::snprintf(lab, sizeof lab, "%.3g", v);
-            out << "<text x='" << L - 6 << "' y='" << Y(v) + 4 << "' text-anchor='end'>" << lab << "</text>\n";
-        }
-        size_t c = 0;
-        for (const auto& [name, pts] : series) {
-            std::string d;
-            for (const auto* r : pts) {
-                char seg[64];
-                std::snprintf(seg, sizeof seg, "%s%.1f,%.1f", d.empty() ? "M" : " L", X(static_cast<double>(r->world)), Y(value(*r)));
-                d += seg;
-            }
-            out << "<path d='" << d << "' fill='none' stroke='" << colors[c % 8] << "' stroke-width='2'/>\n";
-            ++c;
-        }
-    };
-    panel(0, "step time (ms)", tmax * 1.05, [](const SweepResult& r) { return r.step_ms; });
-    panel(H, "model-state memory per rank (GiB)", mmax * 1.05,
-          [](const SweepResult& r) { return static_cast<double>(r.memory_bytes) / (1 << 30); });
-    size_t c = 0;
-    for (const auto& [name, pts] : series) {
-        double y = 2 * H + 20 + 22 * static_cast<double>(c);
-        out << "<rect x='" << L << "' y='" << y - 10 << "' width='14' height='4' fill='" << colors[c % 8] << "'/>"
-            << "<text x='" << L + 20 << "' y='" << y - 5 << "'>" << name << "</text>\n";
-        ++c;
-    }
-    out << "</svg>\n";
-}
+// write_sweep_svg: sweep_plot.cpp.
 
 }  // namespace zerosim

@@ -1,6 +1,9 @@
 // `zerosim explain`: why each kind of op is in the schedule (the rule, the config keys and their
 // values against DeepSpeed's defaults, what changing them does), the classic "I set reduce_scatter
 // and see all_reduce" answer, and per stage the ZeRO paper's volume beside what DeepSpeed sends.
+// Counts are per step (the last, steady one; another step is named where it differs), every byte
+// total is what each rank sends and receives on a ring (the paper's convention for 2Ψ and 3Ψ),
+// and the flush rules say how the gradients fill reduce_bucket_size buckets.
 #pragma once
 
 #include <string>
@@ -14,6 +17,9 @@ namespace zerosim {
 // Bytes one rank puts on the wire for the collectives of `step` (ring accounting, as the ZeRO
 // paper counts: all_reduce 2(n-1)/n S, reduce_scatter (n-1)/n S, all_gather (n-1) x shard).
 double wire_bytes_per_rank(const Schedule& s, int step);
+// One op's share of it: the bytes each rank sends (and, on a ring, receives) for `op` on the
+// `ranks` of its process group (ScheduleMeta::group_size; the world for "dp").
+double op_wire_bytes(const Op& op, int64_t ranks);
 
 std::string explain_schedule(const Model& model, const DsConfig& cfg, const Schedule& schedule);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fit.hpp"
 #include "analysis/memory.hpp"
 #include "formats/zerorun_log.hpp"
 
@@ -28,6 +29,18 @@ struct StageMemory {
     int stage = 0;
     MemoryEstimate estimate;
     std::vector<MemoryComparison> measured;   // empty unless the measured run had this stage
+    ActivationEstimate activations;           // one micro batch at the schedule's sequence length
+    FitEstimate fit;                          // model states + activations + reserve against the GPU
+};
+
+// What the fit needs beside the config: activation checkpointing (--activation-checkpointing or
+// the config's activation_checkpointing section), the sequence length (0: the model's, else 1024)
+// and the GPU (the topology's gpu.memory_gb, 0 when none was given).
+struct FitOptions {
+    bool activation_checkpointing = false;
+    int64_t seq_len = 0;
+    double gpu_memory_gb = 0;
+    std::string gpu;                          // the topology's name, for the text
 };
 
 struct MemoryReport {
@@ -37,6 +50,7 @@ struct MemoryReport {
     DType dtype = DType::FP32;
     std::vector<StageMemory> stages;
     std::string measured_path;                // the zerorun log, if one was given
+    FitOptions fit;
 };
 
 // The config at each of `stages` (DsConfig::with_stage), its schedule on `world` ranks and its
@@ -44,7 +58,7 @@ struct MemoryReport {
 // node (qgZ's groups; ScheduleOptions::gpus_per_node).
 Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,
                                    const std::optional<MeasuredMemory>& measured, const std::string& measured_path,
-                                   int64_t gpus_per_node = 0);
+                                   const FitOptions& fit = {}, int64_t gpus_per_node = 0);
 
 // Sizes 1024-based, as DeepSpeed prints them ("1.86 GB" is GiB).
 void write_memory_text(std::ostream& out, const MemoryReport& r);

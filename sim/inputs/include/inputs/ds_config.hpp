@@ -58,6 +58,9 @@ struct DsConfig {
     // bf16.check_grad_overflow (v0.17.1+, #6976) resolved for `release`: as written, else false up to
     // v0.19.2 and true from v0.19.3 (#8035, runtime/precision_config.py DeepSpeedBF16Config).
     bool bf16_check_grad_overflow = false;
+    // An "activation_checkpointing" section is present: the model is taken to call
+    // deepspeed.checkpointing.checkpoint per layer (analysis/fit.hpp counts activations so).
+    bool activation_checkpointing = false;
     std::optional<std::string> log_level;     // "log_level" (v0.19.3+, #8067): logger level, no collective
     std::vector<std::string> ignored_keys;    // keys zerosim does not know, reported in one warning
                                               // (with "(did you mean 'k'?)" where a known key is close)

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fit.hpp"
 #include "formats/nccl_tests.hpp"
 #include "timing/engine.hpp"
 #include "schedule/ir.hpp"
@@ -19,6 +20,7 @@ struct PredictReport {
     const Topology& topology;
     const Prediction& logged;       // synchronized timing: what the comms logger would print
     const Prediction& overlapped;   // as the hardware overlaps: the step times
+    const FitEstimate* fit = nullptr;   // memory per rank against the GPU (analysis/fit.hpp), if known
 };
 
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary);

@@ -9,6 +9,7 @@
 
 #include "timing/engine.hpp"
 #include "schedule/ir.hpp"
+#include "analysis/fit.hpp"
 #include "analysis/memory.hpp"
 #include "formats/comms_log.hpp"
 #include "timing/topology.hpp"
@@ -25,6 +26,8 @@ struct ReportInput {
     const std::vector<LoggedOp>* measured = nullptr;   // a measured comms_logger log, if given
     std::string measured_name;
     std::string diff_text;   // the validator's report on predicted against measured, if given
+    const FitEstimate* fit = nullptr;   // model states + activations + reserve against the GPU
+    std::string activation_formula;
 };
 
 void write_html_report(std::ostream& out, const ReportInput& in);

@@ -38,6 +38,8 @@ struct SweepSpec {
     int jobs = 1;
     int shard = 0, shards = 1;
     bool zero_init = false;           // stage-3 points: the model built under deepspeed.zero.Init
+    bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
+    std::string what_if;              // --what-if NAME (prediction/what_if.hpp): stage 1/2 points only
 };
 
 struct SweepPoint {
@@ -54,6 +56,9 @@ struct SweepResult {
     double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_ms = 0;
     double wire_bytes = 0;            // per rank, last step
     int64_t memory_bytes = 0;         // model states per rank
+    int64_t activation_bytes = 0;     // one micro batch's activations per rank (analysis/fit.hpp)
+    int64_t gpu_memory_bytes = 0;     // the topology's gpu.memory_gb; 0 when it does not say
+    std::string fits;                 // yes, no or unknown: states + activations + reserve against the GPU
     std::string error;                // non-empty when the point could not be predicted
 };
 

@@ -1,0 +1,95 @@
+#include "analysis/fit.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace zerosim {
+
+namespace {
+
+// "model.layers.17.mlp.up_proj.weight" -> "model.layers.17": the name up to its first numeric
+// component, "" when it has none (embeddings, the final norm, the head).
+std::string layer_prefix(const std::string& name) {
+    size_t start = 0;
+    while (start <= name.size()) {
+        size_t end = name.find('.', start);
+        if (end == std::string::npos) end = name.size();
+        bool digits = end > start;
+        for (size_t i = start; i < end; ++i) digits = digits && name[i] >= '0' && name[i] <= '9';
+        if (digits) return name.substr(0, end);
+        start = end + 1;
+    }
+    return "";
+}
+
+std::string gib(int64_t bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f", static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30));
+    return b;
+}
+
+}  // namespace
+
+ActivationEstimate estimate_activations(const Model& m, int64_t seq_len, int64_t micro_batch, DType dtype, bool checkpointing) {
+    ActivationEstimate a;
+    a.seq_len = seq_len;
+    a.micro_batch = micro_batch;
+    a.checkpointing = checkpointing;
+    a.element_bytes = dtype == DType::FP32 ? 4 : 2;
+    std::set<std::string> layers;
+    for (const auto& p : m.params) {
+        std::string prefix = layer_prefix(p.name);
+        if (!prefix.empty()) layers.insert(prefix);
+    }
+    a.layers = static_cast<int64_t>(layers.size());
+    // The token embedding: the embedding matrix with the most rows (position embeddings have fewer).
+    for (const auto& mod : m.modules) {
+        if (mod.kind != ModuleKind::Embedding) continue;
+        for (int p : mod.params) {
+            const auto& sh = m.params[p].shape;
+            if (sh.size() == 2 && sh[0] > a.vocab) {
+                a.vocab = sh[0];
+                a.hidden = sh[1];
+            }
+        }
+    }
+    // In units of the paper's bytes (16-bit), then scaled: sbh and sbv stay far below 2^63 for any
+    // model kMaxModelElements admits and sequences up to 2^31 (computed in long double to be sure).
+    const long double sbh = static_cast<long double>(seq_len) * micro_batch * a.hidden;
+    const long double sbv = static_cast<long double>(seq_len) * micro_batch * a.vocab;
+    const long double scale = a.element_bytes / 2.0L;
+    a.per_layer_bytes = std::llround(34 * sbh * scale);
+    a.layers_bytes = checkpointing ? std::llround((2 * sbh * a.layers + 34 * sbh) * scale) : a.per_layer_bytes * a.layers;
+    a.outside_bytes = std::llround(4 * sbh * scale + 4 * sbv);   // the cross entropy's logits are fp32 either way
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%s L=%lld layers, s=%lld, b=%lld, h=%lld, v=%lld, %lld-byte activations, FlashAttention "
+                  "(no s x s scores; Korthikanti et al. 2022 sec. 4.1, 4.3%s)",
+                  checkpointing ? "(2 s b h L + 34 s b h) + 4 s b h (1 + v/h):" : "34 s b h L + 4 s b h (1 + v/h):",
+                  static_cast<long long>(a.layers), static_cast<long long>(seq_len), static_cast<long long>(micro_batch),
+                  static_cast<long long>(a.hidden), static_cast<long long>(a.vocab), static_cast<long long>(a.element_bytes),
+                  checkpointing ? ", 5: full activation checkpointing" : "");
+    a.formula = line;
+    return a;
+}
+
+FitEstimate estimate_fit(int64_t model_states, const ActivationEstimate& a, double gpu_memory_gb) {
+    FitEstimate f;
+    f.model_states = model_states;
+    f.activations = a.total();
+    f.gpu_bytes = gpu_memory_gb > 0 ? static_cast<int64_t>(std::llround(gpu_memory_gb * 1e9)) : 0;
+    return f;
+}
+
+std::string fit_sentence(const FitEstimate& f) {
+    const std::string parts = "(model states " + gib(f.model_states) + " + activations " + gib(f.activations) +
+                              " + framework reserve " + gib(f.reserve) + ")";
+    if (!f.known()) return "memory per rank " + gib(f.total()) + " GiB " + parts + ": fit unknown, no GPU memory given (a --topology with gpu.memory_gb)";
+    char gb[32];
+    std::snprintf(gb, sizeof gb, "%.0f", static_cast<double>(f.gpu_bytes) / 1e9);
+    return "memory per rank " + gib(f.total()) + " GiB " + parts + " of the GPU's " + gib(f.gpu_bytes) + " GiB (" + gb +
+           " GB): " + (f.fits() ? "fits" : "does not fit");
+}
+
+}  // namespace zerosim

@@ -1,0 +1,112 @@
+// zerosim need: the inter-node bandwidth, node count or bucket size at which a target is met
+// (exposed communication at most X% of the step, or the step at most T ms), by bisection over
+// predictions (prediction/need.hpp).
+#include <cmath>
+#include <stdexcept>
+
+#include "command.hpp"
+#include "prediction/need.hpp"
+
+namespace zerosim::cli {
+
+namespace {
+
+struct NeedArgs {
+    std::string ds_config, model, topology, output, deepspeed, nccl;
+    int64_t nodes = 0;
+    int steps = 2;
+    int64_t seq_len = 0;
+    bool zero_init = false;
+    std::string solve;
+    double exposed_below = -1, step_below = -1;
+    std::string range;
+    double tolerance = 0.01;
+};
+
+Result<std::pair<double, double>> parse_range(const std::string& text) {
+    auto colon = text.find(':');
+    Error bad{"", "--range", "expected LO:HI with 0 < LO < HI, e.g. 1:400, found '" + text + "'"};
+    if (colon == std::string::npos) return bad;
+    try {
+        size_t n1 = 0, n2 = 0;
+        double lo = std::stod(text.substr(0, colon), &n1), hi = std::stod(text.substr(colon + 1), &n2);
+        if (n1 != colon || n2 != text.size() - colon - 1 || !(lo > 0) || !(hi > lo) || !std::isfinite(hi)) return bad;
+        return std::make_pair(lo, hi);
+    } catch (const std::exception&) {
+        return bad;
+    }
+}
+
+int run_need(const NeedArgs& a) {
+    if ((a.exposed_below >= 0) == (a.step_below >= 0))
+        return input_error(Error{"", "--exposed-below/--step-below", "give exactly one target"});
+    auto release = resolve_release(a.deepspeed);
+    if (!release) return input_error(release.error());
+    auto cfg = load_ds_config(a.ds_config, release.value());
+    if (!cfg) return input_error(cfg.error());
+    warn_ds_config("zerosim", cfg.value());
+    auto model = load_model(a.model);
+    if (!model) return input_error(model.error());
+    auto topo = load_topology(a.topology);
+    if (!topo) return input_error(topo.error());
+    if (auto e = apply_nccl_flag(a.nccl, topo.value())) return input_error(*e);
+    NeedProblem p;
+    p.model = std::move(model).value();
+    p.cfg = cfg.value();
+    p.topology = topo.value();
+    p.nodes = a.nodes;
+    p.steps = a.steps;
+    p.seq_len = a.seq_len;
+    p.zero_init = a.zero_init;
+    p.quantity = a.solve == "nodes"                ? NeedQuantity::Nodes
+                 : a.solve == "reduce-bucket-size" ? NeedQuantity::ReduceBucketSize
+                 : a.solve == "prefetch-bucket-size" ? NeedQuantity::PrefetchBucketSize
+                                                     : NeedQuantity::InterNodeBandwidth;
+    p.target = a.exposed_below >= 0 ? NeedTarget::ExposedPercent : NeedTarget::StepMs;
+    p.target_value = a.exposed_below >= 0 ? a.exposed_below : a.step_below;
+    p.tolerance = a.tolerance;
+    if (!a.range.empty()) {
+        auto r = parse_range(a.range);
+        if (!r) return input_error(r.error());
+        p.lo = r->first, p.hi = r->second;
+    }
+    auto answer = solve_need(p);
+    if (!answer) return input_error(answer.error());
+    return emit(a.output, {a.ds_config, a.model, a.topology}, [&](std::ostream& out) { write_need_text(out, p, answer.value()); });
+}
+
+}  // namespace
+
+Command add_need(CLI::App& app) {
+    auto a = std::make_shared<NeedArgs>();
+    auto* sub = app.add_subcommand(
+        "need", "Solve for the inter-node bandwidth, node count or bucket size at which exposed communication or step time meets a target");
+    sub->add_option("--ds-config", a->ds_config, "DeepSpeed config JSON")->required();
+    sub->add_option("--model", a->model, "Hugging Face config.json or a parameter-list JSON")->required();
+    sub->add_option("--topology", a->topology, "Topology JSON (its node design)")->required();
+    sub->add_option("--nodes", a->nodes, "Nodes (default: the file's; not with --solve nodes)")->check(integer_in(1));
+    sub->add_option("--solve", a->solve, "inter-node-bandwidth (per GPU, GB/s), nodes, reduce-bucket-size or prefetch-bucket-size")
+        ->required()
+        ->check(CLI::IsMember({"inter-node-bandwidth", "nodes", "reduce-bucket-size", "prefetch-bucket-size"}));
+    sub->add_option("--exposed-below", a->exposed_below, "Target: exposed communication at most this percent of the step")
+        ->check(finite_at_least(0));
+    sub->add_option("--step-below", a->step_below, "Target: the step at most this many milliseconds")->check(finite_at_least(0, true));
+    sub->add_option("--range", a->range,
+                    "LO:HI searched (default 0.5:400 GB/s, 1:1024 nodes, 1e5:2e9 elements)");
+    sub->add_option("--tolerance", a->tolerance, "Relative tolerance on the answer (nodes: exact)")
+        ->capture_default_str()
+        ->check(finite_at_least(0, true));
+    sub->add_option("--steps", a->steps, "Steps predicted (the last is measured)")->capture_default_str()->check(integer_in(1, 64));
+    sub->add_option("--seq-len", a->seq_len, "Sequence length (default: the model's, else 1024)")->check(integer_in(1));
+    sub->add_flag("--zero-init", a->zero_init, "Stage 3: the model is built under deepspeed.zero.Init");
+    sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");
+    add_deepspeed_flag(sub, a->deepspeed);
+    add_nccl_flag(sub, a->nccl);
+    return {sub, [a] {
+                if (a->solve == "nodes" && a->nodes > 0)
+                    return input_error(Error{"", "--nodes", "--solve nodes searches the node count; leave --nodes out"});
+                return run_need(*a);
+            }};
+}
+
+}  // namespace zerosim::cli

@@ -1,0 +1,252 @@
+#include "prediction/need.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "prediction/gathered_budget.hpp"
+#include "schedule/schedule.hpp"
+#include "timing/engine.hpp"
+
+namespace zerosim {
+
+const char* need_quantity_name(NeedQuantity q) {
+    switch (q) {
+        case NeedQuantity::InterNodeBandwidth: return "inter-node bandwidth per GPU";
+        case NeedQuantity::Nodes: return "nodes";
+        case NeedQuantity::ReduceBucketSize: return "zero_optimization.reduce_bucket_size";
+        default: return "zero_optimization.stage3_prefetch_bucket_size";
+    }
+}
+
+const char* need_quantity_unit(NeedQuantity q) {
+    switch (q) {
+        case NeedQuantity::InterNodeBandwidth: return "GB/s";
+        case NeedQuantity::Nodes: return "nodes";
+        default: return "elements";
+    }
+}
+
+void need_default_range(NeedQuantity q, double& lo, double& hi) {
+    switch (q) {
+        case NeedQuantity::InterNodeBandwidth: lo = 0.5, hi = 400; break;   // 4 Gb/s to 3.2 Tb/s per GPU
+        case NeedQuantity::Nodes: lo = 1, hi = 1024; break;
+        default: lo = 1e5, hi = 2e9; break;
+    }
+}
+
+namespace {
+
+// Nodes and bucket sizes are whole numbers; nodes are searched exactly, the rest to the tolerance.
+bool integral(NeedQuantity q) { return q != NeedQuantity::InterNodeBandwidth; }
+bool exact(NeedQuantity q) { return q == NeedQuantity::Nodes; }
+
+double metric(const NeedProblem& p, const NeedPoint& pt) {
+    return p.target == NeedTarget::ExposedPercent ? pt.exposed_percent() : pt.step_ms;
+}
+
+// Each collective's time in `step` outside the union of compute segments, by comms-logger name.
+void attribute_exposed(const Schedule& s, const Prediction& pred, int step, NeedPoint& pt) {
+    std::vector<std::pair<double, double>> busy;
+    for (size_t i = 0; i < s.ops.size(); ++i)
+        if (s.ops[i].step == step && s.ops[i].kind == OpKind::Compute) busy.emplace_back(pred.ops[i].start_s, pred.ops[i].end_s);
+    std::sort(busy.begin(), busy.end());
+    std::vector<std::pair<double, double>> merged;
+    for (const auto& b : busy) {
+        if (!merged.empty() && b.first <= merged.back().second)
+            merged.back().second = std::max(merged.back().second, b.second);
+        else
+            merged.push_back(b);
+    }
+    std::map<std::string, double> by_name;
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        const Op& op = s.ops[i];
+        if (op.step != step || !is_collective(op.kind)) continue;
+        double a = pred.ops[i].start_s, b = pred.ops[i].end_s, covered = 0;
+        for (const auto& m : merged) covered += std::max(0.0, std::min(b, m.second) - std::max(a, m.first));
+        double outside = std::max(0.0, (b - a) - covered);
+        by_name[op_record_name(op.kind)] += outside;
+        pt.uncovered_ms += outside * 1e3;
+    }
+    for (const auto& [name, t] : by_name)
+        if (t * 1e3 > pt.binding_exposed_ms) {
+            pt.binding = name;
+            pt.binding_exposed_ms = t * 1e3;
+        }
+}
+
+}  // namespace
+
+Result<NeedPoint> need_evaluate(const NeedProblem& p, double x) {
+    Topology t = p.topology;
+    DsConfig cfg = p.cfg;
+    int64_t nodes = p.nodes > 0 ? p.nodes : t.nodes;
+    switch (p.quantity) {
+        case NeedQuantity::InterNodeBandwidth:
+            if (t.nics_per_node <= 0)
+                return Error{t.source, "nics", "the node design has no NICs: there is no inter-node bandwidth to solve for"};
+            t.nic_bandwidth_gbs = x * static_cast<double>(t.gpus_per_node) / t.nics_per_node;
+            break;
+        case NeedQuantity::Nodes: nodes = std::llround(x); break;
+        case NeedQuantity::ReduceBucketSize: cfg.zero.reduce_bucket_size = std::llround(x); break;
+        case NeedQuantity::PrefetchBucketSize: cfg.zero.prefetch_bucket_size = std::llround(x); break;
+    }
+    auto scaled = scale_to_nodes(t, nodes);
+    if (!scaled) return scaled.error();
+    ScheduleOptions o;
+    o.world = scaled->total_gpus();
+    o.steps = p.steps;
+    o.seq_len = p.seq_len;
+    o.zero_init = p.zero_init && cfg.zero.stage == 3;
+    auto s = build_schedule(p.model, cfg, o);
+    if (!s) return s.error();
+    auto pred = simulate(s.value(), scaled.value(), TimingMode::Overlapped,
+                         gathered_parameter_budget(p.model, cfg, s.value(), scaled.value()));
+    if (!pred) return pred.error();
+    const StepTiming& last = pred->steps.back();
+    NeedPoint pt;
+    pt.x = x;
+    pt.world = o.world;
+    pt.step_ms = last.step_s() * 1e3;
+    pt.compute_ms = last.compute_s * 1e3;
+    pt.comm_ms = last.comm_s * 1e3;
+    pt.exposed_ms = last.exposed_comm_s * 1e3;
+    attribute_exposed(s.value(), pred.value(), last.step, pt);
+    return pt;
+}
+
+Result<NeedAnswer> solve_need(const NeedProblem& p) {
+    NeedAnswer a;
+    a.lo = p.lo, a.hi = p.hi;
+    if (a.lo <= 0 && a.hi <= 0) need_default_range(p.quantity, a.lo, a.hi);
+    if (!(a.lo > 0 && a.hi > a.lo)) return Error{"", "--range", "expected LO:HI with 0 < LO < HI"};
+    if (integral(p.quantity)) a.lo = std::ceil(a.lo), a.hi = std::floor(a.hi);
+    auto met = [&](const NeedPoint& pt) { return metric(p, pt) <= p.target_value; };
+    auto eval = [&](double x) -> Result<NeedPoint> {
+        ++a.predictions;
+        return need_evaluate(p, x);
+    };
+    auto at_lo = eval(a.lo);
+    if (!at_lo) return at_lo.error();
+    auto at_hi = eval(a.hi);
+    if (!at_hi) return at_hi.error();
+    const char* unit = p.target == NeedTarget::ExposedPercent ? "% exposed" : " ms per step";
+    if (!met(at_lo.value()) && !met(at_hi.value())) {
+        char msg[400];
+        std::snprintf(msg, sizeof msg, "cannot be reached in %g..%g %s: %.4g%s at %g, %.4g%s at %g (target %g%s)", a.lo, a.hi,
+                      need_quantity_unit(p.quantity), metric(p, at_lo.value()), unit, a.lo, metric(p, at_hi.value()), unit, a.hi,
+                      p.target_value, unit);
+        return Error{"", p.target == NeedTarget::ExposedPercent ? "--exposed-below" : "--step-below", msg};
+    }
+    NeedPoint good, bad;
+    if (met(at_lo.value()) && met(at_hi.value())) {
+        a.outcome = NeedOutcome::MetEverywhere;
+        // The cheaper end: the least bandwidth or bucket, the most nodes.
+        a.met_above = p.quantity != NeedQuantity::Nodes;
+        a.at = a.met_above ? at_lo.value() : at_hi.value();
+        a.answer = a.at.x;
+    } else {
+        a.met_above = met(at_hi.value());
+        good = a.met_above ? at_hi.value() : at_lo.value();
+        bad = a.met_above ? at_lo.value() : at_hi.value();
+        // Geometric bisection (the quantities span decades) until the bracket is within the
+        // tolerance of its value, or one apart for integers.
+        while (true) {
+            double g = good.x, b = bad.x;
+            if (exact(p.quantity) ? std::fabs(g - b) <= 1 : std::max(g, b) / std::min(g, b) <= 1 + p.tolerance) break;
+            double mid = std::sqrt(g * b);
+            if (integral(p.quantity)) {
+                mid = std::round(mid);
+                if (mid == g || mid == b) mid = std::floor((g + b) / 2);
+                if (mid == g || mid == b) break;
+            }
+            auto m = eval(mid);
+            if (!m) return m.error();
+            (met(m.value()) ? good : bad) = m.value();
+        }
+        a.at = good;
+        a.answer = good.x;
+    }
+    // The curve: the range's ends, factors of 2 and 4 either side of the answer, the answer.
+    std::vector<double> xs = {a.lo, a.hi, a.answer};
+    for (double f : {0.25, 0.5, 2.0, 4.0}) {
+        double x = a.answer * f;
+        if (integral(p.quantity)) x = std::round(x);
+        if (x > a.lo && x < a.hi) xs.push_back(x);
+    }
+    std::sort(xs.begin(), xs.end());
+    xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+    for (double x : xs) {
+        if (x == a.lo) a.curve.push_back(at_lo.value());
+        else if (x == a.hi) a.curve.push_back(at_hi.value());
+        else if (x == a.at.x) a.curve.push_back(a.at);
+        else {
+            auto m = eval(x);
+            if (!m) return m.error();
+            a.curve.push_back(m.value());
+        }
+    }
+    // Monotone within 0.5% of the metric's range: else the bisection found one crossing of several.
+    double span = 0;
+    for (const auto& c : a.curve) span = std::max(span, std::fabs(metric(p, c) - metric(p, a.curve.front())));
+    int up = 0, down = 0;
+    for (size_t i = 1; i < a.curve.size(); ++i) {
+        double d = metric(p, a.curve[i]) - metric(p, a.curve[i - 1]);
+        if (d > 0.005 * span) ++up;
+        if (d < -0.005 * span) ++down;
+    }
+    a.monotone = up == 0 || down == 0;
+    return a;
+}
+
+void write_need_text(std::ostream& out, const NeedProblem& p, const NeedAnswer& a) {
+    const bool pct = p.target == NeedTarget::ExposedPercent;
+    const bool bw = p.quantity == NeedQuantity::InterNodeBandwidth;
+    char line[512];
+    out << "need: " << need_quantity_name(p.quantity) << " for " << (pct ? "exposed communication at most " : "a step of at most ")
+        << p.target_value << (pct ? "% of the step" : " ms") << "\n";
+    out << "  " << p.model.name << ", ZeRO stage " << p.cfg.zero.stage << ", " << p.topology.name << " x "
+        << (p.quantity == NeedQuantity::Nodes ? std::string("N") : std::to_string(p.nodes > 0 ? p.nodes : p.topology.nodes))
+        << " nodes; the last of " << p.steps << " predicted steps\n";
+    if (bw)
+        out << "  bandwidth: per GPU and direction, line rate (NIC bandwidth x NICs per node / GPUs per node); the file has "
+            << p.topology.nic_bandwidth_per_gpu_gbs() << " GB/s\n";
+    auto fmt = [&](double x) {
+        char b[64];
+        if (bw) std::snprintf(b, sizeof b, "%.3g GB/s (%.0f Gb/s)", x, x * 8);
+        else std::snprintf(b, sizeof b, "%.0f %s", x, need_quantity_unit(p.quantity));
+        return std::string(b);
+    };
+    if (a.outcome == NeedOutcome::MetEverywhere)
+        out << "answer: met over the whole range " << fmt(a.lo) << " to " << fmt(a.hi) << "; the boundary lies "
+            << (a.met_above ? "below " : "above ") << fmt(a.answer) << " (widen --range to find it)\n";
+    else
+        out << "answer: " << fmt(a.answer) << (a.met_above ? " or more" : " or fewer") << "\n";
+    std::snprintf(line, sizeof line,
+                  "  at it: step %.1f ms, exposed communication %.1f ms (%.2f%%); binding collective %s, %.1f ms outside compute\n",
+                  a.at.step_ms, a.at.exposed_ms, a.at.exposed_percent(), a.at.binding.empty() ? "none" : a.at.binding.c_str(),
+                  a.at.binding_exposed_ms);
+    out << line;
+    if (p.quantity == NeedQuantity::Nodes)
+        out << "  search: bisection over " << a.lo << ".." << a.hi << " nodes, exact; " << a.predictions << " predictions\n";
+    else
+        out << "  search: geometric bisection over " << fmt(a.lo) << ".." << fmt(a.hi) << ", to within "
+            << p.tolerance * 100 << "% of the value; " << a.predictions << " predictions\n";
+    if (!a.monotone)
+        out << "  warning: the metric is not monotone over this curve; the answer is one crossing of the target, "
+               "there may be others\n";
+    std::snprintf(line, sizeof line, "%14s %7s %12s %12s %12s %10s  %s\n", bw ? "GB/s per GPU" : need_quantity_unit(p.quantity),
+                  "ranks", "step ms", "comm ms", "exposed ms", "exposed %", "binding collective (ms outside compute)");
+    out << line;
+    for (const auto& c : a.curve) {
+        char x[32];
+        std::snprintf(x, sizeof x, bw ? "%.3g" : "%.0f", c.x);
+        std::snprintf(line, sizeof line, "%14s %7lld %12.1f %12.1f %12.1f %10.2f  %s (%.1f)%s\n", x, static_cast<long long>(c.world),
+                      c.step_ms, c.comm_ms, c.exposed_ms, c.exposed_percent(), c.binding.empty() ? "none" : c.binding.c_str(),
+                      c.binding_exposed_ms, c.x == a.answer ? "  <- answer" : "");
+        out << line;
+    }
+}
+
+}  // namespace zerosim

@@ -1,0 +1,243 @@
+// `zerosim sweep --plot`: step time and memory per rank against ranks, one series per topology,
+// stage and setting. What a reader needs to tell the series apart and read values off: ticks in
+// engineering units, a y range that shows the differences (its start said when it is not 0),
+// log-scale ranks, the Okabe-Ito colour-blind-safe palette with a dash pattern and a marker shape
+// per series (so identical series, such as stages 1 and 2 of one model, stay visible), legends in
+// words ("stage 2, dgx-h100"), and hollow crossed markers where the rank does not fit its GPU.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "analysis/fit.hpp"
+#include "prediction/sweep.hpp"
+
+namespace zerosim {
+
+namespace {
+
+// Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision
+// deficiency; yellow last, as it reads poorly on white.
+const char* const kColours[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"};
+const char* const kDashes[] = {"", "7 3", "2 2", "9 3 2 3", "4 4"};
+const int kShapes = 6;
+
+// A marker of shape k centred on (x, y), radius r, as an SVG path.
+std::string marker_path(int k, double x, double y, double r) {
+    char b[256];
+    switch (k % kShapes) {
+        case 0:  // circle
+            std::snprintf(b, sizeof b, "M%.1f,%.1f a%.1f,%.1f 0 1,0 %.1f,0 a%.1f,%.1f 0 1,0 %.1f,0 Z", x - r, y, r, r, 2 * r, r, r,
+                          -2 * r);
+            break;
+        case 1: std::snprintf(b, sizeof b, "M%.1f,%.1f h%.1f v%.1f h%.1f Z", x - r, y - r, 2 * r, 2 * r, -2 * r); break;  // square
+        case 2: std::snprintf(b, sizeof b, "M%.1f,%.1f L%.1f,%.1f L%.1f,%.1f Z", x, y - r * 1.2, x + r * 1.1, y + r * 0.8, x - r * 1.1, y + r * 0.8); break;
+        case 3: std::snprintf(b, sizeof b, "M%.1f,%.1f L%.1f,%.1f L%.1f,%.1f L%.1f,%.1f Z", x, y - r * 1.3, x + r, y, x, y + r * 1.3, x - r, y); break;
+        case 4: std::snprintf(b, sizeof b, "M%.1f,%.1f L%.1f,%.1f L%.1f,%.1f Z", x, y + r * 1.2, x + r * 1.1, y - r * 0.8, x - r * 1.1, y - r * 0.8); break;
+        default:  // pentagon-ish: a square turned into a house
+            std::snprintf(b, sizeof b, "M%.1f,%.1f L%.1f,%.1f V%.1f H%.1f V%.1f Z", x, y - r * 1.3, x + r, y - r * 0.3, y + r, x - r, y - r * 0.3);
+    }
+    return b;
+}
+
+// A step of 1, 2, 2.5 or 5 x 10^k giving about `want` intervals over `span`.
+double nice_step(double span, int want) {
+    double raw = span / want, p = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+        if (m * p >= raw) return m * p;
+    return 10 * p;
+}
+
+// The axis's unit, chosen by the range's top so ticks read "250" or "1.25", never "1.25e+03":
+// time in µs, ms or s (values in ms), memory in MiB, GiB or TiB (values in GiB).
+struct AxisUnit {
+    const char* name;
+    double per;   // values per unit
+};
+AxisUnit time_unit(double top_ms) { return top_ms >= 2000 ? AxisUnit{"s", 1000} : top_ms >= 2 ? AxisUnit{"ms", 1} : AxisUnit{"\u00b5s", 1e-3}; }
+AxisUnit memory_unit(double top_gib) {
+    return top_gib >= 2048 ? AxisUnit{"TiB", 1024} : top_gib >= 2 ? AxisUnit{"GiB", 1} : AxisUnit{"MiB", 1.0 / 1024};
+}
+std::string tick_label(double v, AxisUnit u) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", std::round(v / u.per * 1000) / 1000);
+    return b;
+}
+
+std::string esc(const std::string& s) {
+    std::string o;
+    for (char c : s) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+    return o;
+}
+
+struct Series {
+    std::string label;
+    std::vector<const SweepResult*> points;
+};
+
+double memory_gib(const SweepResult& r) {
+    return static_cast<double>(r.memory_bytes + r.activation_bytes + kFrameworkReserveBytes) / static_cast<double>(int64_t{1} << 30);
+}
+
+}  // namespace
+
+void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows) {
+    std::map<std::string, Series> by_key;   // ordered by topology, stage, settings
+    for (const auto& r : rows) {
+        if (!r.error.empty()) continue;
+        std::string topo = r.point.topology.substr(r.point.topology.find_last_of('/') + 1);
+        if (topo.size() > 5 && topo.substr(topo.size() - 5) == ".json") topo.resize(topo.size() - 5);
+        std::string label = "stage " + std::to_string(r.point.stage) + ", " + topo;
+        for (size_t i = 0; i < spec.settings.size(); ++i) {
+            const std::string& k = spec.settings[i].key;
+            label += ", " + k.substr(k.find_last_of('.') + 1) + "=" + r.point.values[i];
+        }
+        char key[32];
+        std::snprintf(key, sizeof key, "%04zu", r.point.index);   // first point's grid order
+        auto it = std::find_if(by_key.begin(), by_key.end(), [&](const auto& kv) { return kv.second.label == label; });
+        if (it == by_key.end()) it = by_key.emplace(topo + "\x01" + std::to_string(r.point.stage) + "\x01" + key, Series{label, {}}).first;
+        it->second.points.push_back(&r);
+    }
+    std::vector<Series> series;
+    for (auto& [k, s] : by_key) {
+        std::sort(s.points.begin(), s.points.end(), [](auto* a, auto* b) { return a->world < b->world; });
+        series.push_back(std::move(s));
+    }
+    double wmin = 1e300, wmax = 0, gpu_gib = 0;
+    for (const auto& s : series)
+        for (const auto* r : s.points) {
+            wmin = std::min(wmin, static_cast<double>(r->world));
+            wmax = std::max(wmax, static_cast<double>(r->world));
+            gpu_gib = std::max(gpu_gib, static_cast<double>(r->gpu_memory_bytes) / static_cast<double>(int64_t{1} << 30));
+        }
+    if (wmax <= 0) wmin = wmax = 1;
+    const bool one_world = wmax == wmin;
+    if (one_world) wmin /= 2, wmax *= 2;
+    const double W = 920, H = 360, L = 90, R = 24, T = 46, B = 56, legend_row = 22;
+    const double total_h = 2 * H + 40 + legend_row * static_cast<double>(series.size() + 2);
+    out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << total_h << "' viewBox='0 0 " << W << " "
+        << total_h << "' font-family='sans-serif' font-size='12'>\n";
+    out << "<defs><clipPath id='plot-area'><rect x='" << L << "' y='" << T << "' width='" << W - L - R << "' height='" << H - T - B
+        << "'/></clipPath></defs>\n";
+    const double pw = W - L - R, ph = H - T - B;
+    // 4% of the width either side, so the end markers sit inside the frame.
+    auto X = [&](double w) {
+        return L + pw * (0.04 + 0.92 * (std::log2(w) - std::log2(wmin)) / (std::log2(wmax) - std::log2(wmin)));
+    };
+    // Earlier series are drawn wider and with bigger markers, so a later series on top of an
+    // identical one leaves it visible as a border.
+    const double n_series = static_cast<double>(std::max<size_t>(series.size(), 1));
+    auto width_of = [&](size_t k) { return 1.6 + 2.4 * (n_series - 1 - static_cast<double>(k)) / std::max(1.0, n_series - 1); };
+    auto radius_of = [&](size_t k) { return 4.0 + 2.5 * (n_series - 1 - static_cast<double>(k)) / std::max(1.0, n_series - 1); };
+    auto panel = [&](const char* id, double y0, const std::string& title, auto value, bool from_zero, bool is_time) {
+        double lo = 1e300, hi = -1e300;
+        for (const auto& s : series)
+            for (const auto* r : s.points) lo = std::min(lo, value(*r)), hi = std::max(hi, value(*r));
+        if (!is_time && gpu_gib > 0) hi = std::max(hi, gpu_gib), lo = std::min(lo, gpu_gib);
+        if (hi < lo) lo = 0, hi = 1;
+        // Start at 0 unless the values sit far above it: then a range around them shows the
+        // differences, and the plot says where the axis starts.
+        if (from_zero || lo < 0.35 * hi) lo = 0;
+        double span = hi - lo > 0 ? hi - lo : std::max(std::fabs(hi), 1.0);
+        double step = nice_step(span, 5);
+        double ylo = lo == 0 ? 0 : std::floor((lo - 0.05 * span) / step) * step;
+        double yhi = std::ceil((hi + 0.02 * span) / step) * step;
+        if (ylo < 0) ylo = 0;
+        if (yhi <= ylo) yhi = ylo + step;
+        // At least 9 px between the extreme values and the frame, so markers stay inside it.
+        for (int i = 0; i < 8 && (yhi - hi) / (yhi - ylo) * ph < 9; ++i) yhi += step;
+        for (int i = 0; i < 8 && ylo > 0 && (lo - ylo) / (yhi - ylo) * ph < 9; ++i) ylo = std::max(0.0, ylo - step);
+        auto Y = [&](double v) { return y0 + T + ph - (v - ylo) / (yhi - ylo) * ph; };
+        const AxisUnit unit = is_time ? time_unit(yhi) : memory_unit(yhi);
+        out << "<g class='panel' id='" << id << "'>\n";
+        out << "<text class='title' x='" << L << "' y='" << y0 + 24 << "' font-size='15' font-weight='bold'>" << esc(title) << "</text>\n";
+        out << "<rect class='frame' x='" << L << "' y='" << y0 + T << "' width='" << pw << "' height='" << ph
+            << "' fill='none' stroke='#777'/>\n";
+        for (double w = std::exp2(std::ceil(std::log2(wmin))); w <= wmax * 1.0001; w *= 2) {
+            out << "<line x1='" << X(w) << "' x2='" << X(w) << "' y1='" << y0 + T << "' y2='" << y0 + T + ph << "' stroke='#eee'/>";
+            out << "<text class='tick xtick' x='" << X(w) << "' y='" << y0 + T + ph + 16 << "' text-anchor='middle'>"
+                << static_cast<int64_t>(w) << "</text>\n";
+        }
+        out << "<text class='xlabel' x='" << L + pw / 2 << "' y='" << y0 + T + ph + 38
+            << "' text-anchor='middle'>data-parallel ranks (log scale)</text>\n";
+        for (double v = ylo; v <= yhi + step * 1e-6; v += step) {
+            out << "<line x1='" << L << "' x2='" << L + pw << "' y1='" << Y(v) << "' y2='" << Y(v) << "' stroke='#eee'/>";
+            out << "<text class='tick ytick' x='" << L - 6 << "' y='" << Y(v) + 4 << "' text-anchor='end'>"
+                << tick_label(v, unit) << "</text>\n";
+        }
+        out << "<text class='ylabel' transform='translate(" << 16 << "," << y0 + T + ph / 2 << ") rotate(-90)' text-anchor='middle'>"
+            << (is_time ? "step time (" : "memory per rank (") << unit.name << ")</text>\n";
+        if (ylo > 0) {
+            // The axis does not start at zero: a break mark on it and a note.
+            double yb = y0 + T + ph;
+            out << "<path class='axis-break' d='M" << L - 6 << "," << yb - 4 << " l12,-5 M" << L - 6 << "," << yb + 1
+                << " l12,-5' stroke='#333' stroke-width='1.5'/>";
+            out << "<text class='zero-note' x='" << L + pw << "' y='" << y0 + 24 << "' text-anchor='end' fill='#333'>y axis starts at "
+                << tick_label(ylo, unit) << " " << unit.name << ", not 0</text>\n";
+        }
+        // Series that coincide here are said, so none seems missing.
+        std::string same;
+        for (size_t k = 1; k < series.size(); ++k)
+            for (size_t j = 0; j < k; ++j) {
+                const auto &a = series[j].points, &b = series[k].points;
+                bool eq = a.size() == b.size();
+                for (size_t i = 0; eq && i < a.size(); ++i)
+                    eq = a[i]->world == b[i]->world && std::fabs(value(*a[i]) - value(*b[i])) <= 1e-9 * std::max(1.0, std::fabs(value(*a[i])));
+                if (eq) {
+                    same += (same.empty() ? "" : "; ") + series[k].label + " = " + series[j].label;
+                    break;
+                }
+            }
+        if (!same.empty())
+            out << "<text class='same-note' x='" << L + pw << "' y='" << y0 + 40 << "' text-anchor='end' fill='#333'>identical: "
+                << esc(same) << "</text>\n";
+        if (!is_time && gpu_gib > 0) {
+            out << "<line class='gpu-memory' x1='" << L << "' x2='" << L + pw << "' y1='" << Y(gpu_gib) << "' y2='" << Y(gpu_gib)
+                << "' stroke='#b00' stroke-dasharray='6 3'/><text x='" << L + pw - 4 << "' y='" << Y(gpu_gib) - 5
+                << "' text-anchor='end' fill='#b00'>GPU memory " << tick_label(gpu_gib, unit) << " " << unit.name << "</text>\n";
+        }
+        out << "<g clip-path='url(#plot-area)' transform='translate(0," << y0 << ")'>\n";
+        for (size_t k = 0; k < series.size(); ++k) {
+            const char* c = kColours[k % 8];
+            std::string d;
+            for (const auto* r : series[k].points) {
+                char seg[64];
+                std::snprintf(seg, sizeof seg, "%s%.1f,%.1f", d.empty() ? "M" : " L", X(static_cast<double>(r->world)), Y(value(*r)) - y0);
+                d += seg;
+            }
+            out << "<path class='series' data-series='" << k << "' d='" << d << "' fill='none' stroke='" << c
+                << "' stroke-width='" << width_of(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/>\n";
+            for (const auto* r : series[k].points) {
+                const double x = X(static_cast<double>(r->world)), y = Y(value(*r)) - y0;
+                const bool no = r->fits == "no";
+                out << "<path class='marker " << (no ? "nofit" : "fit") << "' data-series='" << k << "' d='"
+                    << marker_path(static_cast<int>(k), x, y, radius_of(k)) << "' fill='" << (no ? "white" : c) << "' stroke='" << c
+                    << "' stroke-width='1.5'/>";
+                if (no)
+                    out << "<path class='cross' d='M" << x - 3 << "," << y - 3 << " L" << x + 3 << "," << y + 3 << " M" << x - 3 << ","
+                        << y + 3 << " L" << x + 3 << "," << y - 3 << "' stroke='" << c << "' stroke-width='1.2'/>";
+                out << "\n";
+            }
+        }
+        out << "</g></g>\n";
+    };
+    panel("step-time", 0, "Step time (the last predicted step)", [](const SweepResult& r) { return r.step_ms; }, false, true);
+    panel("memory", H, "Memory per rank: model states + activations + framework reserve", memory_gib, true, false);
+    out << "<g class='legend'>\n";
+    for (size_t k = 0; k < series.size(); ++k) {
+        double y = 2 * H + 24 + legend_row * static_cast<double>(k);
+        const char* c = kColours[k % 8];
+        out << "<g class='entry' data-series='" << k << "'><line x1='" << L << "' x2='" << L + 36 << "' y1='" << y << "' y2='" << y
+            << "' stroke='" << c << "' stroke-width='" << width_of(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/><path d='"
+            << marker_path(static_cast<int>(k), L + 18, y, 4.5) << "' fill='" << c << "' stroke='" << c << "'/><text x='" << L + 46
+            << "' y='" << y + 4 << "'>" << esc(series[k].label) << "</text></g>\n";
+    }
+    double y = 2 * H + 24 + legend_row * static_cast<double>(series.size());
+    out << "<g class='entry-note'><path d='" << marker_path(0, L + 18, y, 4.5) << "' fill='white' stroke='#555'/><path d='M"
+        << L + 15 << "," << y - 3 << " L" << L + 21 << "," << y + 3 << " M" << L + 15 << "," << y + 3 << " L" << L + 21 << "," << y - 3
+        << "' stroke='#555'/><text x='" << L + 46 << "' y='" << y + 4
+        << "'>hollow and crossed: does not fit the GPU (model states + activations + reserve above its memory)</text></g>\n";
+    out << "</g>\n</svg>\n";
+}
+
+}  // namespace zerosim

@@ -1,0 +1,64 @@
+// explain's counts and totals (issue 19): per step, not over all steps; one convention for bytes
+// (what each rank sends and receives on a ring) for every collective; the bucket sentence; the
+// step's total beside the paper's 2Ψ. Worked by hand for the reference model: Ψ = 667,136 fp32
+// parameters on n = 4 ranks, Ψ x 4 bytes x (n-1)/n = 2,001,408 B = 1.91 MB.
+#include <gtest/gtest.h>
+
+#include "analysis/explain.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
+#include "schedule/schedule.hpp"
+#include "test_helpers.hpp"
+
+namespace zerosim {
+namespace {
+
+std::string explain_two_steps(const std::string& zero) {
+    auto m = load_model(test::reference("deepspeed-v0.14.2-cpu/model.json"));
+    auto c = parse_ds_config("ds.json", R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": )" + zero + "}");
+    EXPECT_TRUE(m.ok() && c.ok());
+    ScheduleOptions o;
+    o.world = 4;
+    o.steps = 2;
+    auto s = build_schedule(m.value(), c.value(), o);
+    EXPECT_TRUE(s.ok());
+    return explain_schedule(m.value(), c.value(), s.value());
+}
+
+TEST(ExplainPerStep, CountsAndBytesPerStepOneConvention) {
+    std::string t = explain_two_steps(R"({"stage": 2})");
+    // One all_reduce per step (two steps were built): 2 (n-1)/n x 2.54 MB = 2 x 1.91 MB.
+    EXPECT_NE(t.find("## per step: 1 x all_reduce (allreduce_bucket), each rank sends and receives 3.82 MB"), std::string::npos) << t;
+    // The all_gather of the updated partitions: (n-1) x the 651.5 KB shard = 1.91 MB, the same
+    // convention (not the shard alone).
+    EXPECT_NE(t.find("1 x all_gather_into_tensor (all_gather_into_tensor_dp_groups), each rank sends and receives 1.91 MB"),
+              std::string::npos)
+        << t;
+    // 3.82 + 1.91 = 5.73 MB against the paper's 2Ψ (n-1)/n = 3.82 MB.
+    EXPECT_NE(t.find("## Step 1 in all: each rank sends and receives 5.73 MB; the ZeRO paper's 2Ψ for stage 2 is 3.82 MB (1.50x)"),
+              std::string::npos)
+        << t;
+    EXPECT_EQ(t.find("over 2 step(s)"), std::string::npos);
+}
+
+TEST(ExplainPerStep, BucketSentence) {
+    std::string t = explain_two_steps(R"({"stage": 2})");
+    EXPECT_NE(t.find("all 667K gradient elements fit one 500M-element bucket (reduce_bucket_size): one flush per step"),
+              std::string::npos)
+        << t;
+    EXPECT_NE(t.find("Here that is 1 all_reduce(s) per step"), std::string::npos);
+    // Buckets of 200,000 elements: at least ceil(667,136 / 200,000) = 4 flushes.
+    std::string small = explain_two_steps(R"({"stage": 2, "reduce_bucket_size": 200000})");
+    auto at = small.find("gradient elements fill ");
+    ASSERT_NE(at, std::string::npos) << small;
+    EXPECT_GE(std::stoi(small.substr(at + 23)), 4);
+    EXPECT_NE(small.find("buckets of up to 200K elements"), std::string::npos);
+    // Stage 3's reduce-scatter: (n-1)/n of the full 2.54 MB input = 1.91 MB, like the all_gathers.
+    std::string z3 = explain_two_steps(R"({"stage": 3})");
+    EXPECT_NE(z3.find("## per step: 1 x reduce_scatter_tensor (reduce_scatter_fn), each rank sends and receives 1.91 MB"),
+              std::string::npos)
+        << z3;
+}
+
+}  // namespace
+}  // namespace zerosim
