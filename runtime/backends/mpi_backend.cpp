@@ -81,6 +81,7 @@ class MpiBackend final : public Backend {
     MpiBackend() {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &world_);
+        crank_ = rank_;
     }
     std::string name() const override { return "mpi"; }
     int rank() const override { return rank_; }
@@ -94,35 +95,46 @@ class MpiBackend final : public Backend {
     void release(void* p, size_t) override { std::free(p); }
 
     void all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op) override {
-        MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(count), mpi_type(t), mpi_op(t, op), MPI_COMM_WORLD);
+        MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(count), mpi_type(t), mpi_op(t, op), comm_);
     }
     void all_gather(const void* send, void* recv, int64_t count, DType t) override {
-        const char* mine = static_cast<const char*>(recv) + static_cast<size_t>(count) * rank_ * zerosim::dtype_size(t);
+        const char* mine = static_cast<const char*>(recv) + static_cast<size_t>(count) * crank_ * zerosim::dtype_size(t);
         bool in_place = send == mine;
         MPI_Allgather(in_place ? MPI_IN_PLACE : send, to_int(count), mpi_type(t), recv, to_int(count), mpi_type(t),
-                      MPI_COMM_WORLD);
+                      comm_);
     }
     void reduce_scatter(const void* send, void* recv, int64_t recv_count, DType t, ReduceOp op) override {
-        const char* mine = static_cast<const char*>(send) + static_cast<size_t>(recv_count) * rank_ * zerosim::dtype_size(t);
+        const char* mine = static_cast<const char*>(send) + static_cast<size_t>(recv_count) * crank_ * zerosim::dtype_size(t);
         if (recv == mine) {
             // MPI's in-place form reduces in the whole send buffer and leaves the result at its
             // start; torch's keeps it at the rank's own chunk, so move it there.
             void* buf = const_cast<void*>(send);
-            MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, to_int(recv_count), mpi_type(t), mpi_op(t, op), MPI_COMM_WORLD);
-            if (rank_ != 0)
+            MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, to_int(recv_count), mpi_type(t), mpi_op(t, op), comm_);
+            if (crank_ != 0)
                 std::memmove(recv, buf, static_cast<size_t>(recv_count) * zerosim::dtype_size(t));
         } else {
-            MPI_Reduce_scatter_block(send, recv, to_int(recv_count), mpi_type(t), mpi_op(t, op), MPI_COMM_WORLD);
+            MPI_Reduce_scatter_block(send, recv, to_int(recv_count), mpi_type(t), mpi_op(t, op), comm_);
         }
     }
     void broadcast(void* buf, int64_t count, DType t, int root) override {
-        MPI_Bcast(buf, to_int(count), mpi_type(t), root, MPI_COMM_WORLD);
+        MPI_Bcast(buf, to_int(count), mpi_type(t), root, comm_);
     }
     void reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, int root) override {
-        const void* s = (send == recv && rank_ == root) ? MPI_IN_PLACE : send;
-        MPI_Reduce(s, recv, to_int(count), mpi_type(t), mpi_op(t, op), root, MPI_COMM_WORLD);
+        const void* s = (send == recv && crank_ == root) ? MPI_IN_PLACE : send;
+        MPI_Reduce(s, recv, to_int(count), mpi_type(t), mpi_op(t, op), root, comm_);
     }
-    void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+    void barrier() override { MPI_Barrier(comm_); }
+
+    int split_group(int color) override {
+        MPI_Comm c = MPI_COMM_NULL;
+        MPI_Comm_split(MPI_COMM_WORLD, color, rank_, &c);   // key = world rank: ascending members
+        groups_.push_back(c);
+        return static_cast<int>(groups_.size()) - 1;
+    }
+    void use_group(int handle) override {
+        comm_ = handle < 0 ? MPI_COMM_WORLD : groups_.at(static_cast<size_t>(handle));
+        MPI_Comm_rank(comm_, &crank_);
+    }
 
     std::string gather_text_to_root(const std::string& mine) override {
         int n = to_int(static_cast<int64_t>(mine.size()));
@@ -148,6 +160,9 @@ class MpiBackend final : public Backend {
   private:
     int rank_ = 0;
     int world_ = 1;
+    MPI_Comm comm_ = MPI_COMM_WORLD;   // the group the collectives run on (use_group)
+    int crank_ = 0;                    // this rank inside it
+    std::vector<MPI_Comm> groups_;     // freed by MPI_Finalize
 };
 
 }  // namespace

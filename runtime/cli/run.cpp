@@ -109,11 +109,19 @@ int run_zero(Backend& be, const RunArgs& a) {
     const zerosim::Schedule& s = sched.value();
     // The executor's contract: a schedule the IR's one check accepts (a file was checked as read).
     if (auto e = zerosim::check_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
-    // ZeRO++ / MiCS need sub-communicators, all_to_all and an int8 quantizer the executor lacks (issue 17).
-    if (s.meta.variants.any() || !s.meta.groups.empty())
-        return input_error(be, {a.ds_config, "zero_optimization",
-                                "zerorun does not run ZeRO++ (hpZ, qwZ, qgZ) or MiCS schedules yet: it has no "
-                                "sub-communicators, all_to_all or int8 quantizer; zerosim schedule/predict model them"});
+    // ZeRO++ / MiCS (issue 17): hpZ and MiCS run on real sub-communicators of the MPI backend;
+    // qwZ and qgZ need all_to_all and an int8 quantizer the executor lacks yet.
+    const std::string variant_file = a.ds_config.empty() ? a.schedule : a.ds_config;
+    if (s.meta.variants.qwz || s.meta.variants.qgz)
+        return input_error(be, {variant_file, s.meta.variants.qwz ? "zero_optimization.zero_quantized_weights"
+                                                                   : "zero_optimization.zero_quantized_gradients",
+                                "zerorun does not run qwZ or qgZ schedules yet: it has no all_to_all and no int8 "
+                                "quantizer; it runs hpZ and MiCS; zerosim schedule/predict model all of them"});
+    if (!s.meta.groups.empty() && be.name() != "mpi")
+        return input_error(be, {variant_file, s.meta.variants.mics > 0 ? "zero_optimization.mics_shard_size"
+                                                                         : "zero_optimization.zero_hpz_partition_size",
+                                "the " + be.name() + " backend has no sub-communicators (ncclCommSplit is not wired "
+                                "yet): run hpZ and MiCS with --backend mpi"});
 
     std::shared_ptr<BetweenSteps> between;
     ExecOptions exec = opt.value();

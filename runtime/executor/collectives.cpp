@@ -17,6 +17,16 @@ using zerosim::Payload;
 // Ops whose payload the runtime does not model (norms, overflow flags, trace lists) carry the
 // backends' check pattern (check_pattern_value), exact under any reduction order.
 void Executor::run_collective(const Op& op, OpRecord& rec) {
+    // The op's process group for the backend call, the world again after (even on a throw).
+    struct OnGroup {
+        Backend& be;
+        OnGroup(Backend& b, int handle) : be(b) { be.use_group(handle); }
+        ~OnGroup() { be.use_group(-1); }
+    } on_group(be_, group_of(op).handle);
+    if (op.group != "dp" && (op.payload == Payload::GradientBucket || op.payload == Payload::GradientSlices ||
+                             op.payload == Payload::ParameterPartitions || op.payload == Payload::ParameterBroadcast))
+        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + op.group +
+                       " (the runtime runs it on the world only)");
     switch (op.payload) {
         case Payload::Barrier:
             timed_call(rec, [&] { be_.barrier(); });
@@ -39,11 +49,12 @@ void Executor::run_collective(const Op& op, OpRecord& rec) {
             return pattern_op(op, rec);
         case Payload::Compute:
             broken(op, "a compute payload on a collective");
+        case Payload::GradientPartitions:
+            return mics_replica_all_reduce(op, rec);
         case Payload::QuantizedShards:
         case Payload::QuantScales:
         case Payload::QuantizedGradient:
-        case Payload::GradientPartitions:
-            broken(op, "a ZeRO++ / MiCS payload (refused before the run)");
+            broken(op, "a qwZ / qgZ payload (refused before the run)");
     }
 }
 
@@ -99,13 +110,13 @@ void Executor::pattern_op(const Op& op, OpRecord& rec) {
         timed_call(rec, [&] { be_.all_reduce(b.data(), b.data(), n, t, op.redop); });
         for (int64_t i = 0; i < n; ++i) {
             double want = op.redop == zerosim::ReduceOp::Max ? -1e300 : 0.0;
-            for (int r = 0; r < world_; ++r)
+            for (int r : group_of(op).members)
                 want = op.redop == zerosim::ReduceOp::Max ? std::max(want, check_pattern_value(t, r, i))
                                                           : want + check_pattern_value(t, r, i);
             c.see(load_element(b.data(), t, i) == round_to(t, want));
         }
     } else if (op.kind == OpKind::Broadcast) {
-        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, rank_ == op.root ? check_pattern_value(t, op.root, i) : 77.0);
+        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, group_of(op).index == op.root ? check_pattern_value(t, op.root, i) : 77.0);
         timed_call(rec, [&] { be_.broadcast(b.data(), n, t, op.root); });
         for (int64_t i = 0; i < n; ++i) c.see(load_element(b.data(), t, i) == check_pattern_value(t, op.root, i));
     } else {

@@ -21,16 +21,23 @@ float Executor::my_gradient(int p, int64_t i) const { return acc_[p].empty() ? 0
 // contribution is reproducible from the shared working copy and its targets), summed in rank
 // order in the op's dtype. Returns {expected, tolerance}.
 std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i) const {
+    return expected_sum(op, p, i, groups_.at("dp").members);
+}
+
+// The same over a set of ranks (a sub-group's reduction: MiCS's shard group).
+std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i, const std::vector<int>& ranks) const {
     const DType t = op.dtype;
     const float w = static_cast<float>(load_element(work_[p].data(), mdt(), i));
     double s = 0.0, mag = 0.0;
-    for (int r = 0; r < world_; ++r) {
+    bool first = true;
+    for (int r : ranks) {
         double c = r == rank_ ? my_gradient(p, i) : local_gradient(spec_, w, r, op.step, pending_[p], p, i);
         c = round_to(t, c);
-        s = r == 0 ? c : reduce_add(t, s, c);
+        s = first ? c : reduce_add(t, s, c);
+        first = false;
         mag += std::fabs(c);
     }
-    return {s, static_cast<double>(world_) * ulp(t, mag)};
+    return {s, static_cast<double>(ranks.size()) * ulp(t, mag)};
 }
 
 // Takes a reduced gradient element into the owned partition (if this rank owns it).
@@ -107,16 +114,21 @@ void Executor::gradient_reduction(const Op& op, OpRecord& rec) {
     finish(rec, c, has_output);
 }
 
-// Stage 3: each gradient padded to world * shard and interleaved by rank (DeepSpeed's
-// reduce_scatter_coalesced): rank r's part holds chunk r of every parameter, in op order.
+// Stage 3: each gradient padded to cut * shard and interleaved by group rank (DeepSpeed's
+// reduce_scatter_coalesced): member r's part holds chunk r of every parameter, in op order. The
+// group is the world, or MiCS's shard group, whose result is the shard group's partial sum: the
+// world's sum each element must reach after the replication all_reduce is kept for that op.
 void Executor::stage3_reduce_scatter(const Op& op, OpRecord& rec) {
     const DType t = op.dtype;
     const int es = zerosim::dtype_size(t);
+    const GroupView& g = group_of(op);
+    if (g.size() != shard_group_->size()) broken(op, "reduce-scatters on group " + op.group + ", not the one parameters are cut among");
+    const bool partial = g.size() < world_;
     int64_t per_rank = 0;
     for (int p : op.params) per_rank += part_[p];
     Buffer in = comm_buffer(op.elements, t), out = comm_buffer(per_rank, t);
     char* base = static_cast<char*>(in.data());
-    for (int r = 0; r < world_; ++r) {
+    for (int r = 0; r < g.size(); ++r) {
         int64_t pos = r * per_rank;
         for (int p : op.params) {
             if (acc_[p].empty()) broken(op, "reduces the gradient of " + s_.params[p].name + " before any backward");
@@ -127,11 +139,21 @@ void Executor::stage3_reduce_scatter(const Op& op, OpRecord& rec) {
     }
     std::vector<std::pair<double, double>> expect;
     if (verify_)
-        for (int p : op.params)
-            for (int64_t j = 0; j < part_[p]; ++j) {
-                int64_t i = rank_ * part_[p] + j;
-                expect.push_back(i < numel(p) ? expected_sum(op, p, i) : std::make_pair(0.0, 0.0));
+        for (int p : op.params) {
+            if (partial && mics_expect_step_[p] != op.step) {
+                mics_expect_[p].assign(static_cast<size_t>(part_[p]), {0.0, 0.0});
+                mics_expect_step_[p] = static_cast<int>(op.step);
             }
+            for (int64_t j = 0; j < part_[p]; ++j) {
+                int64_t i = g.index * part_[p] + j;
+                expect.push_back(i < numel(p) ? expected_sum(op, p, i, g.members) : std::make_pair(0.0, 0.0));
+                if (partial && i < numel(p)) {
+                    auto whole = expected_sum(op, p, i);
+                    mics_expect_[p][j].first += whole.first;
+                    mics_expect_[p][j].second += whole.second;
+                }
+            }
+        }
     timed_call(rec, [&] { be_.reduce_scatter(in.data(), out.data(), per_rank, t, op.redop); });
     Check c;
     int64_t pos = 0;
@@ -139,7 +161,7 @@ void Executor::stage3_reduce_scatter(const Op& op, OpRecord& rec) {
         for (int64_t j = 0; j < part_[p]; ++j, ++pos) {
             double v = load_element(out.data(), t, pos);
             if (!expect.empty()) c.see(std::fabs(v - expect[pos].first) <= expect[pos].second);
-            int64_t i = rank_ * part_[p] + j;
+            int64_t i = g.index * part_[p] + j;
             if (i < numel(p)) apply_gradient(op, p, i, static_cast<float>(v));
         }
         consume(p, numel(p));

@@ -9,33 +9,55 @@ namespace zerorun {
 namespace detail {
 
 // Stage 3 gathers: input = this rank's shards of the op's parameters, concatenated in op order;
-// output = every rank's input in rank order; parameter p is rebuilt from chunk p of each.
+// output = every group member's input in group order; parameter p is rebuilt from chunk p of each.
+// On the world or MiCS's shard group the shards are the primary partition (ceil(m/cut)). On hpZ's
+// group they are the secondary partition: the primary padded to the world (ceil(m/n)*n) cut in k
+// pieces, member j holding piece j (DeepSpeed v0.14.2 partition_parameters.py _partition_param_sec),
+// built from the full parameter when it was last gathered and released, which is the working copy
+// here: a stale one (an update since) is a broken schedule, as hpZ drops it after each step.
 void Executor::shard_gather(const Op& op, OpRecord& rec) {
     const DType t = op.dtype;
     const int es = zerosim::dtype_size(t);
+    const GroupView& g = group_of(op);
+    const bool secondary = op.group == "hpz";
+    std::vector<int64_t> piece;
     int64_t per_rank = 0;
-    for (int p : op.params) per_rank += part_[p];
-    Buffer in = comm_buffer(per_rank, t), out = comm_buffer(per_rank * world_, t);
-    int64_t pos = 0;
     for (int p : op.params) {
-        std::memcpy(static_cast<char*>(in.data()) + pos * es, shard_[p].data(), static_cast<size_t>(part_[p]) * es);
-        pos += part_[p];
+        piece.push_back(secondary ? part_[p] * world_ / g.size() : part_[p]);
+        per_rank += piece.back();
+    }
+    Buffer in = comm_buffer(per_rank, t), out = comm_buffer(per_rank * g.size(), t);
+    int64_t pos = 0;
+    for (size_t k = 0; k < op.params.size(); ++k) {
+        const int p = op.params[k];
+        if (secondary) {
+            if (work_version_[p] != updates_[p])
+                broken(op, "gathers the secondary partition of " + s_.params[p].name + " after an update dropped it");
+            for (int64_t j = 0; j < piece[k]; ++j) {
+                int64_t i = g.index * piece[k] + j;
+                store_element(static_cast<char*>(in.data()), t, pos + j, i < numel(p) ? load_element(work_[p].data(), mdt(), i) : 0.0);
+            }
+        } else {
+            std::memcpy(static_cast<char*>(in.data()) + pos * es, shard_[p].data(), static_cast<size_t>(part_[p]) * es);
+        }
+        pos += piece[k];
     }
     timed_call(rec, [&] { be_.all_gather(in.data(), out.data(), per_rank, t); });
     Check c;
-    for (int r = 0; r < world_; ++r) {
+    for (int r = 0; r < g.size(); ++r) {
         int64_t at = r * per_rank;
-        for (int p : op.params) {
-            for (int64_t j = 0; j < part_[p]; ++j) {
-                int64_t i = r * part_[p] + j;
+        for (size_t k = 0; k < op.params.size(); ++k) {
+            const int p = op.params[k];
+            for (int64_t j = 0; j < piece[k]; ++j) {
+                int64_t i = r * piece[k] + j;
                 if (i >= numel(p)) continue;
                 const char* src = static_cast<const char*>(out.data()) + (at + j) * es;
                 std::memcpy(static_cast<char*>(work_[p].data()) + i * es, src, es);
                 double got = load_element(src, t, 0);
-                if (r == rank_) c.see(got == load_element(shard_[p].data(), t, j));
+                if (r == g.index) c.see(got == load_element(in.data(), t, at - r * per_rank + j));
                 else check_weight(c, op, p, i, got);
             }
-            at += part_[p];
+            at += piece[k];
         }
     }
     for (int p : op.params) work_version_[p] = updates_[p];

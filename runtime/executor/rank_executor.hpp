@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -65,6 +66,15 @@ struct Check {
     }
 };
 
+// One process group as this rank sees it (issue 17: hpZ, MiCS): the backend's handle (-1: the
+// world), this rank's index in its set, and the set's world ranks in ascending order.
+struct GroupView {
+    int handle = -1;
+    int index = 0;
+    std::vector<int> members;
+    int size() const { return static_cast<int>(members.size()); }
+};
+
 class Executor {
   public:
     Executor(Backend& be, const Schedule& s, const ExecOptions& o, MemoryTracker& mem);
@@ -89,7 +99,14 @@ class Executor {
     std::vector<Buffer> shard_;            // stage 3: this rank's shard, model dtype
     std::vector<int64_t> updates_;         // optimizer updates applied to p (on every rank)
     std::vector<int64_t> work_version_;    // updates reflected in work_[p]
-    std::vector<int64_t> part_;            // stage 3 shard size
+    std::vector<int64_t> part_;            // stage 3 shard size (ceil(numel / shard count))
+    // Process groups: "dp" and every group of meta.groups (groups.cpp).
+    std::map<std::string, GroupView> groups_;
+    const GroupView* shard_group_ = nullptr;   // whom a stage-3 parameter is cut among (dp or mics_shard)
+    // MiCS: the world-wide sum each owned gradient element must reach after the replication
+    // all_reduce, kept from the shard-group reduce-scatter (its result is a partial sum).
+    std::vector<std::vector<std::pair<double, double>>> mics_expect_;
+    std::vector<int> mics_expect_step_;
     // Gradients.
     std::vector<Buffer> acc_;              // fp32 local gradient, from backward until reduced
     std::vector<std::vector<int>> pending_;  // micro-steps accumulated in acc_
@@ -111,6 +128,11 @@ class Executor {
 
     int64_t numel(int p) const { return s_.params[p].numel; }
     DType mdt() const { return s_.meta.model_dtype; }
+
+    // groups.cpp
+    void build_groups();
+    const GroupView& group_of(const Op& op) const;
+    void mics_replica_all_reduce(const Op& op, OpRecord& rec);
 
     // state.cpp
     void build_state();
@@ -148,6 +170,7 @@ class Executor {
     // gradients.cpp
     float my_gradient(int p, int64_t i) const;
     std::pair<double, double> expected_sum(const Op& op, int p, int64_t i) const;
+    std::pair<double, double> expected_sum(const Op& op, int p, int64_t i, const std::vector<int>& ranks) const;
     void apply_gradient(const Op& op, int p, int64_t i, float v);
     void consume(int p, int64_t n);
     void gradient_reduction(const Op& op, OpRecord& rec);

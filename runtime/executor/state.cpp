@@ -38,6 +38,7 @@ Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryT
     adam_.lr = a.lr;
     verify_ = a.verify;
     if (verify_) shadow_ = std::make_unique<Reference>(s.params, spec_);
+    build_groups();
     build_state();
     plan_waits();
     records_.resize(s.ops.size());
@@ -47,7 +48,10 @@ Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryT
 //  Replicated: every rank holds everything (stage 0 without the BF16 optimizer);
 //  FlatGroups: each parameter group flattened and cut into `world` equal partitions (stages 1/2
 //        and the BF16 optimizer), one unit per group holding this rank's partition;
-//  PerParameter: each parameter cut on its own into ceil(numel/world) shards (stage 3).
+//  PerParameter: each parameter cut on its own into ceil(numel/world) shards (stage 3); with
+//        MiCS into ceil(numel/s) shards over the rank's shard group, every replica holding the
+//        same shard and taking the same optimizer step on it (DeepSpeed v0.14.2 mics.py
+//        MiCS_Init partitions over the shard group).
 void Executor::build_state() {
     const size_t P = s_.params.size();
     work_.resize(P);
@@ -108,14 +112,17 @@ void Executor::build_state() {
         }
     } else {
         shard_.resize(P);
+        mics_expect_.resize(P);
+        mics_expect_step_.assign(P, -1000);
+        const int64_t cut = shard_group_->size(), me = shard_group_->index;
         for (size_t p = 0; p < P; ++p) {
-            part_[p] = zerosim::stage3_partition_numel(numel(p), world_);
+            part_[p] = zerosim::stage3_partition_numel(numel(p), cut);
             shard_[p] = Buffer(mem_, MemCat::Parameters, static_cast<size_t>(part_[p]) * es);
             int u = new_unit(part_[p]);
             units_[u].params = {static_cast<int>(p)};
-            int64_t lo = std::min(numel(p), rank_ * part_[p]);
-            int64_t hi = std::min(numel(p), (rank_ + 1) * part_[p]);
-            owned_[p] = {u, -rank_ * part_[p], lo, hi};
+            int64_t lo = std::min(numel(p), me * part_[p]);
+            int64_t hi = std::min(numel(p), (me + 1) * part_[p]);
+            owned_[p] = {u, -me * part_[p], lo, hi};
         }
     }
     for (size_t p = 0; p < P; ++p) take_initial_value(static_cast<int>(p));
@@ -134,7 +141,7 @@ void Executor::refresh_shard(int p) {
     const Owned& o = owned_[p];
     const float* master = units_[o.unit].master.as<float>();
     for (int64_t j = 0; j < part_[p]; ++j) {
-        int64_t i = rank_ * part_[p] + j;
+        int64_t i = shard_group_->index * part_[p] + j;
         store_element(shard_[p].data(), mdt(), j, i < numel(p) ? master[o.base + i] : 0.0);
     }
 }

@@ -46,6 +46,15 @@ class Backend {
     virtual void reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, int root) = 0;
     virtual void barrier() = 0;
 
+    // Process groups (ZeRO++ hpZ, MiCS; issue 17). split_group is collective over the world:
+    // every rank calls it once per group kind, at start, with the index of the rank set it is in
+    // (torch.distributed.new_group per set, as DeepSpeed v0.14.2 groups.py / mics_utils.py
+    // create them). It returns a handle, or -1 where the backend has no sub-communicators.
+    // use_group makes the following collectives (and barrier) run on that group, with rank
+    // numbers (root, in-place positions) inside it; -1 is the world again.
+    virtual int split_group(int color) { (void)color; return -1; }
+    virtual void use_group(int handle) { (void)handle; }
+
     // Outside the schedule: the runtime's own bookkeeping after the last op (collecting the
     // per-rank JSON logs on rank 0). Never logged, never timed. `recv` is only read on rank 0.
     virtual std::string gather_text_to_root(const std::string& mine) = 0;
