@@ -33,7 +33,7 @@ constexpr int64_t kPredictionErrorSplitBytes = 256 << 10;
 
 // Per collective and size range (and "all"), from rows repeated over rounds (same collective,
 // size and world): a row's standard error is that of its median over R rounds,
-// 1.2533 * sd_r(log t_r) / sqrt(R); a range's is the median over its rows. Empty when no row is
+// 1.2533 * 1.4826 * MAD_r(log t_r) / sqrt(R) (a robust sd, as the fit's median is robust); a range's is the median over its rows. Empty when no row is
 // repeated.
 std::vector<PredictionErrorRange> prediction_standard_errors(const std::vector<Measurement>& rows);
 Json prediction_error_json(const std::vector<PredictionErrorRange>& ranges, const std::vector<std::string>& files);
