@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the main job 3 times and prints, per stage and run, the op-time error for ops >= 256 KiB with
-# its 95% interval, the noise floor, the communication-per-step error and the verdict, then the
+# its 95% interval, the noise floor and the calibration's standard error, the communication-per-step error and the verdict, then the
 # calibration's median |residual| per collective of each run (issue 20's targets: the same verdict
 # in every run; op error <= 15% and step error <= 10%, or INCONCLUSIVE with the floor above the
 # tolerance and the repeats that would settle it; residuals <= 10%). Each run's out/ is kept in
@@ -12,20 +12,20 @@ for i in 1 2 3; do
   echo "loop run $i/3 ..." >&2
   scripts/main.sh 2>/dev/null > "out/loop-$i.table"
   rm -rf "out/loop-$i"; mkdir -p "out/loop-$i"
-  cp out/validate-zero*.txt out/calibrate-zero*.txt "out/loop-$i/"
+  cp out/validate-zero*.txt out/calibrate-zero*.txt out/prediction-error-zero*.json "out/loop-$i/"
 done
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-printf '%-4s %-5s %-22s %-13s %-22s %s\n' run stage "op error [95%]" "noise stp/med" "step-comm error [95%]" verdict
+printf '%-4s %-5s %-22s %-19s %-22s %s\n' run stage "op error [95%]" "noise stp/med/pred" "step-comm error [95%]" verdict
 for i in 1 2 3; do
   awk -v run="$i" '$1 ~ /^[1-3]$/ {
-      # columns: stage matched err [lo, hi] floor / median-floor pred / meas (serr [slo, shi]) verdict checked
-      printf "%-4s %-5s %-22s %-13s %-22s %s\n", run, $1, $3 " " $4 " " $5, $6 " " $7 " " $8, $12 " " $13 " " $14, $15 }' "out/loop-$i.table"
+      # columns: stage matched err [lo, hi] floor / median-floor / pred-se pred / meas (serr [slo, shi]) verdict checked
+      printf "%-4s %-5s %-22s %-19s %-22s %s\n", run, $1, $3 " " $4 " " $5, $6 " " $7 " " $8 " " $9 " " $10, $14 " " $15 " " $16, $17 }' "out/loop-$i.table"
 done
 echo
 for s in 1 2 3; do
   ops=$(for i in 1 2 3; do awk -v s=$s '$1==s {gsub(/%/, "", $3); print $3}' "out/loop-$i.table"; done)
-  comm=$(for i in 1 2 3; do awk -v s=$s '$1==s {gsub(/[(%]/, "", $12); print $12}' "out/loop-$i.table"; done)
-  verdicts=$(for i in 1 2 3; do awk -v s=$s '$1==s {print $15}' "out/loop-$i.table"; done | sort -u | tr '\n' ' ')
+  comm=$(for i in 1 2 3; do awk -v s=$s '$1==s {gsub(/[(%]/, "", $14); print $14}' "out/loop-$i.table"; done)
+  verdicts=$(for i in 1 2 3; do awk -v s=$s '$1==s {print $17}' "out/loop-$i.table"; done | sort -u | tr '\n' ' ')
   printf 'stage %s: op error median %s%%, step-comm error median %s%%, verdicts seen: %s\n' "$s" \
     "$(echo "$ops" | median)" "$(echo "$comm" | median)" "$verdicts"
 done

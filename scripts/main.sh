@@ -5,8 +5,9 @@
 #   timed with bench rounds of the collectives between its steps), calibrate the localhost topology
 #   (OpenMPI's tuned collectives over shared memory) from those rounds, predict the op times
 #   (zerosim predict), and validate the prediction against the timed steps, whose repeats measure
-#   the noise; then print one table: stage, ops matched, op-time error (ops >= 256 KiB) with its 95%
-#   interval and the noise floor, communication time per step predicted against measured, verdict.
+#   the noise and with the calibration's own standard error; then print one table: stage, ops
+#   matched, op-time error (ops >= 256 KiB) with its 95% interval, the noise floor and the
+#   prediction's standard error, communication time per step predicted against measured, verdict.
 # Everything it writes goes to out/. RANKS=2 scripts/main.sh runs the loop without oversubscribing
 # a 2-core machine.
 set -euo pipefail
@@ -54,8 +55,12 @@ for stage in 1 2 3; do
     --sync-each-op --op-time skew-free --no-verify --compute-scale 0 --quiet \
     -o "$OUT/measured-zero$stage.log" --json "$OUT/measured-zero$stage.json" "${ROUNDS[0]}" "$OUT/rounds-zero$stage" "${ROUNDS[@]:1}"
   say "    stage $stage: calibrate topologies/localhost.json (OpenMPI's tuned collectives) from the run's own rounds"
+  # --prediction-error-out: the calibrated prediction is fitted from a few rounds of one call per
+  # size, so it has a standard error of its own (per collective and size range, from the rounds'
+  # spread); validate combines it with the measurement's in every interval.
   "$ZEROSIM" calibrate --topology topologies/localhost.json --world "$RANKS" --median-of-repeats "$OUT"/rounds-zero$stage-{all_reduce,all_gather,reduce_scatter,broadcast}.txt \
-    -o "$OUT/localhost-calibrated-zero$stage.json" 2> "$OUT/calibrate-zero$stage.txt" || { cat "$OUT/calibrate-zero$stage.txt" >&2; exit 1; }
+    -o "$OUT/localhost-calibrated-zero$stage.json" --prediction-error-out "$OUT/prediction-error-zero$stage.json" \
+    2> "$OUT/calibrate-zero$stage.txt" || { cat "$OUT/calibrate-zero$stage.txt" >&2; exit 1; }
   say "    stage $stage: predict"
   for fmt in deepspeed json; do
     ext=log; [ "$fmt" = json ] && ext=json
@@ -65,23 +70,24 @@ for stage in 1 2 3; do
   say "    stage $stage: validate (the run's $STEPS steps are the repeats that measure its noise)"
   # The JSON logs carry full-precision times (the DeepSpeed lines print 10 us steps, a large part
   # of a 0.1 ms op); the .log files beside them are the same runs in DeepSpeed's format.
-  "$ZEROSIM" validate "$OUT/predicted-zero$stage.json" "$OUT/measured-zero$stage.json" --min-bytes 256K \
+  PE=(--prediction-error "$OUT/prediction-error-zero$stage.json")
+  "$ZEROSIM" validate "$OUT/predicted-zero$stage.json" "$OUT/measured-zero$stage.json" --min-bytes 256K "${PE[@]}" \
     -o "$OUT/validate-zero$stage.txt" || true
-  row=$("$ZEROSIM" validate "$OUT/predicted-zero$stage.json" "$OUT/measured-zero$stage.json" --min-bytes 256K --format row || true)
+  row=$("$ZEROSIM" validate "$OUT/predicted-zero$stage.json" "$OUT/measured-zero$stage.json" --min-bytes 256K "${PE[@]}" --format row || true)
   rows+=("$stage	$row	$checks")
 done
 
 say "2/2 results (details in $OUT/validate-zero*.txt, fits in $OUT/calibrate-zero*.txt)"
 pc() { awk -v v="$1" 'BEGIN { if (v == "inf") print "inf"; else printf "%.0f%%", v * 100 }'; }
-printf '%-6s %-12s %-26s %-13s %-36s %-13s %s\n' "stage" "ops matched" "op error >=256K [95%]" "noise step/med" \
+printf '%-6s %-12s %-26s %-18s %-36s %-13s %s\n' "stage" "ops matched" "op error >=256K [95%]" "noise step/med/pred" \
   "comm per step pred / meas ms [95%]" "verdict" "results checked"
 for r in "${rows[@]}"; do
-  IFS=$'\t' read -r stage matched missing extra resized swapped err pred meas serr verdict reps lo hi floor spread slo shi sfloor need _ checks <<<"$r"
+  IFS=$'\t' read -r stage matched missing extra resized swapped err pred meas serr verdict reps lo hi floor spread slo shi sfloor need pse _ checks <<<"$r"
   [ -n "$need" ] || { echo "zerosim main: stage $stage: validate gave no repeat statistics: $r" >&2; continue; }
   checks=${r##*$'\t'}
   structure="$matched"; [ "$missing$extra$resized$swapped" = "0000" ] || structure="$matched (!)"
   med_floor=$(awk -v f="$floor" -v n="$reps" 'BEGIN { printf "%.4f", f / sqrt(n) }')
-  printf '%-6s %-12s %-26s %-13s %-36s %-13s %s\n' "$stage" "$structure" "$(pc "$err") [$(pc "$lo"), $(pc "$hi")]" "$(pc "$floor") / $(pc "$med_floor")" \
+  printf '%-6s %-12s %-26s %-18s %-36s %-13s %s\n' "$stage" "$structure" "$(pc "$err") [$(pc "$lo"), $(pc "$hi")]" "$(pc "$floor") / $(pc "$med_floor") / $(pc "$pse")" \
     "$pred / $meas ($(pc "$serr") [$(pc "$slo"), $(pc "$shi")])" "$verdict" "$checks"
 done
-echo "verdict: PASS = the op error's 95% interval lies within 15%; FAIL = it lies above 15%, beyond the measurement's noise; INCONCLUSIVE = the noise leaves it on both sides (validate-zero*.txt says how many steps would settle it). noise: sd of one step's op median / of the median over $STEPS steps."
+echo "verdict: PASS = the op error's 95% interval, which holds the measurement's noise and the calibration's own standard error (pred), lies within 15%; FAIL = it lies above 15%, beyond both; INCONCLUSIVE = they leave it on both sides (validate-zero*.txt says whether more steps or more calibration rounds would settle it). noise: sd of one step's op median / of the median over $STEPS steps / the prediction's standard error from its calibration rounds."

@@ -336,6 +336,11 @@ void write_diff_row(std::ostream& out, const DiffReport& r) {
                       rep ? q.error_lo : 0.0, rep ? q.error_hi : 0.0, rep ? q.floor : 0.0, rep ? q.mad : 0.0, rep ? q.step_lo : 0.0,
                       rep ? q.step_hi : 0.0, rep ? q.step_floor : 0.0, rep ? q.repeats_needed : 0);
         line.insert(line.size() - 1, buf);
+        // The prediction's standard error, only when validate was given one (--prediction-error).
+        if (rep && q.prediction_error_given) {
+            std::snprintf(buf, sizeof buf, "\t%.4f", q.pred_se);
+            line.insert(line.size() - 1, buf);
+        }
     }
     if (!r.mismatch.empty()) line.insert(line.size() - 1, "\t" + r.mismatch);
     out << line;
@@ -375,6 +380,11 @@ void write_diff_json(std::ostream& out, const DiffReport& r) {
                         {"step_error", q.step_error}, {"step_error_interval", {num(q.step_lo), num(q.step_hi)}},
                         {"step_noise_floor", q.step_floor}, {"repeats_needed", q.repeats_needed},
                         {"meaning", repeat_verdict_meaning(q)}};
+        if (q.prediction_error_given) {
+            j["repeats"]["prediction_se"] = q.pred_se;
+            j["repeats"]["needs_calibration"] = q.needs_calibration;
+            for (size_t i = 0; i < q.keys.size(); ++i) j["repeats"]["keys"][i]["prediction_se"] = q.keys[i].pred_se;
+        }
     }
     std::string v = r.verdict();
     for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -69,14 +69,17 @@ std::pair<double, double> abs_interval(double lo, double hi) {
 // same floor and spread: the ratio pred / meas with meas inside its t interval. The standard error
 // of the measured median is the larger of the one the repeats show (floor / sqrt(repeats)) and the
 // one the single ops' spread implies (sd = 1.4826 MAD for normal noise, a median's standard error
-// 1.2533 sd / sqrt(n)): with few repeats, their medians can agree by chance.
+// 1.2533 sd / sqrt(n)): with few repeats, their medians can agree by chance. The prediction's own
+// standard error (a calibration's, which more repeats of the run do not shrink) adds in quadrature:
+// the log ratio is the difference of two independent estimates.
 std::pair<double, double> key_interval(const RepeatKey& k, double scale) {
     const double repeats = static_cast<double>(k.repeats) * scale;
     const double between = k.paired_floor / std::sqrt(repeats);
     const double within = 1.4826 * 1.2533 * k.mad / std::sqrt(static_cast<double>(k.ops) * scale);
     // Half-width of the mean log ratio (measured over predicted); the error is exp(-mean) - 1.
     // On the log scale a time's interval stays positive however noisy the repeats.
-    const double half = student_t975(static_cast<size_t>(std::max(1.0, std::round(repeats) - 1))) * std::max(between, within);
+    const double se = std::hypot(std::max(between, within), k.pred_se);
+    const double half = student_t975(static_cast<size_t>(std::max(1.0, std::round(repeats) - 1))) * se;
     return {(1 + k.error) * std::exp(-half) - 1, (1 + k.error) * std::exp(half) - 1};
 }
 
@@ -110,6 +113,13 @@ double student_t975(size_t dof) {
 
 void judge_repeats(RepeatReport& r) {
     r.repeats_needed = 0;
+    r.needs_calibration = false;
+    std::vector<std::pair<double, size_t>> pse;
+    for (auto& k : r.keys) {
+        std::tie(k.error_lo, k.error_hi) = key_interval(k, 1.0);
+        pse.push_back({k.pred_se, k.ops});
+    }
+    r.pred_se = weighted_median(pse);
     if (r.repeats < 2 || r.keys.empty()) {
         r.verdict = "";
         return;
@@ -131,6 +141,12 @@ void judge_repeats(RepeatReport& r) {
                 r.repeats_needed = n;
                 break;
             }
+        }
+        // Unsettled even with repeats without end (the measurement's part of every key's se gone):
+        // the prediction's own error spans the tolerance.
+        if (!r.repeats_needed && r.prediction_error_given) {
+            Bounds inf = op_error_bounds(r.keys, 1e12);
+            r.needs_calibration = !(inf.hi <= r.tolerance || inf.lo > r.tolerance);
         }
     }
 }
@@ -276,15 +292,22 @@ std::string interval(double lo, double hi) { return "[" + pct(lo) + ", " + pct(h
 
 std::string repeat_verdict_meaning(const RepeatReport& r) {
     const std::string tol = pct(r.tolerance);
+    const std::string with = r.prediction_error_given ? " and the prediction's own standard error (" + pct(r.pred_se) + ")" : "";
     if (r.verdict == "PASS")
-        return "PASS: the prediction's error is within " + tol + " even at the far end of what the measurement's noise allows";
+        return "PASS: the prediction's error is within " + tol + " even at the far end of what the measurement's noise" + with +
+               (with.empty() ? " allows" : " allow");
     if (r.verdict == "FAIL")
-        return "FAIL: the prediction's error exceeds " + tol + " by more than the measurement's noise explains: the model is off";
+        return "FAIL: the prediction's error exceeds " + tol + " by more than the measurement's noise" + with +
+               (with.empty() ? " explains" : " explain") + ": the model is off";
     if (r.verdict == "INCONCLUSIVE") {
-        std::string need = r.repeats_needed ? "about " + std::to_string(r.repeats_needed) + " " + r.unit + " would settle it"
-                                            : "more than " + std::to_string(kMaxRepeats) + " " + r.unit + " would be needed";
+        std::string need = r.repeats_needed     ? "about " + std::to_string(r.repeats_needed) + " " + r.unit + " would settle it"
+                           : r.needs_calibration ? "no number of " + r.unit + " would settle it: the prediction's own error spans " + tol +
+                                                       " (a calibration from more rounds would)"
+                                                 : "more than " + std::to_string(kMaxRepeats) + " " + r.unit + " would be needed";
+        std::string pred = r.prediction_error_given ? " and the prediction's (standard error " + pct(r.pred_se) + ")" : "";
         return "INCONCLUSIVE: the measurement's noise (floor " + pct(r.floor) + " over " + std::to_string(r.repeats) + " " + r.unit +
-               ") leaves the error's interval " + interval(r.error_lo, r.error_hi) + " on both sides of " + tol + "; " + need;
+               ")" + pred + (pred.empty() ? " leaves" : " leave") + " the error's interval " + interval(r.error_lo, r.error_hi) +
+               " on both sides of " + tol + "; " + need;
     }
     return "no repeats: the measurement's noise is unknown, the verdict compares one measurement's median error with " + tol;
 }
@@ -306,6 +329,9 @@ void write_repeat_text(std::ostream& out, const RepeatReport& r) {
     out << "op error (median |error| of the op medians): " << pct(r.error) << ", 95% interval " << interval(r.error_lo, r.error_hi)
         << ", beside a noise floor of " << pct(r.floor) << " (run-to-run sd of an op's median; single ops spread " << pct(r.mad)
         << ")\n";
+    if (r.prediction_error_given)
+        out << "prediction's standard error (its calibration's, per key; op-weighted median " << pct(r.pred_se)
+            << "): combined with the measurement's in quadrature in every interval\n";
     if (r.step_meas_ms > 0)
         out << "communication per step: predicted " << r.step_pred_ms << " ms, measured " << r.step_meas_ms << " ms, error "
             << pct(r.step_error) << ", 95% interval " << interval(r.step_lo, r.step_hi) << ", noise floor " << pct(r.step_floor) << "\n";
@@ -322,7 +348,9 @@ void write_repeat_markdown(std::ostream& out, const RepeatReport& r) {
                       interval(k.error_lo, k.error_hi).c_str(), pct(k.floor).c_str(), pct(k.mad).c_str());
         out << line;
     }
-    out << "\n- op error " << pct(r.error) << " " << interval(r.error_lo, r.error_hi) << ", noise floor " << pct(r.floor) << "\n- "
+    out << "\n- op error " << pct(r.error) << " " << interval(r.error_lo, r.error_hi) << ", noise floor " << pct(r.floor)
+        << (r.prediction_error_given ? ", prediction's standard error " + pct(r.pred_se) + " (in every interval)" : std::string())
+        << "\n- "
         << repeat_verdict_meaning(r) << "\n";
 }
 

@@ -1,10 +1,12 @@
 // zerosim calibrate: a topology's latency and bandwidth terms fitted to measured collective tables.
+#include <cstdio>
 #include <iostream>
 
 #include "command.hpp"
 #include "core/json_input.hpp"
 #include "timing/topology.hpp"
 #include "validate/calibrate.hpp"
+#include "validate/prediction_error.hpp"
 
 namespace zerosim::cli {
 
@@ -20,6 +22,7 @@ struct CalibrateArgs {
     std::string output;
     bool accept_worse_fit = false;
     bool median_of_repeats = false;
+    std::string prediction_error_out;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -54,7 +57,19 @@ int run_calibrate(const CalibrateArgs& a) {
     if (a.output.empty()) return input_error(Error{"", "-o", "give the calibrated topology a file name (the input is never overwritten)"});
     std::vector<std::string> inputs = a.files;
     inputs.push_back(a.topology);
-    return emit(a.output, inputs, [&](std::ostream& o) { o << out.dump(2) << '\n'; });
+    int rc = emit(a.output, inputs, [&](std::ostream& o) { o << out.dump(2) << '\n'; });
+    if (rc || a.prediction_error_out.empty()) return rc;
+    // The prediction's own standard error, from the rounds' spread (validate --prediction-error).
+    auto ranges = prediction_standard_errors(rows);
+    if (ranges.empty())
+        return input_error(Error{a.files.front(), "--prediction-error-out",
+                                 "no row is repeated over rounds: the prediction's standard error needs bench rounds (e.g. "
+                                 "zerorun --bench-between-steps)"});
+    for (const auto& r : ranges)
+        if (r.collective != "all")
+            std::fprintf(stderr, "  prediction se   %-16s %s %3.1f%% (%zu sizes, %zu+ rounds)\n", r.collective.c_str(),
+                         r.max_bytes ? "<  256 KiB" : ">= 256 KiB", r.se * 100, r.rows, r.rounds);
+    return emit(a.prediction_error_out, inputs, [&](std::ostream& o) { o << prediction_error_json(ranges, a.files).dump(2) << '\n'; });
 }
 
 }  // namespace
@@ -76,6 +91,9 @@ Command add_calibrate(CLI::App& app) {
     sub->add_flag("--median-of-repeats", a->median_of_repeats,
                   "Fit the rows of one collective and size (bench rounds repeated, e.g. zerorun --bench-between-steps) as "
                   "their median");
+    sub->add_option("--prediction-error-out", a->prediction_error_out,
+                    "Also write the prediction's standard error per collective and size range, from the spread of rows repeated "
+                    "over bench rounds (for zerosim validate --prediction-error)");
     sub->add_flag("--accept-worse-fit", a->accept_worse_fit,
                   "Write the calibrated topology even when its fit is worse than the topology as given");
     return {sub, [a] { return run_calibrate(*a); }};

@@ -4,6 +4,7 @@
 #include "core/sizes.hpp"
 #include "formats/measured_logs.hpp"
 #include "validate/diff.hpp"
+#include "validate/prediction_error.hpp"
 #include "validate_releases.hpp"
 
 namespace zerosim::cli {
@@ -20,6 +21,7 @@ struct ValidateArgs {
     std::string min_bytes;
     std::string output;
     std::string deepspeed;
+    std::string prediction_error;   // a fraction, or calibrate --prediction-error-out's file
 };
 
 // Exit codes: 0 PASS (within tolerance), 1 FAIL or INCONCLUSIVE, 2 unreadable input.
@@ -70,6 +72,11 @@ int run_validate(const ValidateArgs& a) {
             std::vector<const MeasuredLog*> all;
             for (const auto& m : logs) all.push_back(&m);
             r.repeats = repeat_stats(pred.value(), all, a.tolerance, a.min_ms, min_bytes);
+            if (!a.prediction_error.empty()) {
+                auto pe = read_prediction_error(a.prediction_error);
+                if (!pe) return input_error(pe.error());
+                apply_prediction_error(r.repeats, pe.value());
+            }
         }
     }
     std::vector<std::string> inputs = {a.predicted};
@@ -112,6 +119,9 @@ Command add_validate(CLI::App& app) {
     sub->add_option("--min-bytes", a->min_bytes, "Leave ops smaller than this (e.g. 256K) out of the time error");
     sub->add_option("-o,--output", a->output, "Write the report to this file");
     sub->add_option("--deepspeed", a->deepspeed, "The DeepSpeed release that wrote the measured log (checked against its prefix)");
+    sub->add_option("--prediction-error", a->prediction_error,
+                    "The prediction's own standard error (log scale), combined with the measurement's in every interval: a "
+                    "fraction such as 0.1, or the file zerosim calibrate --prediction-error-out wrote (per collective and size)");
     return {sub, [a] { return run_validate(*a); }};
 }
 

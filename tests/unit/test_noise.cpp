@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -12,6 +13,7 @@
 #include "formats/measured_logs.hpp"
 #include "validate/diff.hpp"
 #include "validate/noise.hpp"
+#include "validate/prediction_error.hpp"
 
 using namespace zerosim;
 
@@ -171,4 +173,102 @@ TEST(NoiseVerdict, APredictionThatFollowsTheMeasurementCarriesNoneOfItsNoise) {
     EXPECT_EQ(twice.verdict, "FAIL");
     EXPECT_NEAR(twice.error, 1.0, 1e-9);
     EXPECT_NEAR(twice.error_lo, 1.0, 1e-9);
+}
+
+// The prediction's own standard error (a calibration fitted from a few noisy rounds) carried into
+// the interval: with a small one the verdicts above stand; with one that, times t, exceeds the
+// margin between the error and the tolerance, a PASS on the measurement's noise alone becomes
+// INCONCLUSIVE, and no number of repeats settles it.
+namespace {
+
+RepeatReport judge_with_prediction_error(double bias, double noise, unsigned seed, int runs, double pred_se) {
+    RepeatReport r = judge(bias, noise, seed, runs);
+    PredictionError pe;
+    pe.uniform = pred_se;
+    apply_prediction_error(r, pe);
+    return r;
+}
+
+}  // namespace
+
+TEST(NoiseVerdict, AnUncertainPredictionTurnsAPassIntoInconclusive) {
+    int pass_alone = 0, inconclusive = 0, never_settled = 0, small_pass = 0;
+    for (unsigned s = 0; s < 100; ++s) {
+        if (judge(0.0, 0.03, 1000u + s, 10).verdict == "PASS") ++pass_alone;
+        // Margin ~15% (no bias); a 10% prediction error gives t(9) * 10% = 23% > 15%.
+        RepeatReport r = judge_with_prediction_error(0.0, 0.03, 1000u + s, 10, 0.10);
+        if (r.verdict == "INCONCLUSIVE") ++inconclusive;
+        if (r.needs_calibration && r.repeats_needed == 0) ++never_settled;
+        // 2%: t(9) * hypot(~1%, 2%) ~ 5%, well inside the margin.
+        if (judge_with_prediction_error(0.0, 0.03, 1000u + s, 10, 0.02).verdict == "PASS") ++small_pass;
+    }
+    EXPECT_GE(pass_alone, 98);
+    EXPECT_EQ(inconclusive, 100);
+    EXPECT_EQ(never_settled, 100);
+    EXPECT_GE(small_pass, 98);
+    RepeatReport r = judge_with_prediction_error(0.0, 0.03, 1000u, 10, 0.10);
+    EXPECT_NEAR(r.pred_se, 0.10, 1e-12);
+    EXPECT_TRUE(r.prediction_error_given);
+    const std::string meaning = repeat_verdict_meaning(r);
+    EXPECT_NE(meaning.find("the prediction's (standard error 10.0%)"), std::string::npos) << meaning;
+    EXPECT_NE(meaning.find("no number of runs would settle it"), std::string::npos) << meaning;
+    // Every key's interval holds the prediction's error: its half-width on the log scale is at
+    // least t(9) * 10%.
+    for (const auto& k : r.keys) EXPECT_GE(std::log((1 + k.error_hi) / (1 + k.error)), 2.262 * 0.10 - 1e-9);
+}
+
+TEST(NoiseVerdict, TwentyPercentBiasWithASmallPredictionErrorStillFails) {
+    // 10 runs under 5% noise pin the log ratio to ~1%; a 1% prediction error leaves the lower end
+    // near 1.2 exp(-2.262 * 1.4%) - 1 = 16% > 15%: FAIL. The margin is only 5% (20% against 15%):
+    // a 3% prediction error (half-width ~7%) would already make it INCONCLUSIVE, never a PASS.
+    int fail = 0, pass = 0, pass_wide = 0;
+    for (unsigned s = 0; s < 100; ++s) {
+        std::string v = judge_with_prediction_error(0.20, 0.05, 1000u + s, 10, 0.01).verdict;
+        fail += v == "FAIL";
+        pass += v == "PASS";
+        pass_wide += judge_with_prediction_error(0.20, 0.05, 1000u + s, 10, 0.03).verdict == "PASS";
+    }
+    // 93 of these 100 seeds FAIL (97+ without the prediction's error); the rest are INCONCLUSIVE.
+    EXPECT_GE(fail, 90);
+    EXPECT_EQ(pass, 0);
+    EXPECT_EQ(pass_wide, 0);
+}
+
+TEST(PredictionError, RoundsSpreadGivesTheStandardErrorOfTheFittedRows) {
+    // 6 rounds of 8 sizes per collective, each call's log time normal with sd 10%: a row's median
+    // has a standard error of 1.2533 * 10% / sqrt(6) = 5.1%; the median over 8 rows is near it.
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> z(0.0, 1.0);
+    std::vector<Measurement> rows;
+    for (int round = 0; round < 6; ++round)
+        for (OpKind op : {OpKind::AllReduce, OpKind::AllGather})
+            for (int i = 0; i < 8; ++i) {
+                int64_t bytes = int64_t{4} << (20 + i % 4) >> (i < 4 ? 6 : 0);   // 64K-512K and 4M-32M
+                rows.push_back({op, bytes, 100.0 * std::exp(0.10 * z(rng)), 4, "r"});
+            }
+    auto ranges = prediction_standard_errors(rows);
+    PredictionError pe;
+    pe.ranges = ranges;
+    double se_large = pe.lookup("all_gather_into_tensor", 1 << 20), se_reduce = pe.lookup("all_reduce", 8 << 20);
+    EXPECT_NEAR(se_large, 0.051, 0.02);
+    EXPECT_NEAR(se_reduce, 0.051, 0.02);
+    // A collective without rows takes every collective's range.
+    EXPECT_EQ(pe.lookup("reduce_scatter_tensor", 8 << 20), pe.lookup("anything", 8 << 20));
+    for (const auto& r : ranges) EXPECT_EQ(r.rounds, 6u);
+    // Unrepeated rows: no standard error to give.
+    std::vector<Measurement> once(rows.begin(), rows.begin() + 16);
+    EXPECT_TRUE(prediction_standard_errors(once).empty());
+    // The file round trip and the fraction form.
+    std::string path = ::testing::TempDir() + "/prediction-error.json";
+    {
+        std::ofstream f(path);
+        f << prediction_error_json(ranges, {"rounds.txt"}).dump(2);
+    }
+    auto back = read_prediction_error(path);
+    ASSERT_TRUE(back.ok());
+    EXPECT_DOUBLE_EQ(back->lookup("all_gather_into_tensor", 1 << 20), se_large);
+    auto frac = read_prediction_error("0.08");
+    ASSERT_TRUE(frac.ok());
+    EXPECT_DOUBLE_EQ(frac->lookup("broadcast", 1), 0.08);
+    EXPECT_FALSE(read_prediction_error("-0.1").ok());
 }

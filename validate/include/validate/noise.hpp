@@ -43,6 +43,9 @@ struct RepeatKey {
     double mad = 0;             // spread: median |x - median x| of x = log(measured / predicted) per op
     double floor = 0;           // noise floor: sd over repeats of the repeat's median / meas_ms
     double paired_floor = 0;    // sd over repeats of log(repeat's measured median / predicted median)
+    // The prediction's own standard error (log scale; a calibrated prediction is fitted from noisy
+    // rounds), combined with the measurement's in quadrature; 0 when not given.
+    double pred_se = 0;
 };
 
 struct RepeatReport {
@@ -61,6 +64,13 @@ struct RepeatReport {
     // INCONCLUSIVE: the repeats whose interval would settle it as measured now (0 when more than
     // kMaxRepeats would be needed).
     size_t repeats_needed = 0;
+    // The prediction's standard error as given (validate --prediction-error): the op-weighted
+    // median over keys; `prediction_error_given` says whether it was. With it, an interval may
+    // stay on both sides of the tolerance however many repeats: `needs_calibration` then says
+    // that only a more exact prediction (more calibration rounds) would settle it.
+    double pred_se = 0;
+    bool prediction_error_given = false;
+    bool needs_calibration = false;
     bool usable() const { return !verdict.empty(); }
 };
 
@@ -75,8 +85,9 @@ double student_t975(size_t dof);
 RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const MeasuredLog*>& meas, double tolerance,
                           double min_time_ms = 0.0, double min_bytes = 0.0);
 
-// PASS / FAIL / INCONCLUSIVE and the repeats needed, from the report's keys (repeat_stats calls it;
-// exposed for tests).
+// PASS / FAIL / INCONCLUSIVE and the repeats needed, from the report's keys (each key's interval
+// recomputed from its statistics and pred_se); repeat_stats calls it, and again whoever sets the
+// keys' pred_se.
 void judge_repeats(RepeatReport& r);
 
 // One sentence: what the verdict means for this measurement.
