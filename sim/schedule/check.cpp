@@ -272,7 +272,7 @@ Status check_schedule(const Schedule& s, const std::string& file) {
     for (size_t k = 0; k < s.ops.size(); ++k)
         if (auto e = ops.check(k)) return e;
     // Stage 3's host events: in host order, each before an op the host then issues, and a
-    // throttle wait only on a fetch-stream gather the host issued before it.
+    // throttle wait only on an op the host issued before it.
     int64_t prev = 0;
     for (size_t h = 0; h < s.host.size(); ++h) {
         const HostEvent& e = s.host[h];
@@ -280,9 +280,16 @@ Status check_schedule(const Schedule& s, const std::string& file) {
         if (e.first_op < prev || e.first_op > static_cast<int64_t>(s.ops.size()))
             return Error{file, field + ".first_op", "expected host order: from " + str(prev) + " to the op count"};
         prev = e.first_op;
-        for (int64_t w : e.waits)
-            if (w < 0 || w >= e.first_op || s.ops[static_cast<size_t>(w)].stream != Stream::Fetch)
+        // The fetch throttle (O7) waits on gathers; the reduce throttle and the epilogue (O8) on
+        // a backward gradient reduction.
+        const bool on_reduce = e.kind == HostKind::GradientFlush || e.kind == HostKind::ReduceSync;
+        for (int64_t w : e.waits) {
+            const Op* op = w >= 0 && w < e.first_op ? &s.ops[static_cast<size_t>(w)] : nullptr;
+            if (!op || (!on_reduce && op->stream != Stream::Fetch))
                 return Error{file, field + ".waits", "op " + str(w) + " is not a gather issued before the event"};
+            if (on_reduce && !(is_collective(op->kind) && op->phase == Phase::Backward))
+                return Error{file, field + ".waits", "op " + str(w) + " is not a gradient reduction issued before the event"};
+        }
     }
     return std::nullopt;
 }

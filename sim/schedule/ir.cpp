@@ -69,6 +69,8 @@ const char* host_kind_name(HostKind k) {
         case HostKind::PostForward: return "post_forward";
         case HostKind::PostBackward: return "post_backward";
         case HostKind::ReleaseAll: return "release_all";
+        case HostKind::GradientFlush: return "gradient_flush";
+        case HostKind::ReduceSync: return "reduce_sync";
     }
     return "?";
 }

@@ -32,6 +32,15 @@
 //     fetch_sub_module synchronize()s on the oldest of its __ongoing_fetch_events while more than
 //     __max_ongoing_fetch_events (2) are outstanding; the host issues nothing until that returns
 //     (Schedule::host, written by stage3_host.cpp, says which fetch op each wait is on).
+//  O8 the host's reduce throttle (stage 3): an op the host issues after a GradientFlush or
+//     ReduceSync host event waits for the reduce op that event waits on. stage3.py
+//     __reduce_and_partition_ipg_grads synchronize()s on the oldest of its param_reduce_events
+//     while more than max_param_reduce_events (2) are outstanding: flush k waits for the reduce
+//     of flush k - 3 of its micro-step (stage3_host.cpp derives it); since O2 makes that reduce
+//     wait for the backward before it, the host, and every gather it issues next, stays within
+//     three buckets of backward compute. independent_gradient_partition_epilogue then
+//     synchronize()s reduce_and_partition_stream: the host waits for the micro-step's last reduce
+//     (in deps O3 already implies it; the engine's host lane follows it).
 //
 // Each rule gives candidate waits; a candidate that stream order or another wait already implies
 // is dropped, so `deps` holds exactly the waits nothing else implies.
@@ -71,7 +80,7 @@ bool is_gradient_reduction(const Op& op) {
 
 bool is_backward(const Op& op) { return op.kind == OpKind::Compute && op.compute == ComputeKind::Backward; }
 
-// Candidate waits of every op, rule by rule (O1-O7 above).
+// Candidate waits of every op, rule by rule (O1-O8 above).
 std::vector<std::vector<int64_t>> candidate_waits(const Schedule& s) {
     const size_t n = s.ops.size();
     std::vector<std::vector<int64_t>> cand(n);
@@ -80,13 +89,18 @@ std::vector<std::vector<int64_t>> candidate_waits(const Schedule& s) {
     std::pair<int, int> micro_key{-2, -2};
     std::map<int, int64_t> last_gather_of_param;
     size_t next_host = 0;
-    int64_t host_waited = -1;  // the latest op the host has synchronised on so far (O7)
+    int64_t host_waited = -1;   // the latest fetch op the host has synchronised on so far (O7)
+    int64_t host_reduced = -1;  // the latest reduce op the host has synchronised on so far (O8)
     for (size_t i = 0; i < n; ++i) {
         const Op& op = s.ops[i];
         auto& c = cand[i];
-        for (; next_host < s.host.size() && s.host[next_host].first_op <= static_cast<int64_t>(i); ++next_host)
-            for (int64_t w : s.host[next_host].waits) host_waited = std::max(host_waited, w);
+        for (; next_host < s.host.size() && s.host[next_host].first_op <= static_cast<int64_t>(i); ++next_host) {
+            const HostEvent& e = s.host[next_host];
+            const bool reduce_wait = e.kind == HostKind::GradientFlush || e.kind == HostKind::ReduceSync;
+            for (int64_t w : e.waits) (reduce_wait ? host_reduced : host_waited) = std::max(reduce_wait ? host_reduced : host_waited, w);
+        }
         if (host_waited >= 0) c.push_back(host_waited);                                    // O7
+        if (host_reduced >= 0) c.push_back(host_reduced);                                  // O8
         std::pair<int, int> key{op.step, op.micro};
         if (key != micro_key) {  // a new micro-step (or the step): earlier reductions are sealed
             micro_key = key;

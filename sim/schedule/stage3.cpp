@@ -252,17 +252,19 @@ struct Stage3 {
 
     // reduce_independent_p_g_buckets_and_remove_grads: flush first when the gradient would pass
     // the bucket, but never an empty bucket.
-    void add_gradient(int p) {
+    void add_gradient(int p, int mod) {
         int64_t n = m.params[p].numel;
-        if (counted_elements + n > z.reduce_bucket_size && counted_elements > 0) flush();
+        if (counted_elements + n > z.reduce_bucket_size && counted_elements > 0) flush(mod);
         bucket.push_back(p);
         bucket_elements += n;
         counted_elements += n;
     }
 
-    // __reduce_and_partition_ipg_grads.
-    void flush() {
+    // __reduce_and_partition_ipg_grads, from module `mod`'s gradient hook (-1: the epilogue).
+    void flush(int mod) {
         if (bucket.empty()) return;
+        host.flush(mod);  // the reduce-event throttle, before the reduce is issued
+        const size_t first = b.out.ops.size();
         Stream st = z.overlap_comm ? Stream::Reduce : Stream::Comm;
         Op* op;
         if (z.contiguous_gradients && counted_elements <= z.reduce_bucket_size && !z.reduce_scatter) {
@@ -290,6 +292,8 @@ struct Stage3 {
             std::sort(op->params.begin(), op->params.end());
             var.after_flush(op->params, op->bucket, st);  // MiCS: the replication all_reduce
         }
+        // The event is recorded on the reduce stream after everything the flush issued there.
+        host.flushed(b.out.ops.size() > first ? static_cast<int64_t>(b.out.ops.size()) - 1 : -1);
         bucket.clear();
         bucket_elements = 0;
         if (!applies(ReleaseRuleId::Stage3BucketElementsKept, b.cfg.release)) counted_elements = 0;
@@ -351,14 +355,15 @@ struct Stage3 {
                 fetch(e.node);
                 if (mod >= 0) {
                     b.backward(mod);
-                    for (int p : ready_at_node[e.node]) add_gradient(p);
+                    for (int p : ready_at_node[e.node]) add_gradient(p, mod);
                 }
             } else {
                 release(e.node);
             }
         }
         if (!reset_at_forward) reset_step();
-        flush();  // the epilogue, every micro-step
+        flush(-1);  // the epilogue, every micro-step: its last flush, then the stream's synchronize
+        host.reduce_sync();
     }
 
     void optimizer_step(int s) {

@@ -54,4 +54,43 @@ void Stage3Host::released(int64_t elements) {
 
 void Stage3Host::clear_inflight() { inflight_.assign(inflight_.size(), false); }
 
+// DeepSpeed v0.14.2 stage3.py __reduce_and_partition_ipg_grads: pop completed events from the
+// front of param_reduce_events (query()), then synchronize() on the oldest while more than
+// max_param_reduce_events (2) remain; the reduce follows on reduce_and_partition_stream and an
+// event is recorded after it. Events on one stream complete in order and at most three are kept
+// after each append, so flush k finds events k-3, k-2, k-1 at most, and synchronises exactly
+// when event k-3 is not complete: a wait for the reduce of flush k - 3 (a no-op if it is done).
+// Every event of an earlier micro-step is complete (the epilogue synchronised the stream).
+void Stage3Host::flush(int module) {
+    HostEvent e;
+    e.kind = HostKind::GradientFlush;
+    e.step = b_.step;
+    e.micro = b_.micro;
+    e.module = module;
+    e.first_op = static_cast<int64_t>(b_.out.ops.size());
+    const size_t k = reduces_.size();
+    if (k > static_cast<size_t>(kMaxParamReduceEvents) && reduces_[k - kMaxParamReduceEvents - 1] >= 0)
+        e.waits.push_back(reduces_[k - kMaxParamReduceEvents - 1]);
+    b_.out.host.push_back(std::move(e));
+}
+
+void Stage3Host::flushed(int64_t last_reduce) { reduces_.push_back(last_reduce); }
+
+// independent_gradient_partition_epilogue: reduce_and_partition_stream.synchronize() (skipped only
+// on accelerators that resolve data dependencies, not CUDA): the host waits for the last reduce.
+void Stage3Host::reduce_sync() {
+    HostEvent e;
+    e.kind = HostKind::ReduceSync;
+    e.step = b_.step;
+    e.micro = b_.micro;
+    e.first_op = static_cast<int64_t>(b_.out.ops.size());
+    for (auto it = reduces_.rbegin(); it != reduces_.rend(); ++it)
+        if (*it >= 0) {
+            e.waits.push_back(*it);
+            break;
+        }
+    reduces_.clear();
+    b_.out.host.push_back(std::move(e));
+}
+
 }  // namespace zerosim::detail

@@ -204,8 +204,8 @@ struct ScheduleMeta {
 // Stage 3's host: the parameter coordinator's calls as the host runs them, in order (DeepSpeed
 // v0.14.2 parameter_offload.py module hooks -> partitioned_param_coordinator.py). The host issues
 // every op in IR order; each event runs on the host before op `first_op` is issued. The timing
-// engine runs them on a host lane (docs/schedule-ir.md "Host"); only the throttle's waits order
-// device ops, through schedule/ordering.hpp rule O7.
+// engine runs them on a host lane (docs/schedule-ir.md "Host"); only the throttles' waits order
+// device ops, through schedule/ordering.hpp rules O7 (fetch events) and O8 (reduce events).
 enum class HostKind {
     PreForward,    // fetch_sub_module (forward): issue the module's gather
     PreBackward,   // fetch_sub_module (backward)
@@ -213,6 +213,8 @@ enum class HostKind {
     PostForward,   // release_sub_module
     PostBackward,
     ReleaseAll,    // stage3.py step: _partition_all_parameters (release_and_reset_all)
+    GradientFlush, // stage3.py __reduce_and_partition_ipg_grads: its reduce-event throttle, then the reduce
+    ReduceSync,    // stage3.py independent_gradient_partition_epilogue: reduce_and_partition_stream.synchronize()
 };
 const char* host_kind_name(HostKind k);
 
@@ -223,7 +225,9 @@ struct HostEvent {
     int module = -1;                 // Model::modules index; -1 for none
     int64_t first_op = 0;            // the first op the host issues after this event
     // FetchWait: the fetch ops whose completion the host waits for (the __max_ongoing_fetch_events
-    // throttle synchronising on the oldest outstanding fetch event).
+    // throttle synchronising on the oldest outstanding fetch event). GradientFlush: the reduce op of
+    // the flush three before (the max_param_reduce_events throttle); ReduceSync: the micro-step's
+    // last reduce op (the epilogue's synchronize).
     std::vector<int64_t> waits;
     int fetch_events = 0;            // FetchWait: fetch events recorded at this wait
     int64_t released_elements = 0;   // Post*, ReleaseAll: whole parameter elements released
