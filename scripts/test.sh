@@ -28,10 +28,10 @@ run_suite() {  # $1 = build folder, rest = cmake args
 run_suite build
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_suite build-asan -DZEROSIM_SANITIZE=ON -DZEROSIM_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Debug
-# The readers' fuzz targets (libFuzzer), 12 s each here (scripts/fuzz.sh alone: 20) to keep the suite within
+# The readers' fuzz targets (libFuzzer), 8 s each here (scripts/fuzz.sh alone: 20) to keep the suite within
 # CI's time; each target counts as one test.
 fuzz_out=$(mktemp)
-if FUZZ_SECONDS="${FUZZ_SECONDS:-12}" scripts/fuzz.sh | tee "$fuzz_out"; then
+if FUZZ_SECONDS="${FUZZ_SECONDS:-8}" scripts/fuzz.sh | tee "$fuzz_out"; then
   passed=$((passed + $(grep -c 'nothing found' "$fuzz_out")))
 else
   failed=$((failed + 1)); status=1
