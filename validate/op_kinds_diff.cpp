@@ -28,12 +28,6 @@ std::string pct(double f) {
     return b;
 }
 
-std::string sizes_text(const std::map<std::string, int64_t>& sizes) {
-    std::string s;
-    for (const auto& [size, n] : sizes) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + size;
-    return s.empty() ? "-" : s;
-}
-
 }  // namespace
 
 OpKindReport diff_op_kinds(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, DiffScope scope) {

@@ -180,7 +180,7 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     if (!batch) return batch.error();
     // Bounded work: the size is known from the inputs; refuse before building what cannot fit.
     if (auto e = check_schedule_size(model, cfg, opt, batch->grad_accum)) return *e;
-    detail::Build b{model, cfg, opt, batch.value(), 0, {}, -1, -1, Phase::Init};
+    detail::Build b{model, cfg, opt, batch.value(), 0, {}, -1, -1, Phase::Init, std::nullopt};
     b.seq_len = opt.seq_len > 0 ? opt.seq_len : model.default_seq_len > 0 ? model.default_seq_len : 1024;
     auto& meta = b.out.meta;
     meta.model_name = model.name;

@@ -38,8 +38,11 @@ TEST(WhatIf, ReduceScatterSendsThePapers2Psi) {
         ASSERT_TRUE(changed.ok());
         EXPECT_EQ(changed.value(), 2);   // one bucket per step, two steps
         EXPECT_NEAR(wire_bytes_per_rank(s, 1), paper, 0.001 * paper) << "stage " << stage;
-        for (const auto& op : s.ops)
-            if (op.kind == OpKind::ReduceScatter) EXPECT_EQ(op.elements % 4, 0);
+        for (const auto& op : s.ops) {
+            if (op.kind == OpKind::ReduceScatter) {
+                EXPECT_EQ(op.elements % 4, 0);
+            }
+        }
     }
 }
 
