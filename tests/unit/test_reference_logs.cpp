@@ -12,6 +12,7 @@
 #include "inputs/model.hpp"
 #include "formats/schedule_outputs.hpp"
 #include "schedule/schedule.hpp"
+#include "reference_log_ops.hpp"
 #include "test_helpers.hpp"
 
 using namespace zerosim;
@@ -29,29 +30,8 @@ std::vector<std::string> reference_runs() {
     return runs;
 }
 
-struct RealOp {
-    std::string key;      // "all_reduce | [Caller Func: allreduce_bucket]"
-    std::string size;     // as printed
-    std::string phase;    // the training script's marker: initialize, stepK.microM.forward, ...
-};
-
-// The real log's comm op lines before log_summary, with the phase marker in force for each.
-std::vector<RealOp> real_ops(const std::string& log) {
-    std::vector<RealOp> ops;
-    std::istringstream in(log);
-    std::string line, phase = "?";
-    while (std::getline(in, line)) {
-        if (line.rfind("##### PHASE ", 0) == 0) {
-            phase = line.substr(12, line.find(" #####", 12) - 12);
-            continue;
-        }
-        if (phase == "log_summary" || phase == "done") continue;
-        auto parsed = parse_ds_verbose_line(line);
-        if (!parsed) continue;
-        ops.push_back({parsed->op.record_key(), parsed->op.size_text, phase});
-    }
-    return ops;
-}
+using test::RealOp;
+using test::real_ops;
 
 std::string phase_of(const Op& op) {
     if (op.step < 0) return "initialize";

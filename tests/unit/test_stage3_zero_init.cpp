@@ -14,6 +14,7 @@
 #include "inputs/model.hpp"
 #include "inline_inputs.hpp"
 #include "schedule/schedule.hpp"
+#include "reference_log_ops.hpp"
 #include "test_helpers.hpp"
 #include "timing/engine.hpp"
 #include "timing/topology.hpp"
@@ -45,17 +46,8 @@ TEST(ZeroInit, ReferenceRunOpForOp) {
     EXPECT_TRUE(s.meta.zero_init);
     // The real log's comm op lines and the phase marker in force for each.
     std::vector<std::pair<std::string, std::string>> real;   // (record key + size, phase)
-    std::istringstream in(test::read_file(test::reference(kRun + "/rank0.log")));
-    std::string line, phase = "?";
-    while (std::getline(in, line)) {
-        if (line.rfind("##### PHASE ", 0) == 0) {
-            phase = line.substr(12, line.find(" #####", 12) - 12);
-            continue;
-        }
-        if (phase == "log_summary" || phase == "done") continue;
-        auto parsed = parse_ds_verbose_line(line);
-        if (parsed) real.push_back({parsed->op.record_key() + " " + parsed->op.size_text, phase});
-    }
+    for (const auto& op : test::real_ops(test::read_file(test::reference(kRun + "/rank0.log"))))
+        real.push_back({op.key + " " + op.size, op.phase});
     auto ours = logged_ops(s);
     ASSERT_EQ(ours.size(), real.size());
     for (size_t i = 0; i < real.size(); ++i) {

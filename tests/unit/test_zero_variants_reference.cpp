@@ -14,6 +14,7 @@
 #include "inputs/model.hpp"
 #include "schedule/check.hpp"
 #include "schedule/schedule.hpp"
+#include "reference_log_ops.hpp"
 #include "test_helpers.hpp"
 
 using namespace zerosim;
@@ -41,17 +42,8 @@ Schedule reference_schedule(const std::string& run_name) {
 // The real log's comm-op lines (record key + printed size) with the phase marker in force.
 std::vector<std::pair<std::string, std::string>> real_ops(const std::string& run_name) {
     std::vector<std::pair<std::string, std::string>> real;
-    std::istringstream in(test::read_file(test::reference(kDir + run_name + "/rank0.log")));
-    std::string line, phase = "?";
-    while (std::getline(in, line)) {
-        if (line.rfind("##### PHASE ", 0) == 0) {
-            phase = line.substr(12, line.find(" #####", 12) - 12);
-            continue;
-        }
-        if (phase == "log_summary" || phase == "done") continue;
-        auto parsed = parse_ds_verbose_line(line);
-        if (parsed) real.push_back({parsed->op.record_key() + " " + parsed->op.size_text, phase});
-    }
+    for (const auto& op : test::real_ops(test::read_file(test::reference(kDir + run_name + "/rank0.log"))))
+        real.push_back({op.key + " " + op.size, op.phase});
     return real;
 }
 
