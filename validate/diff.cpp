@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/comms_log.hpp"
+#include "stats.hpp"
 
 namespace zerosim {
 
@@ -24,12 +25,7 @@ bool DiffReport::pass() const { return verdict() == "PASS"; }
 
 namespace {
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    size_t k = v.size() / 2;
-    return v.size() % 2 ? v[k] : (v[k - 1] + v[k]) / 2;
-}
+using validate_detail::median;
 
 std::string step_of(const std::string& phase) {
     if (phase.rfind("step", 0) != 0) return phase.empty() ? "?" : phase;
@@ -230,11 +226,7 @@ DiffReport diff_nccl_tables(const MeasuredLog& pred, const MeasuredLog& meas, do
 
 namespace {
 
-std::string pct(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.1f%%", v * 100);
-    return b;
-}
+using validate_detail::percent_text;
 
 std::string ms(double v) {
     char b[32];
@@ -249,14 +241,14 @@ void stats_table(std::ostream& out, const char* title, const std::vector<TimeSta
         out << "\n### " << title << "\n\n| " << title << " | ops | predicted ms | measured ms | median abs error |\n|---|---:|---:|---:|---:|\n";
         for (const auto& s : rows)
             out << "| " << s.key << " | " << s.count << " | " << ms(s.pred_ms) << " | " << ms(s.meas_ms) << " | "
-                << pct(s.median_abs_error) << " |\n";
+                << percent_text(s.median_abs_error) << " |\n";
         return;
     }
     std::snprintf(line, sizeof line, "\n%-28s %6s %14s %14s %10s\n", title, "ops", "predicted ms", "measured ms", "median err");
     out << line;
     for (const auto& s : rows) {
         std::snprintf(line, sizeof line, "%-28s %6zu %14.3f %14.3f %10s\n", s.key.c_str(), s.count, s.pred_ms, s.meas_ms,
-                      pct(s.median_abs_error).c_str());
+                      percent_text(s.median_abs_error).c_str());
         out << line;
     }
 }
@@ -277,11 +269,11 @@ void write_diff_text(std::ostream& out, const DiffReport& r) {
         out << "  " << d << "\n";
     }
     if (r.scope != DiffScope::Ops) {
-        out << "time: " << r.overall.count << " matched ops, median |error| " << pct(r.overall.median_abs_error)
+        out << "time: " << r.overall.count << " matched ops, median |error| " << percent_text(r.overall.median_abs_error)
             << ", total predicted " << ms(r.overall.pred_ms) << " ms against measured " << ms(r.overall.meas_ms) << " ms\n";
         if (r.step_comm_meas_ms > 0)
             out << "communication per step (median over steps): predicted " << ms(r.step_comm_pred_ms) << " ms, measured "
-                << ms(r.step_comm_meas_ms) << " ms (median error " << pct(r.step_comm_error) << ")\n";
+                << ms(r.step_comm_meas_ms) << " ms (median error " << percent_text(r.step_comm_error) << ")\n";
         stats_table(out, "by op", r.by_op, false);
         stats_table(out, "by phase", r.by_phase, false);
         stats_table(out, "by step", r.by_step, false);
@@ -295,11 +287,11 @@ void write_diff_text(std::ostream& out, const DiffReport& r) {
     if (r.scope != DiffScope::Time) out << "structure " << (r.structure_ok ? "identical" : "differs");
     if (r.scope == DiffScope::All) out << "; ";
     if (r.scope != DiffScope::Ops && r.repeats.usable())
-        out << "op error " << pct(r.repeats.error) << " [" << pct(r.repeats.error_lo) << ", "
-            << (std::isfinite(r.repeats.error_hi) ? pct(r.repeats.error_hi) : std::string("inf")) << "] against tolerance "
-            << pct(r.tolerance) << ", noise floor " << pct(r.repeats.floor);
+        out << "op error " << percent_text(r.repeats.error) << " [" << percent_text(r.repeats.error_lo) << ", "
+            << (std::isfinite(r.repeats.error_hi) ? percent_text(r.repeats.error_hi) : std::string("inf")) << "] against tolerance "
+            << percent_text(r.tolerance) << ", noise floor " << percent_text(r.repeats.floor);
     else if (r.scope != DiffScope::Ops)
-        out << "median time error " << pct(r.overall.median_abs_error) << " against tolerance " << pct(r.tolerance);
+        out << "median time error " << percent_text(r.overall.median_abs_error) << " against tolerance " << percent_text(r.tolerance);
     out << ")\n";
 }
 
@@ -310,7 +302,7 @@ void write_diff_markdown(std::ostream& out, const DiffReport& r) {
         << " resized, " << r.swapped << " swapped\n";
     for (const auto& d : r.differences) out << "  - " << d << "\n";
     if (r.scope != DiffScope::Ops) {
-        out << "- time: median |error| " << pct(r.overall.median_abs_error) << " over " << r.overall.count << " ops\n";
+        out << "- time: median |error| " << percent_text(r.overall.median_abs_error) << " over " << r.overall.count << " ops\n";
         stats_table(out, "by op", r.by_op, true);
         stats_table(out, "by phase", r.by_phase, true);
         stats_table(out, "by step", r.by_step, true);
@@ -319,7 +311,7 @@ void write_diff_markdown(std::ostream& out, const DiffReport& r) {
     if (!r.mismatch.empty())
         out << "\n**verdict: FAIL** (" << r.mismatch << ")\n";
     else
-        out << "\n**verdict: " << r.verdict() << "** (tolerance " << pct(r.tolerance) << ")\n";
+        out << "\n**verdict: " << r.verdict() << "** (tolerance " << percent_text(r.tolerance) << ")\n";
 }
 
 void write_diff_row(std::ostream& out, const DiffReport& r) {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "validate/align.hpp"
+#include "stats.hpp"
 
 namespace zerosim {
 
@@ -17,12 +18,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    size_t k = v.size() / 2;
-    return v.size() % 2 ? v[k] : (v[k - 1] + v[k]) / 2;
-}
+using validate_detail::median;
 
 // The op-weighted (lower) median of values: each key counts as many times as it has ops.
 double weighted_median(std::vector<std::pair<double, size_t>> v) {
@@ -279,20 +275,16 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
 
 namespace {
 
-std::string pct(double v) {
-    if (!std::isfinite(v)) return "inf";
-    char b[32];
-    std::snprintf(b, sizeof b, "%.1f%%", v * 100);
-    return b;
-}
+// "inf" rather than "inf%" for an interval without a bound.
+std::string percent_or_inf(double v) { return std::isfinite(v) ? validate_detail::percent_text(v) : "inf"; }
 
-std::string interval(double lo, double hi) { return "[" + pct(lo) + ", " + pct(hi) + "]"; }
+std::string interval(double lo, double hi) { return "[" + percent_or_inf(lo) + ", " + percent_or_inf(hi) + "]"; }
 
 }  // namespace
 
 std::string repeat_verdict_meaning(const RepeatReport& r) {
-    const std::string tol = pct(r.tolerance);
-    const std::string with = r.prediction_error_given ? " and the prediction's own standard error (" + pct(r.pred_se) + ")" : "";
+    const std::string tol = percent_or_inf(r.tolerance);
+    const std::string with = r.prediction_error_given ? " and the prediction's own standard error (" + percent_or_inf(r.pred_se) + ")" : "";
     if (r.verdict == "PASS")
         return "PASS: the prediction's error is within " + tol + " even at the far end of what the measurement's noise" + with +
                (with.empty() ? " allows" : " allow");
@@ -304,8 +296,8 @@ std::string repeat_verdict_meaning(const RepeatReport& r) {
                            : r.needs_calibration ? "no number of " + r.unit + " would settle it: the prediction's own error spans " + tol +
                                                        " (a calibration from more rounds would)"
                                                  : "more than " + std::to_string(kMaxRepeats) + " " + r.unit + " would be needed";
-        std::string pred = r.prediction_error_given ? " and the prediction's (standard error " + pct(r.pred_se) + ")" : "";
-        return "INCONCLUSIVE: the measurement's noise (floor " + pct(r.floor) + " over " + std::to_string(r.repeats) + " " + r.unit +
+        std::string pred = r.prediction_error_given ? " and the prediction's (standard error " + percent_or_inf(r.pred_se) + ")" : "";
+        return "INCONCLUSIVE: the measurement's noise (floor " + percent_or_inf(r.floor) + " over " + std::to_string(r.repeats) + " " + r.unit +
                ")" + pred + (pred.empty() ? " leaves" : " leave") + " the error's interval " + interval(r.error_lo, r.error_hi) +
                " on both sides of " + tol + "; " + need;
     }
@@ -322,19 +314,19 @@ void write_repeat_text(std::ostream& out, const RepeatReport& r) {
     out << line;
     for (const auto& k : r.keys) {
         std::snprintf(line, sizeof line, "%-24s %10lld %5zu %4zu %12.4f %12.4f %8s %20s %7s %7s\n", k.op.c_str(),
-                      static_cast<long long>(k.bytes), k.ops, k.repeats, k.pred_ms, k.meas_ms, pct(k.error).c_str(),
-                      interval(k.error_lo, k.error_hi).c_str(), pct(k.floor).c_str(), pct(k.mad).c_str());
+                      static_cast<long long>(k.bytes), k.ops, k.repeats, k.pred_ms, k.meas_ms, percent_or_inf(k.error).c_str(),
+                      interval(k.error_lo, k.error_hi).c_str(), percent_or_inf(k.floor).c_str(), percent_or_inf(k.mad).c_str());
         out << line;
     }
-    out << "op error (median |error| of the op medians): " << pct(r.error) << ", 95% interval " << interval(r.error_lo, r.error_hi)
-        << ", beside a noise floor of " << pct(r.floor) << " (run-to-run sd of an op's median; single ops spread " << pct(r.mad)
+    out << "op error (median |error| of the op medians): " << percent_or_inf(r.error) << ", 95% interval " << interval(r.error_lo, r.error_hi)
+        << ", beside a noise floor of " << percent_or_inf(r.floor) << " (run-to-run sd of an op's median; single ops spread " << percent_or_inf(r.mad)
         << ")\n";
     if (r.prediction_error_given)
-        out << "prediction's standard error (its calibration's, per key; op-weighted median " << pct(r.pred_se)
+        out << "prediction's standard error (its calibration's, per key; op-weighted median " << percent_or_inf(r.pred_se)
             << "): combined with the measurement's in quadrature in every interval\n";
     if (r.step_meas_ms > 0)
         out << "communication per step: predicted " << r.step_pred_ms << " ms, measured " << r.step_meas_ms << " ms, error "
-            << pct(r.step_error) << ", 95% interval " << interval(r.step_lo, r.step_hi) << ", noise floor " << pct(r.step_floor) << "\n";
+            << percent_or_inf(r.step_error) << ", 95% interval " << interval(r.step_lo, r.step_hi) << ", noise floor " << percent_or_inf(r.step_floor) << "\n";
     out << repeat_verdict_meaning(r) << "\n";
 }
 
@@ -344,12 +336,12 @@ void write_repeat_markdown(std::ostream& out, const RepeatReport& r) {
     char line[320];
     for (const auto& k : r.keys) {
         std::snprintf(line, sizeof line, "| %s | %lld | %zu | %zu | %.4f | %.4f | %s | %s | %s | %s |\n", k.op.c_str(),
-                      static_cast<long long>(k.bytes), k.ops, k.repeats, k.pred_ms, k.meas_ms, pct(k.error).c_str(),
-                      interval(k.error_lo, k.error_hi).c_str(), pct(k.floor).c_str(), pct(k.mad).c_str());
+                      static_cast<long long>(k.bytes), k.ops, k.repeats, k.pred_ms, k.meas_ms, percent_or_inf(k.error).c_str(),
+                      interval(k.error_lo, k.error_hi).c_str(), percent_or_inf(k.floor).c_str(), percent_or_inf(k.mad).c_str());
         out << line;
     }
-    out << "\n- op error " << pct(r.error) << " " << interval(r.error_lo, r.error_hi) << ", noise floor " << pct(r.floor)
-        << (r.prediction_error_given ? ", prediction's standard error " + pct(r.pred_se) + " (in every interval)" : std::string())
+    out << "\n- op error " << percent_or_inf(r.error) << " " << interval(r.error_lo, r.error_hi) << ", noise floor " << percent_or_inf(r.floor)
+        << (r.prediction_error_given ? ", prediction's standard error " + percent_or_inf(r.pred_se) + " (in every interval)" : std::string())
         << "\n- "
         << repeat_verdict_meaning(r) << "\n";
 }

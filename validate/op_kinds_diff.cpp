@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/comms_log.hpp"
+#include "stats.hpp"
 
 namespace zerosim {
 
@@ -22,11 +23,7 @@ const char* source_name(OpKindSource s) {
     return s == OpKindSource::SummaryTable ? "log_summary() table only, no per-op lines" : "per-op lines";
 }
 
-std::string pct(double f) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.1f%%", 100.0 * f);
-    return b;
-}
+using validate_detail::percent_text;
 
 }  // namespace
 
@@ -82,7 +79,7 @@ void write_op_kinds_text(std::ostream& out, const OpKindReport& r) {
             << " / "
             << ds_size_string(d.meas_count ? static_cast<int64_t>(std::llround(d.meas_bytes / static_cast<double>(d.meas_count))) : 0);
         if (r.scope != DiffScope::Ops && d.timed)
-            out << ", time " << fixed2(d.pred_ms) << " / " << fixed2(d.meas_ms) << " ms (" << pct(d.time_error) << ")";
+            out << ", time " << fixed2(d.pred_ms) << " / " << fixed2(d.meas_ms) << " ms (" << percent_text(d.time_error) << ")";
         out << "\n";
     }
     out << "structure: " << r.matching << " op kind(s) match in count and sizes, " << r.differing << " differ\n";
@@ -90,7 +87,7 @@ void write_op_kinds_text(std::ostream& out, const OpKindReport& r) {
     if (r.scope != DiffScope::Time) out << "op kinds " << (r.structure_ok() ? "identical" : "differ");
     if (r.scope == DiffScope::All) out << "; ";
     if (r.scope != DiffScope::Ops)
-        out << (r.timed_kinds ? "median time error per kind " + pct(r.median_time_error) + " against tolerance " + pct(r.tolerance)
+        out << (r.timed_kinds ? "median time error per kind " + percent_text(r.median_time_error) + " against tolerance " + percent_text(r.tolerance)
                               : std::string("no kind timed on both sides"));
     out << ")\n";
 }
@@ -124,7 +121,7 @@ void write_op_kinds_json(std::ostream& out, const OpKindReport& r) {
 }
 
 void write_op_kinds_row(std::ostream& out, const OpKindReport& r) {
-    out << r.matching << '\t' << r.differing << '\t' << r.timed_kinds << '\t' << pct(r.median_time_error) << '\t'
+    out << r.matching << '\t' << r.differing << '\t' << r.timed_kinds << '\t' << percent_text(r.median_time_error) << '\t'
         << (r.pass() ? "PASS" : "FAIL") << '\n';
 }
 

@@ -7,18 +7,11 @@
 #include <tuple>
 
 #include "schedule/collective_table.hpp"
+#include "stats.hpp"
 
 namespace zerosim {
 
-namespace {
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t k = v.size() / 2;
-    return v.size() % 2 ? v[k] : (v[k - 1] + v[k]) / 2;
-}
-
-}  // namespace
+using validate_detail::median;
 
 std::vector<PredictionErrorRange> prediction_standard_errors(const std::vector<Measurement>& rows) {
     // Rounds of one row: same collective, size and world (as calibrate --median-of-repeats groups them).

@@ -97,7 +97,8 @@ Result<int64_t> parse_size(const std::string& text, const std::string& flag) {
 
 namespace {
 
-std::string number_text(double v) {
+// A number as a flag's error shows it: fixed notation without trailing zeros (0.5, 8, 1e9 as 1000000000).
+std::string trimmed_number_text(double v) {
     std::string s = std::to_string(v);
     s.erase(s.find_last_not_of('0') + 1);
     if (!s.empty() && s.back() == '.') s.pop_back();
@@ -136,7 +137,7 @@ Result<double> parse_real_flag(const std::string& text, const std::string& flag,
     double v = std::strtod(text.c_str(), &end);
     if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) return syntax;
     if (min_exclusive ? !(v > min) : !(v >= min))
-        return Error{"", flag, std::string("expected a number ") + (min_exclusive ? "greater than " : "of at least ") + number_text(min) + found};
+        return Error{"", flag, std::string("expected a number ") + (min_exclusive ? "greater than " : "of at least ") + trimmed_number_text(min) + found};
     return v;
 }
 

@@ -6,24 +6,13 @@
 #include <sstream>
 
 #include "formats/schedule_outputs.hpp"
+#include "html_text.hpp"
 
 namespace zerosim {
 
 namespace {
 
-std::string esc(const std::string& s) {
-    std::string o;
-    for (char c : s) {
-        switch (c) {
-            case '<': o += "&lt;"; break;
-            case '>': o += "&gt;"; break;
-            case '&': o += "&amp;"; break;
-            case '"': o += "&quot;"; break;
-            default: o += c;
-        }
-    }
-    return o;
-}
+using prediction_detail::html_escape;
 
 std::string num(const char* f, double v) {
     char b[64];
@@ -208,7 +197,7 @@ void layer_zoom_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
             a = std::min(a, p.ops[i].start_s), b = std::max(b, p.ops[i].end_s);
     if (!(b > a)) return;
     const double pad = (b - a) / 3;
-    out << "<section id='timeline-layer'><h2>One layer: the backward of " << esc(layer) << "</h2><p>The same lanes, zoomed to "
+    out << "<section id='timeline-layer'><h2>One layer: the backward of " << html_escape(layer) << "</h2><p>The same lanes, zoomed to "
         << "this layer's backward compute with a third of its length either side.</p>\n";
     lanes_svg(out, s, p, st, std::max(st.start_s, a - pad), std::min(st.end_s, b + pad), "timeline-layer-svg");
     out << "</section>\n";
@@ -274,24 +263,24 @@ void explanation_html(std::ostream& out, const std::string& text) {
     while (std::getline(in, line)) {
         if (line.rfind("# ", 0) == 0) {
             close();
-            out << "<p><b>" << esc(line.substr(2)) << "</b></p>\n";
+            out << "<p><b>" << html_escape(line.substr(2)) << "</b></p>\n";
         } else if (line.rfind("## ", 0) == 0) {
             close();
-            out << "<h3>" << esc(line.substr(3)) << "</h3>\n";
+            out << "<h3>" << html_escape(line.substr(3)) << "</h3>\n";
         } else if (line.rfind("  - ", 0) == 0 || line.rfind("- ", 0) == 0) {
             if (table) close();
             if (!list) out << "<ul>";
             list = true;
-            out << "<li>" << esc(line.substr(line.find("- ") + 2)) << "</li>";
+            out << "<li>" << html_escape(line.substr(line.find("- ") + 2)) << "</li>";
         } else if (line.rfind("stage ", 0) == 0 && line.find("paper") != std::string::npos) {
             close();
-            out << "<pre class='volume'>" << esc(line) << "\n";
+            out << "<pre class='volume'>" << html_escape(line) << "\n";
             table = true;
         } else if (table && !line.empty() && line[0] >= '0' && line[0] <= '9') {
-            out << esc(line) << "\n";
+            out << html_escape(line) << "\n";
         } else if (!line.empty()) {
             close();
-            out << "<p>" << esc(line.rfind("  ", 0) == 0 ? line.substr(2) : line) << "</p>\n";
+            out << "<p>" << html_escape(line.rfind("  ", 0) == 0 ? line.substr(2) : line) << "</p>\n";
         }
     }
     close();
@@ -302,15 +291,15 @@ void explanation_html(std::ostream& out, const std::string& text) {
 void write_html_report(std::ostream& out, const ReportInput& in) {
     const auto& s = in.schedule;
     const auto& m = s.meta;
-    out << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>zerosim report: " << esc(m.model_name)
+    out << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>zerosim report: " << html_escape(m.model_name)
         << "</title><style>.nofit{color:#b00}.fits{color:#070}body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
            "td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}"
            "pre{background:#f8f8f8;padding:10px;white-space:pre-wrap;font-size:12px}h2{border-bottom:1px solid #ccc}"
            "summary{cursor:pointer;margin:4px 0}h3{font-size:14px;margin:14px 0 4px}</style></head><body>\n";
-    out << "<h1>zerosim report</h1><p>" << esc(m.model_name) << " (" << m.total_params << " parameters), ZeRO stage " << m.stage
-        << ", " << m.world << " ranks on " << esc(in.topology.name) << " (" << in.topology.nodes << " x "
+    out << "<h1>zerosim report</h1><p>" << html_escape(m.model_name) << " (" << m.total_params << " parameters), ZeRO stage " << m.stage
+        << ", " << m.world << " ranks on " << html_escape(in.topology.name) << " (" << in.topology.nodes << " x "
         << in.topology.gpus_per_node << "), " << dtype_name(m.model_dtype) << ", micro batch " << m.micro_batch
-        << ", gradient accumulation " << m.grad_accum << ", sequence " << m.seq_len << ". DeepSpeed dialect " << esc(m.dialect)
+        << ", gradient accumulation " << m.grad_accum << ", sequence " << m.seq_len << ". DeepSpeed dialect " << html_escape(m.dialect)
         << ".</p>\n";
 
     out << "<section id='steps'><h2>Step time</h2><table><tr><th>step</th><th>compute ms</th><th>communication ms</th>"
@@ -328,20 +317,20 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
 
     out << "<section id='memory'><h2>Memory per rank</h2><table><tr><th class='l'>item</th><th>GiB</th><th class='l'>why</th></tr>\n";
     for (const auto& it : in.memory.items)
-        out << "<tr><td class='l'>" << esc(it.name) << "</td><td>" << num("%.3f", static_cast<double>(it.bytes) / (1 << 30))
-            << "</td><td class='l'>" << esc(it.why) << "</td></tr>\n";
+        out << "<tr><td class='l'>" << html_escape(it.name) << "</td><td>" << num("%.3f", static_cast<double>(it.bytes) / (1 << 30))
+            << "</td><td class='l'>" << html_escape(it.why) << "</td></tr>\n";
     out << "<tr><th class='l'>total</th><th>" << num("%.3f", static_cast<double>(in.memory.total()) / (1 << 30))
-        << "</th><th></th></tr></table><p>ZeRO paper (" << esc(in.memory.paper_formula) << "): "
+        << "</th><th></th></tr></table><p>ZeRO paper (" << html_escape(in.memory.paper_formula) << "): "
         << num("%.3f", static_cast<double>(in.memory.paper_bytes) / (1 << 30)) << " GiB.";
     if (in.memory.deepspeed_estimator_bytes >= 0)
-        out << " DeepSpeed's estimator (" << esc(in.memory.deepspeed_estimator_formula) << "): "
+        out << " DeepSpeed's estimator (" << html_escape(in.memory.deepspeed_estimator_formula) << "): "
             << num("%.3f", static_cast<double>(in.memory.deepspeed_estimator_bytes) / (1 << 30)) << " GiB.";
     out << "</p><ul>";
-    for (const auto& d : in.memory.differences) out << "<li>" << esc(d) << "</li>";
+    for (const auto& d : in.memory.differences) out << "<li>" << html_escape(d) << "</li>";
     out << "</ul>";
     if (in.fit)
         out << "<p id='fit' class='" << (in.fit->fits() ? "fits" : in.fit->known() ? "nofit" : "unknown") << "'><b>"
-            << esc(fit_sentence(*in.fit)) << "</b></p><p>Activations: " << esc(in.activation_formula)
+            << html_escape(fit_sentence(*in.fit)) << "</b></p><p>Activations: " << html_escape(in.activation_formula)
             << ". The reserve is zerosim's assumed CUDA context, NCCL buffers and allocator fragmentation.</p>";
     out << "</section>\n";
 
@@ -376,7 +365,7 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
         for (size_t k = i; k < j; ++k) {
             const Op& op = s.ops[k];
             if (!is_collective(op.kind)) continue;
-            out << "<tr><td>" << op.id << "</td><td class='l'>" << op_record_name(op.kind) << "</td><td class='l'>" << esc(op.caller)
+            out << "<tr><td>" << op.id << "</td><td class='l'>" << op_record_name(op.kind) << "</td><td class='l'>" << html_escape(op.caller)
                 << "</td><td>" << ds_size_string(op.bytes()) << "</td><td class='l'>" << algorithm_name(in.logged.ops[k].algorithm)
                 << "/" << protocol_name(in.logged.ops[k].protocol) << "</td><td>" << ms_text(in.logged.ops[k].duration() * 1e3)
                 << "</td><td>" << ms_text(in.overlapped.ops[k].start_s * 1e3) << "</td><td>"
@@ -392,7 +381,7 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
         // section sets predicted beside measured for the ops both logs have.
         std::vector<std::pair<double, double>> pts;
         size_t j = 0, matched = 0, missing = 0;
-        out << "<section id='measured'><h2>Predicted against measured: " << esc(in.measured_name)
+        out << "<section id='measured'><h2>Predicted against measured: " << html_escape(in.measured_name)
             << "</h2><table><tr><th>#</th><th class='l'>op</th><th>size</th><th>predicted ms</th><th>measured ms</th><th>error</th></tr>\n";
         for (size_t i = 0; i < s.ops.size(); ++i) {
             const Op& op = s.ops[i];
@@ -416,7 +405,7 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
         }
         out << "</table><p>" << matched << " ops matched, " << missing << " predicted ops not found in the measured log.</p>\n";
         measured_chart(out, pts);
-        if (!in.diff_text.empty()) out << "<h3>Validation (zerosim validate)</h3><pre>" << esc(in.diff_text) << "</pre>\n";
+        if (!in.diff_text.empty()) out << "<h3>Validation (zerosim validate)</h3><pre>" << html_escape(in.diff_text) << "</pre>\n";
         out << "</section>\n";
     }
     out << "<footer><p>Made by zerosim; self-contained: no network access needed.</p></footer></body></html>\n";

@@ -11,6 +11,7 @@
 
 #include "analysis/fit.hpp"
 #include "prediction/sweep.hpp"
+#include "html_text.hpp"
 
 namespace zerosim {
 
@@ -64,11 +65,7 @@ std::string tick_label(double v, AxisUnit u) {
     return b;
 }
 
-std::string esc(const std::string& s) {
-    std::string o;
-    for (char c : s) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
-    return o;
-}
+using prediction_detail::html_escape;
 
 struct Series {
     std::string label;
@@ -150,7 +147,7 @@ void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector
         auto Y = [&](double v) { return y0 + T + ph - (v - ylo) / (yhi - ylo) * ph; };
         const AxisUnit unit = is_time ? time_unit(yhi) : memory_unit(yhi);
         out << "<g class='panel' id='" << id << "'>\n";
-        out << "<text class='title' x='" << L << "' y='" << y0 + 24 << "' font-size='15' font-weight='bold'>" << esc(title) << "</text>\n";
+        out << "<text class='title' x='" << L << "' y='" << y0 + 24 << "' font-size='15' font-weight='bold'>" << html_escape(title) << "</text>\n";
         out << "<rect class='frame' x='" << L << "' y='" << y0 + T << "' width='" << pw << "' height='" << ph
             << "' fill='none' stroke='#777'/>\n";
         for (double w = std::exp2(std::ceil(std::log2(wmin))); w <= wmax * 1.0001; w *= 2) {
@@ -190,7 +187,7 @@ void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector
             }
         if (!same.empty())
             out << "<text class='same-note' x='" << L + pw << "' y='" << y0 + 40 << "' text-anchor='end' fill='#333'>identical: "
-                << esc(same) << "</text>\n";
+                << html_escape(same) << "</text>\n";
         if (!is_time && gpu_gib > 0) {
             out << "<line class='gpu-memory' x1='" << L << "' x2='" << L + pw << "' y1='" << Y(gpu_gib) << "' y2='" << Y(gpu_gib)
                 << "' stroke='#b00' stroke-dasharray='6 3'/><text x='" << L + pw - 4 << "' y='" << Y(gpu_gib) - 5
@@ -230,7 +227,7 @@ void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector
         out << "<g class='entry' data-series='" << k << "'><line x1='" << L << "' x2='" << L + 36 << "' y1='" << y << "' y2='" << y
             << "' stroke='" << c << "' stroke-width='" << width_of(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/><path d='"
             << marker_path(static_cast<int>(k), L + 18, y, 4.5) << "' fill='" << c << "' stroke='" << c << "'/><text x='" << L + 46
-            << "' y='" << y + 4 << "'>" << esc(series[k].label) << "</text></g>\n";
+            << "' y='" << y + 4 << "'>" << html_escape(series[k].label) << "</text></g>\n";
     }
     double y = 2 * H + 24 + legend_row * static_cast<double>(series.size());
     out << "<g class='entry-note'><path d='" << marker_path(0, L + 18, y, 4.5) << "' fill='white' stroke='#555'/><path d='M"
