@@ -27,7 +27,7 @@ run_suite() {  # $1 = build folder, rest = cmake args
 }
 run_suite build
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run_suite build-asan -DZEROSIM_SANITIZE=ON -DZEROSIM_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Debug
+  run_suite build-asan -DZEROSIM_SANITIZE=ON -DZEROSIM_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1"
 # The readers' fuzz targets (libFuzzer), 8 s each here (scripts/fuzz.sh alone: 20) to keep the suite within
 # CI's time; each target counts as one test.
 fuzz_out=$(mktemp)
