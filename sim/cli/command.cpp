@@ -79,7 +79,8 @@ void add_zero_init(CLI::App* sub, ScheduleArgs& a) {
 }
 
 void add_activation_checkpointing(CLI::App* sub, bool& flag) {
-    sub->add_flag("--activation-checkpointing", flag,
+    // --gradient-checkpointing: the same, under the name of Hugging Face Trainer's flag.
+    sub->add_flag("--activation-checkpointing,--gradient-checkpointing", flag,
                   "Activations checkpointed per layer (DeepSpeed's activation_checkpointing, HF's gradient_checkpointing): "
                   "the fit counts 2sbh per layer plus one layer recomputed");
 }

@@ -52,7 +52,8 @@ Command add_schedule(CLI::App& app) {
     add_zero_init(sub, *a);
     add_what_if(sub, a->what_if);
     sub->add_option("--gpus-per-node", a->gpus_per_node,
-                    "Ranks DeepSpeed sees on one node (its device_count()): qgZ's intra/inter-node groups")
+                    "Ranks DeepSpeed sees on one node (its device_count()): qgZ's intra/inter-node groups, "
+                    "--what-if hybrid-shard's node groups")
         ->check(integer_in(1));
     return {sub, [a] { return run_schedule(*a); }};
 }

@@ -14,7 +14,7 @@
 //   hybrid, nodes of 2: gathers and reduce_scatters over 2 ranks (1/2 x 4N):
 //     1,334,272 + 793,088 + 1,334,272, and the shard (N/2 elements, 2N bytes) all_reduced over the 2
 //     nodes: 2 x 1/2 x 2N summed = 1,334,272; total 4,795,904, of which only the all_reduce crosses
-//     nodes: 1,334,272 inter-node bytes.
+//     nodes: 1,334,272 inter-node bytes (one member per node: all through the GPU's NIC).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "prediction/what_if.hpp"
+#include "prediction/what_if_compare.hpp"
 #include "prediction/what_if_fsdp.hpp"
 #include "schedule/schedule.hpp"
 #include "test_helpers.hpp"
@@ -152,9 +153,12 @@ TEST(WhatIfFsdp, HybridShardAllReducesTheShardAcrossNodes) {
             EXPECT_EQ(op.group, "fsdp_replica");
         }
     }
-    // Full shard over the node's ranks: the same rules, half the shard ranks.
+    // Through the NICs per GPU: the all_reduce's group has one member per node, so all of it;
+    // full shard over the 4 ranks on nodes of 2: 2 of each rank's 3 peers are off the node and the
+    // node's 2 members share what enters it: 5,192,448 x 2/3 / 2.
+    EXPECT_NEAR(nic_bytes_per_gpu(s, 1, 2), 1334272.0, 0.5);
     Schedule full = fsdp("fsdp-full-shard");
-    EXPECT_LT(inter_node_bytes_per_rank(s, 1, 2), inter_node_bytes_per_rank(full, 1, 2));
+    EXPECT_NEAR(nic_bytes_per_gpu(full, 1, 2), 5192448.0 / 3, 0.5);
 }
 
 TEST(WhatIfFsdp, RefusedWhereItDoesNotApply) {

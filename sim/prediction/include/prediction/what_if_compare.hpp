@@ -15,7 +15,7 @@ namespace zerosim {
 struct WhatIfSide {
     std::string label;              // "DeepSpeed 0.19.5, stage 3" / "what-if fsdp-full-shard (not DeepSpeed)"
     double volume_bytes = 0;        // what each rank sends and receives (explain's convention), the last step
-    double inter_node_bytes = 0;    // of which from ranks on other nodes
+    double inter_node_bytes = 0;    // through its node's NICs (nic_bytes_per_gpu), the last step
     double step_ms = 0, comm_ms = 0, exposed_ms = 0;   // the last step, overlapped
     FitEstimate fit;                // memory per rank against the GPU
 };
@@ -24,6 +24,9 @@ struct WhatIfComparison {
     std::string name;               // the --what-if NAME
     WhatIfSide real, what_if;
 };
+
+// Bytes per GPU through its node's NICs for the collectives of `step` (what_if_compare.cpp says how).
+double nic_bytes_per_gpu(const Schedule& s, int step, int64_t gpus_per_node);
 
 // Model-state bytes per rank of `s`: FSDP's estimate for an FSDP what-if
 // (prediction/what_if_fsdp.hpp), else `deepspeed_bytes` (analysis/memory.hpp's, which a
