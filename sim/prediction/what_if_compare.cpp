@@ -76,9 +76,10 @@ std::string bytes_text(double b) {
     return t;
 }
 
-std::string ms_text(double ms) {
+// Both sides of a row with the same decimals: 1 from 100 ms on, else 3.
+std::string ms_text(double ms, double other) {
     char t[48];
-    std::snprintf(t, sizeof t, ms >= 100 ? "%.1f" : "%.3f", ms);
+    std::snprintf(t, sizeof t, std::max(ms, other) >= 100 ? "%.1f" : "%.3f", ms);
     return t;
 }
 
@@ -102,9 +103,9 @@ void write_what_if_table(std::ostream& out, const WhatIfComparison& c, const std
     row("volume sent+received", bytes_text(r.volume_bytes), bytes_text(w.volume_bytes), change(r.volume_bytes, w.volume_bytes));
     row("through the NICs per GPU", bytes_text(r.inter_node_bytes), bytes_text(w.inter_node_bytes),
         change(r.inter_node_bytes, w.inter_node_bytes));
-    row("communication, ms", ms_text(r.comm_ms), ms_text(w.comm_ms), change(r.comm_ms, w.comm_ms));
-    row("exposed communication, ms", ms_text(r.exposed_ms), ms_text(w.exposed_ms), change(r.exposed_ms, w.exposed_ms));
-    row("step time, ms", ms_text(r.step_ms), ms_text(w.step_ms), change(r.step_ms, w.step_ms));
+    row("communication, ms", ms_text(r.comm_ms, w.comm_ms), ms_text(w.comm_ms, r.comm_ms), change(r.comm_ms, w.comm_ms));
+    row("exposed communication, ms", ms_text(r.exposed_ms, w.exposed_ms), ms_text(w.exposed_ms, r.exposed_ms), change(r.exposed_ms, w.exposed_ms));
+    row("step time, ms", ms_text(r.step_ms, w.step_ms), ms_text(w.step_ms, r.step_ms), change(r.step_ms, w.step_ms));
     row("model states, GiB", num(static_cast<double>(r.fit.model_states) / gib, "%.2f"),
         num(static_cast<double>(w.fit.model_states) / gib, "%.2f"),
         change(static_cast<double>(r.fit.model_states), static_cast<double>(w.fit.model_states)));
