@@ -27,6 +27,8 @@
 #include "prediction/what_if_compare.hpp"
 #include "prediction/what_if_fsdp.hpp"
 #include "schedule/schedule.hpp"
+#include "timing/engine.hpp"
+#include "timing/topology.hpp"
 #include "test_helpers.hpp"
 
 namespace zerosim {
@@ -159,6 +161,37 @@ TEST(WhatIfFsdp, HybridShardAllReducesTheShardAcrossNodes) {
     EXPECT_NEAR(nic_bytes_per_gpu(s, 1, 2), 1334272.0, 0.5);
     Schedule full = fsdp("fsdp-full-shard");
     EXPECT_NEAR(nic_bytes_per_gpu(full, 1, 2), 5192448.0 / 3, 0.5);
+}
+
+// Timed as predict times it (the host lane with FSDP's hooks and the rate limiter's waits): every
+// op runs, a unit's compute starts after its gather, block 0's prefetched gather runs while block
+// 1's gradients are computed (BACKWARD_PRE), and the step starts after the last reduce_scatter.
+TEST(WhatIfFsdp, TimedThePrefetchOverlapsTheGradients) {
+    Schedule s = fsdp("fsdp-full-shard");
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/dgx-a100.json");
+    ASSERT_TRUE(t.ok());
+    auto p = simulate(s, t.value(), TimingMode::Overlapped);
+    ASSERT_TRUE(p.ok());
+    const auto& ops = p->ops;
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        EXPECT_TRUE(ops[i].simulated) << i;
+        for (int64_t d : s.ops[i].deps) EXPECT_GE(ops[i].start_s, ops[static_cast<size_t>(d)].end_s - 1e-12) << i;
+    }
+    double b0_gather_start = -1, b1_grad_end = 0, last_reduce_end = 0, step_start = -1;
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        const Op& op = s.ops[i];
+        if (op.step != 1) continue;
+        const std::string first = op.params.empty() ? "" : s.params[op.params[0]].name;
+        if (op.phase == Phase::Backward && op.kind == OpKind::AllGather && first.rfind("blocks.0", 0) == 0)
+            b0_gather_start = ops[i].start_s;
+        if (op.phase == Phase::Backward && op.kind == OpKind::Compute && op.module_name.rfind("blocks.1", 0) == 0)
+            b1_grad_end = std::max(b1_grad_end, ops[i].end_s);
+        if (op.kind == OpKind::ReduceScatter) last_reduce_end = std::max(last_reduce_end, ops[i].end_s);
+        if (op.phase == Phase::Step && step_start < 0) step_start = ops[i].start_s;
+    }
+    ASSERT_GE(b0_gather_start, 0);
+    EXPECT_LT(b0_gather_start, b1_grad_end);
+    EXPECT_GE(step_start, last_reduce_end - 1e-12);
 }
 
 TEST(WhatIfFsdp, RefusedWhereItDoesNotApply) {
