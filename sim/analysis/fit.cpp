@@ -31,7 +31,10 @@ std::string gib(int64_t bytes) {
 
 }  // namespace
 
-ActivationEstimate estimate_activations(const Model& m, int64_t seq_len, int64_t micro_batch, DType dtype, bool checkpointing) {
+ActivationEstimate estimate_activations(const Model& m, int64_t seq_len, int64_t micro_batch, DType dtype, bool flag) {
+    // The flag (DeepSpeed's activation_checkpointing section, --activation-checkpointing) or the
+    // model's own config.json ("gradient_checkpointing": true, as transformers' configs said it).
+    const bool checkpointing = flag || m.gradient_checkpointing;
     ActivationEstimate a;
     a.seq_len = seq_len;
     a.micro_batch = micro_batch;

@@ -79,7 +79,8 @@ void add_zero_init(CLI::App* sub, ScheduleArgs& a) {
 }
 
 void add_activation_checkpointing(CLI::App* sub, bool& flag) {
-    sub->add_flag("--activation-checkpointing", flag,
+    // --gradient-checkpointing: the same, under the name of Hugging Face Trainer's flag.
+    sub->add_flag("--activation-checkpointing,--gradient-checkpointing", flag,
                   "Activations checkpointed per layer (DeepSpeed's activation_checkpointing, HF's gradient_checkpointing): "
                   "the fit counts 2sbh per layer plus one layer recomputed");
 }
@@ -93,8 +94,18 @@ FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpoi
 
 void add_what_if(CLI::App* sub, std::string& name) {
     sub->add_option("--what-if", name,
-                    "Price a schedule DeepSpeed does not send: reduce-scatter (stages 1/2 reduce_scatter each bucket, "
-                    "DeepSpeed #6463/#7440)");
+                    "Price a schedule DeepSpeed does not send (never DeepSpeed's; docs/what-if.md): reduce-scatter (stages "
+                    "1/2 reduce_scatter each bucket, DeepSpeed #6463/#7440); stage 3 replaced by PyTorch FSDP's "
+                    "fsdp-full-shard (per-block gathers in forward and backward, 3 psi), fsdp-shard-grad-op (gathered "
+                    "once, kept to backward, 2 psi) or hybrid-shard (full shard inside a node, gradient shards "
+                    "all_reduced across nodes)");
+}
+
+Status apply_what_if_flag(const std::string& name, Schedule& s) {
+    auto changed = apply_what_if(name, s);
+    if (!changed) return changed.error();
+    std::cerr << "zerosim: note: " << what_if_note(name, s, changed.value()) << "\n";
+    return std::nullopt;
 }
 
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {
@@ -160,22 +171,39 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     a.gpus_per_node = topo->gpus_per_node;   // what DeepSpeed's device_count() sees (qgZ's node groups)
     auto in = load_inputs(a);
     if (!in) return in.error();
+    std::optional<Schedule> real;
     if (!a.what_if.empty()) {
-        auto changed = apply_what_if(a.what_if, in->schedule);
-        if (!changed) return changed.error();
-        std::cerr << "zerosim: note: --what-if " << a.what_if << ": NOT DeepSpeed " << in->schedule.meta.release.number()
-                  << "'s schedule: " << changed.value() << " bucket all_reduce(s) sent as reduce_scatter_tensor, as DeepSpeed "
-                  << "#6463/#7440 propose (prediction/what_if.hpp)\n";
+        real = in->schedule;
+        if (auto e = apply_what_if_flag(a.what_if, in->schedule)) return *e;
     }
     if (announce && (a.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
-    warn_engine_start_memory(in->schedule, topo.value());
+    warn_engine_start_memory(real ? *real : in->schedule, topo.value());   // DeepSpeed's engine start
     auto logged = simulate(in->schedule, topo.value(), TimingMode::Synchronized);
     if (!logged) return logged.error();
     auto overlapped = simulate(in->schedule, topo.value(), TimingMode::Overlapped,
                                gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()));
     if (!overlapped) return overlapped.error();
-    return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value()};
+    Prediction real_overlapped;
+    if (real) {   // DeepSpeed's own schedule, timed as predict times it, for the side-by-side table
+        auto r = simulate(*real, topo.value(), TimingMode::Overlapped,
+                          gathered_parameter_budget(in->model, in->cfg, *real, topo.value()));
+        if (!r) return r.error();
+        real_overlapped = std::move(r).value();
+    }
+    return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value(),
+                     std::move(real), std::move(real_overlapped)};
+}
+
+WhatIfComparison compare_what_if(const std::string& name, const Simulated& sim, bool activation_checkpointing) {
+    const FitEstimate fit = fit_of(sim.in, sim.topology, activation_checkpointing);
+    FitEstimate real_fit = fit;
+    // fit_of's figures are of the inputs' (what-if) schedule; DeepSpeed's own has the memory model's.
+    real_fit.model_states = estimate_memory(sim.in.model, sim.in.cfg, *sim.real).total();
+    const std::string ds = "DeepSpeed " + sim.real->meta.release.number() + ", stage " + std::to_string(sim.real->meta.stage);
+    const int64_t g = sim.topology.gpus_per_node;
+    return WhatIfComparison{name, what_if_side(ds, *sim.real, sim.real_overlapped, real_fit, g),
+                            what_if_side("what-if " + name + " (not DeepSpeed)", sim.in.schedule, sim.overlapped, fit, g)};
 }
 
 void add_nccl_flag(CLI::App* sub, std::string& nccl) {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/error.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
+#include "prediction/what_if_compare.hpp"
 #include "schedule/bounds.hpp"
 #include "schedule/ir.hpp"
 #include "timing/engine.hpp"
@@ -68,7 +70,7 @@ void add_zero_init(CLI::App* sub, ScheduleArgs& a);
 // --activation-checkpointing (predict, memory, sweep, report): every layer checkpointed, as
 // DeepSpeed's activation_checkpointing or Hugging Face Trainer's --gradient_checkpointing runs it.
 void add_activation_checkpointing(CLI::App* sub, bool& flag);
-// --what-if NAME (predict, report): the schedule changed as a proposal would change it.
+// --what-if NAME (schedule, predict, report): the schedule changed as a proposal would change it.
 void add_what_if(CLI::App* sub, std::string& name);
 // --max-ops and --max-memory: the bounds on the schedule build_schedule refuses to pass (bounds.hpp).
 void add_schedule_limits(CLI::App* sub, ScheduleArgs& a);
@@ -102,8 +104,17 @@ struct Simulated {
     Inputs in;
     Prediction logged;      // synchronised after every op, as DeepSpeed's comms logger times
     Prediction overlapped;  // as the hardware overlaps the streams
+    // --what-if: DeepSpeed's own schedule (before the what-if changed it) and its overlapped timing,
+    // to set beside the what-if (prediction/what_if_compare.hpp); empty without --what-if.
+    std::optional<Schedule> real;
+    Prediction real_overlapped;
 };
+// --what-if NAME applied to the inputs' schedule, with its "NOT DeepSpeed's schedule" note on stderr.
+Status apply_what_if_flag(const std::string& name, Schedule& s);
 Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology, int64_t nodes, bool announce);
+
+// predict/report --what-if: the real schedule's figures beside the what-if's (sim.real is set).
+WhatIfComparison compare_what_if(const std::string& name, const Simulated& sim, bool activation_checkpointing);
 
 // --nccl RELEASE: the NCCL release whose tuner is predicted (timing/nccl_version.hpp), overriding
 // the topology's "nccl.version"; "" keeps the topology's. An unknown release is an error naming

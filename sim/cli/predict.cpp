@@ -1,6 +1,7 @@
 // zerosim predict: the schedule timed on a topology by discrete-event simulation.
 #include "command.hpp"
 #include "prediction/predict_outputs.hpp"
+#include "prediction/what_if_compare.hpp"
 
 namespace zerosim::cli {
 
@@ -23,8 +24,14 @@ int run_predict(PredictArgs& a) {
     const Prediction &logged = sim->logged, &overlapped = sim->overlapped;
     // The deepspeed format shows the logger's view unless asked for the overlapped one.
     const Prediction& shown = a.timing == "overlapped" ? overlapped : logged;
-    const FitEstimate fit = fit_of(sim->in, sim->topology, a.sched.activation_checkpointing);
-    PredictReport report{sched, sim->topology, shown, overlapped, &fit};
+    FitEstimate fit = fit_of(sim->in, sim->topology, a.sched.activation_checkpointing);
+    std::optional<WhatIfComparison> compare;
+    if (sim->real) {   // --what-if: the real schedule beside it
+        compare = compare_what_if(a.sched.what_if, *sim, a.sched.activation_checkpointing);
+        fit = compare->what_if.fit;
+    }
+    PredictReport report{sched, sim->topology, shown, overlapped, &fit, ""};
+    if (compare) report.what_if_json = what_if_json(*compare);
     std::vector<std::string> inputs = {a.sched.ds_config, a.sched.model, a.topology};
     if (!a.trace.empty()) {
         int rc = emit(a.trace, inputs, [&](std::ostream& out) { write_chrome_trace(out, sched, overlapped); });
@@ -39,6 +46,8 @@ int run_predict(PredictArgs& a) {
             write_step_summary(out, report, "");
         else
             write_predicted_deepspeed(out, report, !a.no_summary);
+        if (compare && (a.format == "summary" || a.format == "deepspeed"))
+            write_what_if_table(out, *compare, a.format == "deepspeed" ? "# " : "");
     });
 }
 

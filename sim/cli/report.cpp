@@ -43,8 +43,15 @@ int run_report(ReportArgs& a) {
         diff_text = d.str();
     }
     ReportInput ri{schedule, sim->topology, sim->logged, sim->overlapped, mem, explanation,
-                   a.measured.empty() ? nullptr : &measured, a.measured, diff_text, nullptr, ""};
-    const FitEstimate fit = fit_of(in, sim->topology, a.sched.activation_checkpointing);
+                   a.measured.empty() ? nullptr : &measured, a.measured, diff_text, nullptr, "", ""};
+    FitEstimate fit = fit_of(in, sim->topology, a.sched.activation_checkpointing);
+    if (sim->real) {   // --what-if: the real schedule beside it
+        const WhatIfComparison c = compare_what_if(a.sched.what_if, *sim, a.sched.activation_checkpointing);
+        fit = c.what_if.fit;
+        std::ostringstream t;
+        write_what_if_table(t, c, "");
+        ri.what_if_text = t.str();
+    }
     ri.fit = &fit;
     ri.activation_formula = estimate_activations(in.model, schedule.meta.seq_len, schedule.meta.micro_batch, in.cfg.model_dtype,
                                                  a.sched.activation_checkpointing || in.cfg.activation_checkpointing)

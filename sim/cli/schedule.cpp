@@ -9,6 +9,8 @@ namespace {
 int run_schedule(const ScheduleArgs& a) {
     auto in = load_inputs(a);
     if (!in) return input_error(in.error());
+    if (!a.what_if.empty())
+        if (auto e = apply_what_if_flag(a.what_if, in->schedule)) return input_error(*e);
     const Schedule& s = in->schedule;
     return emit(a.output, {a.ds_config, a.model}, [&](std::ostream& out) {
         if (a.format == "deepspeed") {
@@ -48,8 +50,10 @@ Command add_schedule(CLI::App& app) {
     sub->add_flag("--compute", a->compute, "table format: include compute segments");
     add_schedule_limits(sub, *a);
     add_zero_init(sub, *a);
+    add_what_if(sub, a->what_if);
     sub->add_option("--gpus-per-node", a->gpus_per_node,
-                    "Ranks DeepSpeed sees on one node (its device_count()): qgZ's intra/inter-node groups")
+                    "Ranks DeepSpeed sees on one node (its device_count()): qgZ's intra/inter-node groups, "
+                    "--what-if hybrid-shard's node groups")
         ->check(integer_in(1));
     return {sub, [a] { return run_schedule(*a); }};
 }

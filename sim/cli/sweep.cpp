@@ -9,6 +9,7 @@
 #include "core/output.hpp"
 #include "prediction/sweep.hpp"
 #include "prediction/what_if.hpp"
+#include "prediction/what_if_fsdp.hpp"
 
 namespace zerosim::cli {
 
@@ -31,12 +32,16 @@ int run_sweep_cmd(SweepArgs& a) {
     if (!release) return input_error(release.error());
     spec.release = release.value();
     if (!spec.what_if.empty()) {
-        if (spec.what_if != "reduce-scatter") {
+        if (spec.what_if != "reduce-scatter" && !fsdp_strategy(spec.what_if)) {
             Schedule none;   // the name is checked before the schedule
             return input_error(apply_what_if(spec.what_if, none).error());
         }
-        std::cerr << "zerosim: note: --what-if reduce-scatter: stage 1/2 points are NOT DeepSpeed's schedule: each bucket "
-                     "all_reduce sent as reduce_scatter_tensor (DeepSpeed #6463/#7440)\n";
+        if (spec.what_if == "reduce-scatter")
+            std::cerr << "zerosim: note: --what-if reduce-scatter: stage 1/2 points are NOT DeepSpeed's schedule: each bucket "
+                         "all_reduce sent as reduce_scatter_tensor (DeepSpeed #6463/#7440)\n";
+        else
+            std::cerr << "zerosim: note: --what-if " << spec.what_if << ": stage 3 points are NOT DeepSpeed's schedule: "
+                         "PyTorch FSDP's, a unit per transformer block (docs/what-if.md)\n";
     }
     // Inputs are read once, here, so that a bad file is one clear error, not one per point.
     auto inputs = load_sweep_inputs(spec);
@@ -92,7 +97,9 @@ Command add_sweep(CLI::App& app) {
                   "Stage-3 points: the model is built under deepspeed.zero.Init (no engine-start broadcasts)");
     add_activation_checkpointing(sub, a->spec.activation_checkpointing);
     sub->add_option("--what-if", a->spec.what_if,
-                    "reduce-scatter: stage 1/2 points reduce_scatter each bucket (DeepSpeed #6463/#7440), not DeepSpeed's schedule");
+                    "Not DeepSpeed's schedule (docs/what-if.md): reduce-scatter (stage 1/2 points reduce_scatter each bucket, "
+                    "DeepSpeed #6463/#7440); fsdp-full-shard, fsdp-shard-grad-op or hybrid-shard (stage 3 points as "
+                    "PyTorch FSDP)");
     sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
     sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
     add_nccl_flag(sub, a->nccl);

@@ -326,6 +326,7 @@ Result<Model> model_from_hf_config_json(const std::string& file, const std::stri
         b.m.source = file;
         b.m.name = root.has("_name_or_path") && root.at("_name_or_path").is_string() ? root.at("_name_or_path").as_string() : type;
         if (b.m.name.empty()) b.m.name = type;
+        b.m.gradient_checkpointing = c.flag_or("gradient_checkpointing", false);   // analysis/fit.hpp's activations
         bool tied_head = false;
         std::string head, embed;
         if (type == "gpt2") {

@@ -138,6 +138,7 @@ void write_predicted_json(std::ostream& out, const PredictReport& r) {
                                 {"framework_reserve_bytes", r.fit->reserve}, {"total_bytes", r.fit->total()},
                                 {"gpu_memory_bytes", r.fit->gpu_bytes}, {"fits", r.fit->verdict()}};
     }
+    if (!r.what_if_json.empty()) j["what_if"] = nlohmann::ordered_json::parse(r.what_if_json);
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (size_t i = 0; i < r.schedule.ops.size(); ++i) {
         const Op& op = r.schedule.ops[i];

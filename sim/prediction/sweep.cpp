@@ -20,6 +20,7 @@
 #include "analysis/explain.hpp"
 #include "analysis/fit.hpp"
 #include "prediction/what_if.hpp"
+#include "prediction/what_if_compare.hpp"
 #include "analysis/memory.hpp"
 #include "inputs/model.hpp"
 #include "schedule/schedule.hpp"
@@ -228,7 +229,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.gpus_per_node = topo.gpus_per_node;                 // qgZ's node groups (device_count())
     auto s = build_schedule(model, cfg, o);
     if (!s) return fail(s.error());
-    if (!spec.what_if.empty() && (cfg.zero.stage == 1 || cfg.zero.stage == 2))
+    if (!spec.what_if.empty() && what_if_applies(spec.what_if, cfg.zero.stage))
         if (auto changed = apply_what_if(spec.what_if, s.value()); !changed) return fail(changed.error());
     auto pred = simulate(s.value(), topo, TimingMode::Overlapped, gathered_parameter_budget(model, cfg, s.value(), topo));
     if (!pred) return fail(pred.error());
@@ -238,7 +239,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     r.comm_ms = last.comm_s * 1e3;
     r.exposed_ms = last.exposed_comm_s * 1e3;
     r.wire_bytes = wire_bytes_per_rank(s.value(), spec.steps - 1);
-    r.memory_bytes = estimate_memory(model, cfg, s.value()).total();
+    r.memory_bytes = what_if_model_state_bytes(s.value(), estimate_memory(model, cfg, s.value()).total());
     const FitEstimate fit = estimate_fit(
         r.memory_bytes,
         estimate_activations(model, s->meta.seq_len, s->meta.micro_batch, cfg.model_dtype,

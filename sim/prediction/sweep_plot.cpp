@@ -10,6 +10,7 @@
 #include <map>
 
 #include "analysis/fit.hpp"
+#include "prediction/what_if.hpp"
 #include "prediction/sweep.hpp"
 #include "html_text.hpp"
 
@@ -89,6 +90,7 @@ void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector
             const std::string& k = spec.settings[i].key;
             label += ", " + k.substr(k.find_last_of('.') + 1) + "=" + r.point.values[i];
         }
+        if (!spec.what_if.empty() && what_if_applies(spec.what_if, r.point.stage)) label += ", what-if " + spec.what_if;
         char key[32];
         std::snprintf(key, sizeof key, "%04zu", r.point.index);   // first point's grid order
         auto it = std::find_if(by_key.begin(), by_key.end(), [&](const auto& kv) { return kv.second.label == label; });

@@ -212,6 +212,13 @@ const std::vector<Rule>& all_rules() {
         {"mics.allreduce_shard_grads",
          "MiCS, accumulation boundary: the bucket's gradient partitions all_reduced across shard groups (replication group)",
          "zero_optimization.mics_shard_size", Payload::GradientPartitions},
+        // What-if rules (prediction/what_if_fsdp.hpp, docs/what-if.md): PyTorch FSDP's, never DeepSpeed's.
+        {"whatif.fsdp.unshard", "what-if, PyTorch FSDP (not DeepSpeed): all_gather of one unit's flat parameter",
+         "zero_optimization.stage", Payload::ParameterShards},
+        {"whatif.fsdp.reduce_scatter", "what-if, PyTorch FSDP (not DeepSpeed): reduce_scatter of one unit's flat gradient",
+         "zero_optimization.stage", Payload::GradientShards},
+        {"whatif.hsdp.allreduce", "what-if, FSDP HYBRID_SHARD (not DeepSpeed): the gradient shard all_reduced across nodes",
+         "zero_optimization.stage", Payload::GradientPartitions},
         {"compute.forward", "forward of one module for the micro batch", "train_micro_batch_size_per_gpu", Payload::Compute},
         {"compute.backward", "backward of one module (about twice its forward)", "train_micro_batch_size_per_gpu", Payload::Compute},
         {"compute.optimizer_step", "Adam update of this rank's partition of a parameter group", "zero_optimization.stage", Payload::Compute},

@@ -54,6 +54,9 @@ struct Model {
     // and in backward, and its trace records each pre-forward and pre-backward.
     std::vector<CallNode> calls;
     int64_t default_seq_len = 0;        // from the model config where it says, else 0
+    // Hugging Face config.json's "gradient_checkpointing": true (configs saved by older transformers
+    // releases carry the key): every layer checkpointed, for analysis/fit.hpp's activations.
+    bool gradient_checkpointing = false;
 
     int64_t total_numel() const;
     int64_t group_numel(int g) const;

@@ -21,6 +21,7 @@ struct PredictReport {
     const Prediction& logged;       // synchronized timing: what the comms logger would print
     const Prediction& overlapped;   // as the hardware overlaps: the step times
     const FitEstimate* fit = nullptr;   // memory per rank against the GPU (analysis/fit.hpp), if known
+    std::string what_if_json;           // --what-if: the side-by-side figures (prediction/what_if_compare.hpp), JSON "what_if"
 };
 
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary);

@@ -28,6 +28,7 @@ struct ReportInput {
     std::string diff_text;   // the validator's report on predicted against measured, if given
     const FitEstimate* fit = nullptr;   // model states + activations + reserve against the GPU
     std::string activation_formula;
+    std::string what_if_text;   // --what-if: the what-if beside the real schedule (prediction/what_if_compare.hpp)
 };
 
 void write_html_report(std::ostream& out, const ReportInput& in);

@@ -1,5 +1,5 @@
-// What-if schedules: DeepSpeed's schedule changed the way a proposal would change it, to price the
-// alternative before anyone writes it. Never DeepSpeed v0.14.2's (or any release's) schedule; the
+// What-if schedules: DeepSpeed's schedule changed the way a proposal would change it, or replaced by
+// PyTorch FSDP's (prediction/what_if_fsdp.hpp), to price the alternative before anyone writes it. Never DeepSpeed v0.14.2's (or any release's) schedule; the
 // CLI says so on stderr and in the step summary.
 //
 // reduce-scatter (DeepSpeed #6463, PR #7440): stages 1 and 2 send each flushed gradient bucket as
@@ -18,8 +18,19 @@
 
 namespace zerosim {
 
-// "reduce-scatter"; others named by issue 19 (fsdp-full-shard, fsdp-shard-grad-op, hybrid-shard)
-// are refused as not modelled yet. Returns how many ops it changed.
+// The what-ifs --what-if takes, for help texts and errors.
+inline constexpr const char* kWhatIfNames = "reduce-scatter, fsdp-full-shard, fsdp-shard-grad-op or hybrid-shard";
+
+// "reduce-scatter" (stages 1/2; returns how many ops it changed) or one of FSDP's
+// (prediction/what_if_fsdp.hpp: stage 3's schedule replaced; returns the number of units).
 Result<int> apply_what_if(const std::string& name, Schedule& s);
+
+// Whether the what-if changes a schedule of this ZeRO stage (sweep applies it to those points only):
+// reduce-scatter stages 1 and 2, the FSDP ones stage 3.
+bool what_if_applies(const std::string& name, int stage);
+
+// The one line the CLI prints on stderr ("zerosim: note: " before it): NOT DeepSpeed's schedule,
+// and what changed (`changed`: apply_what_if's count).
+std::string what_if_note(const std::string& name, const Schedule& s, int changed);
 
 }  // namespace zerosim
