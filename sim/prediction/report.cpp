@@ -309,7 +309,7 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
             << "</td><td>" << ms_text(st.exposed_comm_s * 1e3) << "</td><td>" << ms_text(st.step_s() * 1e3) << "</td></tr>\n";
     out << "</table><p>Engine start: " << num("%.3f", in.overlapped.init_s * 1e3) << " ms.</p></section>\n";
     if (!in.what_if_text.empty())   // --what-if: prediction/what_if_compare.hpp's table
-        out << "<section id='what-if'><h2>What-if (NOT DeepSpeed's schedule)</h2><pre>" << esc(in.what_if_text) << "</pre></section>\n";
+        out << "<section id='what-if'><h2>What-if (NOT DeepSpeed's schedule)</h2><pre>" << html_escape(in.what_if_text) << "</pre></section>\n";
 
     out << "<section id='timeline'><h2>Timeline of the last step</h2><p>One group of identical ranks, one track per stream; "
            "hover a bar for the op.</p>\n";
