@@ -8,7 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p out   # main.sh makes it too, but the first table is redirected there before it runs
+# LOOP_REPORT_ONLY=1: print the tables again from the out/loop-N/ folders a previous run kept.
 for i in 1 2 3; do
+  [ -z "${LOOP_REPORT_ONLY:-}" ] || break
   echo "loop run $i/3 ..." >&2
   scripts/main.sh 2>/dev/null > "out/loop-$i.table"
   rm -rf "out/loop-$i"; mkdir -p "out/loop-$i"
@@ -39,7 +41,7 @@ echo "calibration: median |residual| per collective, all rows (< 256 KiB / >= 25
 for i in 1 2 3; do
   for s in 1 2 3; do
     printf 'run %s stage %s: %s\n' "$i" "$s" "$(awk '$1 ~ /^(all_reduce|all_gather|reduce_scatter|broadcast)$/ {name = $1; all = $10}
-        $1 == "by" && $2 == "size" {printf "%s %s (%s / %s)  ", name, all, $8, $15}
+        $1 == "by" && $2 == "size" {printf "%s %s (%s / %s)  ", name, all, $8, $14}
         $1 == "as" && $2 == "written" {printf "as-written %s", $5}' "out/loop-$i/calibrate-zero$s.txt")"
   done
 done
