@@ -39,6 +39,7 @@ ROUNDS=(--bench-between-steps --bench-min 8K --bench-max 4M --bench-factor 2 --b
 
 say "1/2 run, calibrate, predict and validate ZeRO stages 1, 2, 3 ($STEPS steps each, $RANKS ranks) ..."
 rows=()
+loads=()   # the machine's 1-minute load average at the end of each timed run (other processes' share)
 for stage in 1 2 3; do
   cfg="configs/deepspeed/tiny-zero$stage.json"
   say "    stage $stage: run with every collective's result checked (mpirun -np $RANKS zerorun)"
@@ -54,6 +55,7 @@ for stage in 1 2 3; do
   "${MPIRUN[@]}" "$ZERORUN" --backend mpi --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
     --sync-each-op --op-time skew-free --no-verify --compute-scale 0 --quiet \
     -o "$OUT/measured-zero$stage.log" --json "$OUT/measured-zero$stage.json" "${ROUNDS[0]}" "$OUT/rounds-zero$stage" "${ROUNDS[@]:1}"
+  loads+=("stage $stage: $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')")
   say "    stage $stage: calibrate topologies/localhost.json (OpenMPI's tuned collectives) from the run's own rounds"
   # --prediction-error-out: the calibrated prediction is fitted from a few rounds of one call per
   # size, so it has a standard error of its own (per collective and size range, from the rounds'
@@ -92,16 +94,24 @@ done
 
 say "2/2 results (details in $OUT/validate-zero*.txt, fits in $OUT/calibrate-zero*.txt)"
 pc() { awk -v v="$1" 'BEGIN { if (v == "inf") print "inf"; else printf "%.0f%%", v * 100 }'; }
-printf '%-6s %-12s %-26s %-18s %-36s %-13s %s\n' "stage" "ops matched" "op error >=256K [95%]" "noise step/med/pred" \
-  "comm per step pred / meas ms [95%]" "verdict" "results checked"
+printf '%-6s %-12s %-26s %-18s %-36s %-13s %-22s %s\n' "stage" "ops matched" "op error >=256K [95%]" "noise step/med/pred" \
+  "comm per step pred / meas ms [95%]" "verdict" "settled by" "results checked"
 for r in "${rows[@]}"; do
-  IFS=$'\t' read -r stage matched missing extra resized swapped err pred meas serr verdict reps lo hi floor spread slo shi sfloor need pse _ checks <<<"$r"
+  IFS=$'\t' read -r stage matched missing extra resized swapped err pred meas serr verdict reps lo hi floor spread slo shi sfloor need pse jneed crounds crneed _ checks <<<"$r"
   [ -n "$need" ] || { echo "zerosim main: stage $stage: validate gave no repeat statistics: $r" >&2; continue; }
   checks=${r##*$'\t'}
   structure="$matched"; [ "$missing$extra$resized$swapped" = "0000" ] || structure="$matched (!)"
+  # What would settle an INCONCLUSIVE: more steps alone, or steps and calibration rounds together.
+  settle=-
+  if [ "$verdict" = INCONCLUSIVE ]; then
+    settle=">1000 steps"
+    [ "${need:-0}" != 0 ] && settle="$need steps"
+    [ "${need:-0}" = 0 ] && [ "${jneed:-0}" != 0 ] && settle="$jneed steps+$crneed rounds"
+  fi
   med_floor=$(awk -v f="$floor" -v n="$reps" 'BEGIN { printf "%.4f", f / sqrt(n) }')
-  printf '%-6s %-12s %-26s %-18s %-36s %-13s %s\n' "$stage" "$structure" "$(pc "$err") [$(pc "$lo"), $(pc "$hi")]" "$(pc "$floor") / $(pc "$med_floor") / $(pc "$pse")" \
-    "$pred / $meas ($(pc "$serr") [$(pc "$slo"), $(pc "$shi")])" "$verdict" "$checks"
+  printf '%-6s %-12s %-26s %-18s %-36s %-13s %-22s %s\n' "$stage" "$structure" "$(pc "$err") [$(pc "$lo"), $(pc "$hi")]" "$(pc "$floor") / $(pc "$med_floor") / $(pc "$pse")" \
+    "$pred / $meas ($(pc "$serr") [$(pc "$slo"), $(pc "$shi")])" "$verdict" "$settle" "$checks"
 done
-echo "verdict: PASS = the op error's 95% interval, which holds the measurement's noise and the calibration's own standard error (pred), lies within 15%; FAIL = it lies above 15%, beyond both; INCONCLUSIVE = they leave it on both sides (validate-zero*.txt says whether more steps or more calibration rounds would settle it). noise: sd of one step's op median / of the median over $STEPS steps / the prediction's standard error from its calibration rounds."
+echo "verdict: PASS = the op error's 95% interval, which holds the measurement's noise and the calibration's own standard error (pred), lies within 15%; FAIL = it lies above 15%, beyond both; INCONCLUSIVE = they leave it on both sides, and 'settled by' gives the steps (with the calibration rounds, when the calibration's own error spans 15%) whose interval would fall on one side (validate-zero*.txt says more). noise: sd of one step's op median / of the median over $STEPS steps / the prediction's standard error from its calibration rounds."
+echo "machine: $(nproc) cores, 1-minute load average at the end of each timed run: ${loads[*]} (above the core count, other processes preempt the ranks and the noise columns say how much)"
 echo "ZeRO++ and MiCS on MPI sub-communicators (stage 3, results checked): ${variants[*]}"

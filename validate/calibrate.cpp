@@ -137,6 +137,7 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
         ss_res += (p - r->time_us) * (p - r->time_us);
         ss_tot += (r->time_us - mean) * (r->time_us - mean);
         fit.residuals.push_back((p - r->time_us) / r->time_us);
+        fit.residual_logged_bytes.push_back(logged_bytes(*r));
         abs_err.push_back(std::fabs(fit.residuals.back()));
     }
     std::sort(abs_err.begin(), abs_err.end());
@@ -241,6 +242,24 @@ Result<std::vector<Measurement>> read_calibration_table(const std::string& file,
     return rows;
 }
 
+ResidualBands residual_bands(const FitResult& f, double split) {
+    std::vector<double> below, from;
+    for (size_t i = 0; i < f.residuals.size() && i < f.residual_logged_bytes.size(); ++i)
+        (f.residual_logged_bytes[i] < split ? below : from).push_back(std::fabs(f.residuals[i]));
+    // The upper median, as fit_topology's median_abs_error.
+    auto med = [](std::vector<double>& v) {
+        if (v.empty()) return 0.0;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    ResidualBands b;
+    b.rows_below = below.size();
+    b.rows_from = from.size();
+    b.below = med(below);
+    b.from = med(from);
+    return b;
+}
+
 void write_calibration_summary(std::ostream& out, const Calibration& cal) {
     auto show = [&](const std::string& what, const FitResult& f) {
         char line[256];
@@ -253,7 +272,16 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
         out << ", each the median of its repeats (" << cal.measured_rows << " measured)";
     out << "\n";
     show("all collectives", cal.global);
-    for (const auto& [name, f] : cal.per_collective) show(name, f);
+    for (const auto& [name, f] : cal.per_collective) {
+        show(name, f);
+        // Per size band (logged bytes), so that a misfit of the large rows is not hidden by the
+        // small ones' (issue 20: residuals per collective).
+        ResidualBands b = residual_bands(f, kResidualBandSplitBytes);
+        char line[256];
+        std::snprintf(line, sizeof line, "  %-16s median |residual| < 256 KiB %.1f%% (%zu rows), >= 256 KiB %.1f%% (%zu rows)\n",
+                      "  by size", b.below * 100, b.rows_below, b.from * 100, b.rows_from);
+        out << line;
+    }
     {
         char line[128];
         std::snprintf(line, sizeof line, "  %-16s median |residual| %.1f%%\n", "as written", cal.applied_median_abs_error * 100);

@@ -330,7 +330,9 @@ void write_diff_row(std::ostream& out, const DiffReport& r) {
         line.insert(line.size() - 1, buf);
         // The prediction's standard error, only when validate was given one (--prediction-error).
         if (rep && q.prediction_error_given) {
-            std::snprintf(buf, sizeof buf, "\t%.4f", q.pred_se);
+            // and what would settle it with the calibration grown too (zeros when not needed).
+            std::snprintf(buf, sizeof buf, "\t%.4f\t%zu\t%zu\t%zu", q.pred_se, q.joint_repeats_needed, q.calibration_rounds,
+                          q.calibration_rounds_needed);
             line.insert(line.size() - 1, buf);
         }
     }
@@ -375,6 +377,9 @@ void write_diff_json(std::ostream& out, const DiffReport& r) {
         if (q.prediction_error_given) {
             j["repeats"]["prediction_se"] = q.pred_se;
             j["repeats"]["needs_calibration"] = q.needs_calibration;
+            j["repeats"]["joint_repeats_needed"] = q.joint_repeats_needed;
+            j["repeats"]["calibration_rounds"] = q.calibration_rounds;
+            j["repeats"]["calibration_rounds_needed"] = q.calibration_rounds_needed;
             for (size_t i = 0; i < q.keys.size(); ++i) j["repeats"]["keys"][i]["prediction_se"] = q.keys[i].pred_se;
         }
     }

@@ -68,13 +68,14 @@ std::pair<double, double> abs_interval(double lo, double hi) {
 // 1.2533 sd / sqrt(n)): with few repeats, their medians can agree by chance. The prediction's own
 // standard error (a calibration's, which more repeats of the run do not shrink) adds in quadrature:
 // the log ratio is the difference of two independent estimates.
-std::pair<double, double> key_interval(const RepeatKey& k, double scale) {
+// `pred_scale`: the prediction's standard error as if fitted from that many times the rounds.
+std::pair<double, double> key_interval(const RepeatKey& k, double scale, double pred_scale = 1.0) {
     const double repeats = static_cast<double>(k.repeats) * scale;
     const double between = k.paired_floor / std::sqrt(repeats);
     const double within = 1.4826 * 1.2533 * k.mad / std::sqrt(static_cast<double>(k.ops) * scale);
     // Half-width of the mean log ratio (measured over predicted); the error is exp(-mean) - 1.
     // On the log scale a time's interval stays positive however noisy the repeats.
-    const double se = std::hypot(std::max(between, within), k.pred_se);
+    const double se = std::hypot(std::max(between, within), k.pred_se / std::sqrt(pred_scale));
     const double half = student_t975(static_cast<size_t>(std::max(1.0, std::round(repeats) - 1))) * se;
     return {(1 + k.error) * std::exp(-half) - 1, (1 + k.error) * std::exp(half) - 1};
 }
@@ -84,10 +85,10 @@ struct Bounds {
 };
 
 // The op error's interval with every key measured over `scale` times its repeats.
-Bounds op_error_bounds(const std::vector<RepeatKey>& keys, double scale) {
+Bounds op_error_bounds(const std::vector<RepeatKey>& keys, double scale, double pred_scale = 1.0) {
     std::vector<std::pair<double, size_t>> lo, hi;
     for (const auto& k : keys) {
-        auto [l, h] = key_interval(k, scale);
+        auto [l, h] = key_interval(k, scale, pred_scale);
         auto [al, ah] = abs_interval(l, h);
         lo.push_back({al, k.ops});
         hi.push_back({ah, k.ops});
@@ -110,12 +111,15 @@ double student_t975(size_t dof) {
 void judge_repeats(RepeatReport& r) {
     r.repeats_needed = 0;
     r.needs_calibration = false;
+    r.joint_repeats_needed = r.calibration_rounds_needed = r.calibration_rounds = 0;
+    r.calibration_factor = 0;
     std::vector<std::pair<double, size_t>> pse;
     for (auto& k : r.keys) {
         std::tie(k.error_lo, k.error_hi) = key_interval(k, 1.0);
         pse.push_back({k.pred_se, k.ops});
     }
     r.pred_se = weighted_median(pse);
+    r.fast_explains = false;
     if (r.repeats < 2 || r.keys.empty()) {
         r.verdict = "";
         return;
@@ -127,6 +131,10 @@ void judge_repeats(RepeatReport& r) {
         r.verdict = "PASS";
     } else if (b.lo > r.tolerance) {
         r.verdict = "FAIL";
+        // Measured slower than predicted (the weighted error negative) while the fastest calls match.
+        std::vector<std::pair<double, size_t>> signed_err;
+        for (const auto& k : r.keys) signed_err.push_back({k.error, k.ops});
+        r.fast_explains = weighted_median(signed_err) < 0 && std::fabs(r.fast_error) <= r.tolerance;
     } else {
         r.verdict = "INCONCLUSIVE";
         // The interval narrows as 1 / sqrt(repeats) (and t falls): the first count whose interval
@@ -143,6 +151,23 @@ void judge_repeats(RepeatReport& r) {
         if (!r.repeats_needed && r.prediction_error_given) {
             Bounds inf = op_error_bounds(r.keys, 1e12);
             r.needs_calibration = !(inf.hi <= r.tolerance || inf.lo > r.tolerance);
+        }
+        if (r.needs_calibration) {
+            // Repeats and calibration rounds grown together by n / repeats: the first n that
+            // settles it. The rounds now: the fewest behind any judged key.
+            for (const auto& k : r.keys)
+                if (k.pred_rounds) r.calibration_rounds = r.calibration_rounds ? std::min(r.calibration_rounds, k.pred_rounds) : k.pred_rounds;
+            for (size_t n = r.repeats + 1; n <= kMaxRepeats; ++n) {
+                const double f = static_cast<double>(n) / static_cast<double>(r.repeats);
+                Bounds nb = op_error_bounds(r.keys, f, f);
+                if (nb.hi <= r.tolerance || nb.lo > r.tolerance) {
+                    r.joint_repeats_needed = n;
+                    r.calibration_factor = f;
+                    r.calibration_rounds_needed =
+                        static_cast<size_t>(std::ceil(f * static_cast<double>(r.calibration_rounds) - 1e-9));
+                    break;
+                }
+            }
         }
     }
 }
@@ -230,6 +255,10 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
         std::vector<double> dev;
         for (double x : per_op) dev.push_back(std::fabs(x - med));
         k.mad = median(dev);
+        // The 10th percentile of measured / predicted (lower order statistic): the fastest calls.
+        std::vector<double> sorted_ops = per_op;
+        std::sort(sorted_ops.begin(), sorted_ops.end());
+        k.fast_error = std::exp(-sorted_ops[sorted_ops.size() / 10]) - 1;
         std::tie(k.error_lo, k.error_hi) = key_interval(k, 1.0);
         for (const auto& [u, v] : per_unit) units_seen[u] = true;
         r.keys.push_back(k);
@@ -245,6 +274,11 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
     r.error = weighted_median(err);
     r.floor = weighted_median(floor);
     r.mad = weighted_median(mad);
+    {
+        std::vector<std::pair<double, size_t>> fast;
+        for (const auto& k : r.keys) fast.push_back({k.fast_error, k.ops});
+        r.fast_error = weighted_median(fast);
+    }
     // Communication per step: per repeat, the median over its steps of measured / predicted.
     std::vector<double> ratios, preds, measured;
     for (const auto& [u, per_step] : steps) {
@@ -280,6 +314,12 @@ std::string percent_or_inf(double v) { return std::isfinite(v) ? validate_detail
 
 std::string interval(double lo, double hi) { return "[" + percent_or_inf(lo) + ", " + percent_or_inf(hi) + "]"; }
 
+std::string fixed1(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f", v);
+    return b;
+}
+
 }  // namespace
 
 std::string repeat_verdict_meaning(const RepeatReport& r) {
@@ -290,12 +330,28 @@ std::string repeat_verdict_meaning(const RepeatReport& r) {
                (with.empty() ? " allows" : " allow");
     if (r.verdict == "FAIL")
         return "FAIL: the prediction's error exceeds " + tol + " by more than the measurement's noise" + with +
-               (with.empty() ? " explains" : " explain") + ": the model is off";
+               (with.empty() ? " explains" : " explain") + ": the model is off" +
+               (r.fast_explains ? " for this machine's state; yet its fastest calls are within " + tol + " (error " + percent_or_inf(r.fast_error) +
+                                      "): the slow ones are the machine's (preempted or contended), which the model leaves out"
+                                : std::string());
     if (r.verdict == "INCONCLUSIVE") {
-        std::string need = r.repeats_needed     ? "about " + std::to_string(r.repeats_needed) + " " + r.unit + " would settle it"
-                           : r.needs_calibration ? "no number of " + r.unit + " would settle it: the prediction's own error spans " + tol +
-                                                       " (a calibration from more rounds would)"
-                                                 : "more than " + std::to_string(kMaxRepeats) + " " + r.unit + " would be needed";
+        std::string need;
+        if (r.repeats_needed) {
+            need = "about " + std::to_string(r.repeats_needed) + " " + r.unit + " would settle it";
+        } else if (r.needs_calibration) {
+            // The measurement alone cannot settle it; say what would, with both grown together.
+            std::string cal = r.calibration_rounds
+                                  ? std::to_string(r.calibration_rounds_needed) + " calibration rounds (now " +
+                                        std::to_string(r.calibration_rounds) + ")"
+                                  : "a calibration " + fixed1(r.calibration_factor) + "x as many rounds (standard error " +
+                                        percent_or_inf(r.pred_se / std::sqrt(r.calibration_factor)) + ")";
+            need = "no number of " + r.unit + " would settle it alone: the prediction's own error spans " + tol + "; " +
+                   (r.joint_repeats_needed ? "about " + std::to_string(r.joint_repeats_needed) + " " + r.unit + " with " + cal + " would"
+                                           : "more than " + std::to_string(kMaxRepeats) + " " + r.unit +
+                                                 " and as many times the calibration rounds would be needed");
+        } else {
+            need = "more than " + std::to_string(kMaxRepeats) + " " + r.unit + " would be needed";
+        }
         std::string pred = r.prediction_error_given ? " and the prediction's (standard error " + percent_or_inf(r.pred_se) + ")" : "";
         return "INCONCLUSIVE: the measurement's noise (floor " + percent_or_inf(r.floor) + " over " + std::to_string(r.repeats) + " " + r.unit +
                ")" + pred + (pred.empty() ? " leaves" : " leave") + " the error's interval " + interval(r.error_lo, r.error_hi) +

@@ -70,21 +70,30 @@ Json prediction_error_json(const std::vector<PredictionErrorRange>& ranges, cons
     return j;
 }
 
-double PredictionError::lookup(const std::string& record, int64_t bytes) const {
-    if (uniform >= 0) return uniform;
+const PredictionErrorRange* PredictionError::range_of(const std::string& record, int64_t bytes) const {
     OpKind op = OpKind::AllReduce;
     std::string name = guess_collective(record, op) ? collective_info(op).name : "";
     auto in = [&](const PredictionErrorRange& r) { return bytes >= r.min_bytes && (r.max_bytes == 0 || bytes < r.max_bytes); };
     for (const auto& r : ranges)
-        if (r.collective == name && in(r)) return r.se;
+        if (r.collective == name && in(r)) return &r;
     for (const auto& r : ranges)
-        if (r.collective == "all" && in(r)) return r.se;
-    return 0;
+        if (r.collective == "all" && in(r)) return &r;
+    return nullptr;
+}
+
+double PredictionError::lookup(const std::string& record, int64_t bytes) const {
+    if (uniform >= 0) return uniform;
+    const PredictionErrorRange* r = range_of(record, bytes);
+    return r ? r->se : 0;
 }
 
 void apply_prediction_error(RepeatReport& r, const PredictionError& pe) {
     r.prediction_error_given = pe.given();
-    for (auto& k : r.keys) k.pred_se = pe.lookup(k.op, k.bytes);
+    for (auto& k : r.keys) {
+        k.pred_se = pe.lookup(k.op, k.bytes);
+        const PredictionErrorRange* range = pe.uniform >= 0 ? nullptr : pe.range_of(k.op, k.bytes);
+        k.pred_rounds = range ? range->rounds : 0;
+    }
     judge_repeats(r);
 }
 

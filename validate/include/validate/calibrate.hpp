@@ -35,6 +35,7 @@ struct FitResult {
     size_t used = 0;
     std::vector<std::string> unused;   // rows left out, with the reason
     std::vector<double> residuals;     // relative, per used row
+    std::vector<double> residual_logged_bytes;   // each used row's logged bytes (as the op logs show it)
     std::string scope;                 // intra-node / inter-node
 };
 
@@ -73,6 +74,16 @@ Result<std::vector<Measurement>> read_calibration_table(const std::string& file,
 // The fit as `zerosim calibrate` reports it on stderr: rows used, scales, R^2 and median residual,
 // globally and per collective, then the rows left out.
 void write_calibration_summary(std::ostream& out, const Calibration& cal);
+
+// The median |relative residual| of a fit's rows below and from `split` logged bytes, and how many
+// rows each has: the latency term's sizes and the bandwidth term's, which a median over all rows
+// can hide (a fit that follows the small rows and misses the large ones by 3x has a small median).
+struct ResidualBands {
+    double below = 0, from = 0;
+    size_t rows_below = 0, rows_from = 0;
+};
+ResidualBands residual_bands(const FitResult& f, double split_logged_bytes);
+constexpr double kResidualBandSplitBytes = 256 << 10;   // the main job's --min-bytes
 
 // A fit is poor when R^2 (on the times) is below 0.9 or its median |relative residual| is above
 // 25%: the data then do not follow latency + size / bandwidth, and scales fitted to them mislead.

@@ -62,8 +62,9 @@ void write_diff_json(std::ostream& out, const DiffReport& r);
 // step_comm_pred_ms step_comm_meas_ms step_comm_error verdict (with repeats, the op error and the
 // step figures are the repeats'; verdict PASS, FAIL or INCONCLUSIVE); unless --what ops, then
 // repeats op_error_lo op_error_hi noise_floor op_spread step_error_lo step_error_hi step_floor
-// repeats_needed (zeros without repeats); for logs that cannot be of the same run, verdict FAIL and
-// a last column with the sentence.
+// repeats_needed (zeros without repeats), and with validate --prediction-error: prediction_se
+// joint_repeats_needed calibration_rounds calibration_rounds_needed; for logs that cannot be of the
+// same run, verdict FAIL and a last column with the sentence.
 void write_diff_row(std::ostream& out, const DiffReport& r);
 
 }  // namespace zerosim

@@ -46,6 +46,12 @@ struct RepeatKey {
     // The prediction's own standard error (log scale; a calibrated prediction is fitted from noisy
     // rounds), combined with the measurement's in quadrature; 0 when not given.
     double pred_se = 0;
+    // The error against the key's fastest calls: pred / (measured at the 10th percentile of the
+    // per-op ratio measured / predicted) - 1. Where the median is slow but the fastest calls
+    // match, the slow calls are the machine's (preempted, contended), not the model's.
+    double fast_error = 0;
+    // The calibration rounds pred_se was measured from (0: unknown, as for a uniform fraction).
+    size_t pred_rounds = 0;
 };
 
 struct RepeatReport {
@@ -71,6 +77,20 @@ struct RepeatReport {
     double pred_se = 0;
     bool prediction_error_given = false;
     bool needs_calibration = false;
+    // needs_calibration: the repeats and the calibration rounds that would settle it together,
+    // both grown by the same factor (the main job's rounds run between its steps, so more steps
+    // bring more rounds): `joint_repeats_needed` repeats, the prediction's standard error divided
+    // by sqrt(`calibration_factor`), i.e. `calibration_rounds_needed` rounds where the fewest
+    // behind a judged key are `calibration_rounds` now (0 when unknown). Zeros when more than
+    // kMaxRepeats repeats would be needed.
+    // The op-weighted median of the keys' fast_error (signed); `fast_explains` when the verdict is
+    // FAIL with the measurement slower than the prediction while the fastest calls are within
+    // the tolerance: the meaning then says so (the verdict stays FAIL: the median is what is judged).
+    double fast_error = 0;
+    bool fast_explains = false;
+    size_t joint_repeats_needed = 0;
+    double calibration_factor = 0;
+    size_t calibration_rounds = 0, calibration_rounds_needed = 0;
     bool usable() const { return !verdict.empty(); }
 };
 

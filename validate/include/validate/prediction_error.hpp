@@ -47,6 +47,8 @@ struct PredictionError {
     // The standard error for a logged op (record such as "all_gather_into_tensor", logged bytes):
     // its collective's range, else the "all" range, else 0.
     double lookup(const std::string& record, int64_t bytes) const;
+    // The range lookup takes from `ranges` (nullptr: none).
+    const PredictionErrorRange* range_of(const std::string& record, int64_t bytes) const;
 };
 
 // "0.1" (a fraction, the standard error of every prediction) or a file that
