@@ -124,6 +124,9 @@ class MpiBackend final : public Backend {
         MPI_Reduce(s, recv, to_int(count), mpi_type(t), mpi_op(t, op), root, comm_);
     }
     void barrier() override { MPI_Barrier(comm_); }
+    void all_to_all(const void* send, void* recv, int64_t count, DType t) override {
+        MPI_Alltoall(send, to_int(count), mpi_type(t), recv, to_int(count), mpi_type(t), comm_);
+    }
 
     int split_group(int color) override {
         MPI_Comm c = MPI_COMM_NULL;

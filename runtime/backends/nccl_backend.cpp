@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backends/nccl_backend.hpp"
 #include "schedule/ir.hpp"
@@ -58,13 +59,15 @@ struct Scratch {
 class NcclBackend final : public Backend {
   public:
     NcclBackend(Backend& mpi, int device, ncclComm_t comm, double timeout_s)
-        : mpi_(mpi), device_(device), comm_(comm), timeout_s_(timeout_s) {
+        : mpi_(mpi), device_(device), comm_(comm), timeout_s_(timeout_s), cur_(comm), cur_rank_(mpi.rank()),
+          cur_size_(mpi.world()) {
         ZR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         ZR_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     }
     ~NcclBackend() override {
         if (!aborted_) {
             cudaStreamSynchronize(stream_);
+            for (ncclComm_t g : groups_) ncclCommDestroy(g);
             ncclCommDestroy(comm_);
         }
         for (Scratch* s : {&send_, &recv_})
@@ -97,7 +100,7 @@ class NcclBackend final : public Backend {
             size_t b = bytes(count, t);
             const void* ds = dev_in(send, b, send_);
             void* dr = dev_out(recv, b, recv_);
-            launch([&] { return ncclAllReduce(ds, dr, to_size(count), nccl_dtype(t), nccl_redop(op), comm_, stream_); });
+            launch([&] { return ncclAllReduce(ds, dr, to_size(count), nccl_dtype(t), nccl_redop(op), cur_, stream_); });
             dev_back(recv, dr, b);
         });
     }
@@ -105,18 +108,18 @@ class NcclBackend final : public Backend {
         guard("all_gather", [&] {
             size_t b = bytes(count, t);
             const void* ds = dev_in(send, b, send_);
-            void* dr = dev_out(recv, b * world(), recv_);
-            launch([&] { return ncclAllGather(ds, dr, to_size(count), nccl_dtype(t), comm_, stream_); });
-            dev_back(recv, dr, b * world());
+            void* dr = dev_out(recv, b * cur_size_, recv_);
+            launch([&] { return ncclAllGather(ds, dr, to_size(count), nccl_dtype(t), cur_, stream_); });
+            dev_back(recv, dr, b * cur_size_);
         });
     }
     void reduce_scatter(const void* send, void* recv, int64_t recv_count, DType t, ReduceOp op) override {
         guard("reduce_scatter", [&] {
             size_t b = bytes(recv_count, t);
-            const void* ds = dev_in(send, b * world(), send_);
+            const void* ds = dev_in(send, b * cur_size_, send_);
             void* dr = dev_out(recv, b, recv_);
             launch([&] {
-                return ncclReduceScatter(ds, dr, to_size(recv_count), nccl_dtype(t), nccl_redop(op), comm_, stream_);
+                return ncclReduceScatter(ds, dr, to_size(recv_count), nccl_dtype(t), nccl_redop(op), cur_, stream_);
             });
             dev_back(recv, dr, b);
         });
@@ -125,9 +128,9 @@ class NcclBackend final : public Backend {
         guard("broadcast", [&] {
             size_t b = bytes(count, t);
             void* d = dev_out(buf, b, recv_);
-            if (d != buf && rank() == root)
+            if (d != buf && cur_rank_ == root)
                 ZR_CUDA_CHECK(cudaMemcpyAsync(d, buf, b, cudaMemcpyHostToDevice, stream_));
-            launch([&] { return ncclBroadcast(d, d, to_size(count), nccl_dtype(t), root, comm_, stream_); });
+            launch([&] { return ncclBroadcast(d, d, to_size(count), nccl_dtype(t), root, cur_, stream_); });
             dev_back(buf, d, b);
         });
     }
@@ -135,15 +138,53 @@ class NcclBackend final : public Backend {
         guard("reduce", [&] {
             size_t b = bytes(count, t);
             const void* ds = dev_in(send, b, send_);
-            bool out = rank() == root && recv;
+            bool out = cur_rank_ == root && recv;
             void* dr = out ? dev_out(recv, b, recv_) : scratch(recv_, b);
-            launch([&] { return ncclReduce(ds, dr, to_size(count), nccl_dtype(t), nccl_redop(op), root, comm_, stream_); });
+            launch([&] { return ncclReduce(ds, dr, to_size(count), nccl_dtype(t), nccl_redop(op), root, cur_, stream_); });
             if (out) dev_back(recv, dr, b);
         });
     }
     void barrier() override {
+        if (cur_ != comm_) {
+            // A sub-group's barrier: MPI's is the world's, so a one-element all_reduce on the group.
+            guard("barrier", [&] {
+                void* d = scratch(recv_, sizeof(float));
+                launch([&] { return ncclAllReduce(d, d, 1, ncclFloat32, ncclSum, cur_, stream_); });
+            });
+            return;
+        }
         guard("barrier", [&] { ZR_CUDA_CHECK(cudaEventRecord(done_, stream_)); });
         mpi_.barrier();
+    }
+    // NCCL has no all_to_all call: one grouped send and receive per member (what torch's
+    // ProcessGroupNCCL does for all_to_all_single).
+    void all_to_all(const void* send, void* recv, int64_t count, DType t) override {
+        guard("all_to_all", [&] {
+            size_t b = bytes(count, t);
+            const char* ds = static_cast<const char*>(dev_in(send, b * cur_size_, send_));
+            char* dr = static_cast<char*>(dev_out(recv, b * cur_size_, recv_));
+            ZR_NCCL_CHECK(ncclGroupStart());
+            for (int j = 0; j < cur_size_; ++j) {
+                ZR_NCCL_CHECK(ncclSend(ds + j * b, to_size(count), nccl_dtype(t), j, cur_, stream_));
+                ZR_NCCL_CHECK(ncclRecv(dr + j * b, to_size(count), nccl_dtype(t), j, cur_, stream_));
+            }
+            ZR_NCCL_CHECK(ncclGroupEnd());
+            dev_back(recv, dr, b * cur_size_);
+        });
+    }
+
+    // Sub-communicators (hpZ, MiCS, qgZ groups): ncclCommSplit of the world communicator, key =
+    // world rank so members keep ascending order (as the MPI backend's MPI_Comm_split).
+    int split_group(int color) override {
+        ncclComm_t c = nullptr;
+        guard("ncclCommSplit", [&] { ZR_NCCL_CHECK(ncclCommSplit(comm_, color, rank(), &c, nullptr)); });
+        groups_.push_back(c);
+        return static_cast<int>(groups_.size()) - 1;
+    }
+    void use_group(int handle) override {
+        cur_ = handle < 0 ? comm_ : groups_.at(static_cast<size_t>(handle));
+        ZR_NCCL_CHECK(ncclCommUserRank(cur_, &cur_rank_));
+        ZR_NCCL_CHECK(ncclCommCount(cur_, &cur_size_));
     }
 
     std::string gather_text_to_root(const std::string& mine) override { return mpi_.gather_text_to_root(mine); }
@@ -151,6 +192,7 @@ class NcclBackend final : public Backend {
     [[noreturn]] void abort(int code) override {
         if (!aborted_) {
             aborted_ = true;
+            for (ncclComm_t g : groups_) ncclCommAbort(g);
             ncclCommAbort(comm_);
         }
         mpi_.abort(code);
@@ -220,10 +262,10 @@ class NcclBackend final : public Backend {
             if (q == cudaSuccess) return;
             if (q != cudaErrorNotReady) throw_at(__FILE__, __LINE__, "cudaEventQuery", cudaGetErrorString(q));
             ncclResult_t async = ncclSuccess;
-            ZR_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+            ZR_NCCL_CHECK(ncclCommGetAsyncError(cur_, &async));
             if (async != ncclSuccess && async != ncclInProgress)
                 throw std::runtime_error(std::string("NCCL asynchronous error: ") + ncclGetErrorString(async) + " (" +
-                                         ncclGetLastError(comm_) + ")");
+                                         ncclGetLastError(cur_) + ")");
             double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (timeout_s_ > 0 && waited > timeout_s_)
                 throw std::runtime_error("timed out after " + std::to_string(static_cast<int>(waited)) +
@@ -247,6 +289,10 @@ class NcclBackend final : public Backend {
     cudaEvent_t done_ = nullptr;
     Scratch send_, recv_;
     bool aborted_ = false;
+    // The communicator the collectives run on (use_group): comm_ or one of groups_; this rank in it.
+    ncclComm_t cur_ = nullptr;
+    int cur_rank_ = 0, cur_size_ = 1;
+    std::vector<ncclComm_t> groups_;
 };
 
 }  // namespace

@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
     app.add_option("--steps", ra.steps, "Optimizer steps to run")->capture_default_str()->check(integer_in(1, INT32_MAX));
     app.add_option("--seq-len", ra.seq_len, "Sequence length for compute segments (default: the model's, else 1024)")
         ->check(integer_in(1));
+    app.add_option("--gpus-per-node", ra.gpus_per_node, "Ranks per node DeepSpeed sees (device_count()): qgZ's node groups")
+        ->check(integer_in(1));
     app.add_option("-o,--output", ra.output, "rank 0's comms_logger lines and summary (default: standard output)");
     app.add_option("--json", ra.json, "JSON log of every op on every rank (written by rank 0)");
     app.add_option("--compute-scale", ra.compute_scale, "Fraction of each compute segment's FLOPs run as real GEMMs (0: none)")

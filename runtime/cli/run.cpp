@@ -63,6 +63,7 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     opt.steps = a.steps;
     opt.seq_len = a.seq_len;
     opt.max_ops = a.max_ops;
+    opt.gpus_per_node = a.gpus_per_node;
     if (!a.max_memory.empty()) {
         auto cap = zerosim::parse_size(a.max_memory, "--max-memory");
         if (!cap) return cap.error();
@@ -109,19 +110,10 @@ int run_zero(Backend& be, const RunArgs& a) {
     const zerosim::Schedule& s = sched.value();
     // The executor's contract: a schedule the IR's one check accepts (a file was checked as read).
     if (auto e = zerosim::check_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
-    // ZeRO++ / MiCS (issue 17): hpZ and MiCS run on real sub-communicators of the MPI backend;
-    // qwZ and qgZ need all_to_all and an int8 quantizer the executor lacks yet.
-    const std::string variant_file = a.ds_config.empty() ? a.schedule : a.ds_config;
-    if (s.meta.variants.qwz || s.meta.variants.qgz)
-        return input_error(be, {variant_file, s.meta.variants.qwz ? "zero_optimization.zero_quantized_weights"
-                                                                   : "zero_optimization.zero_quantized_gradients",
-                                "zerorun does not run qwZ or qgZ schedules yet: it has no all_to_all and no int8 "
-                                "quantizer; it runs hpZ and MiCS; zerosim schedule/predict model all of them"});
-    if (!s.meta.groups.empty() && be.name() != "mpi")
-        return input_error(be, {variant_file, s.meta.variants.mics > 0 ? "zero_optimization.mics_shard_size"
-                                                                         : "zero_optimization.zero_hpz_partition_size",
-                                "the " + be.name() + " backend has no sub-communicators (ncclCommSplit is not wired "
-                                "yet): run hpZ and MiCS with --backend mpi"});
+    // ZeRO++ / MiCS (issue 17) run on the backends' sub-communicators, qwZ/qgZ with the executor's
+    // block quantizer; a qgZ gradient whose scales cannot split over the all_to_alls is refused.
+    if (auto why = quantized_schedule_problem(s))
+        return input_error(be, {a.ds_config.empty() ? a.schedule : a.ds_config, "zero_optimization.zero_quantized_gradients", *why});
 
     std::shared_ptr<BetweenSteps> between;
     ExecOptions exec = opt.value();

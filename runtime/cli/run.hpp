@@ -19,6 +19,7 @@ struct RunArgs {
     int64_t seq_len = 0;
     int64_t max_ops = zerosim::kDefaultMaxOps;   // schedule bounds (schedule/bounds.hpp); max_memory "" = the default
     std::string max_memory;
+    int64_t gpus_per_node = 0;          // --gpus-per-node: ranks per node DeepSpeed sees (qgZ's groups)
     std::string output;                 // comms_logger lines (rank 0); "" = standard output
     std::string json;                   // JSON log of all ranks (rank 0)
     double compute_scale = 1.0;

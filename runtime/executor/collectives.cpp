@@ -52,9 +52,11 @@ void Executor::run_collective(const Op& op, OpRecord& rec) {
         case Payload::GradientPartitions:
             return mics_replica_all_reduce(op, rec);
         case Payload::QuantizedShards:
+            return qwz_gather_data(op, rec);
         case Payload::QuantScales:
+            return op.kind == OpKind::AllGather ? qwz_gather_scales(op, rec) : qgz_exchange(op, rec);
         case Payload::QuantizedGradient:
-            broken(op, "a qwZ / qgZ payload (refused before the run)");
+            return qgz_exchange(op, rec);
     }
 }
 
@@ -80,8 +82,10 @@ Buffer Executor::comm_buffer(int64_t elements, DType t) {
 // some stages (per micro-step) than by the reference; where an element's true gradient is
 // below that rounding its sign can flip, and Adam then moves it by up to 2*lr per update.
 // Misplaced or stale data is off by the weights' own scale (~0.5), far beyond either.
+// qwZ/qgZ runs drift as 16-bit ones do: their gradients differ from the reference's by the
+// quantization error, which can flip a small gradient's sign too.
 double Executor::weight_tolerance(DType t, double w, int64_t updates) const {
-    double drift = static_cast<double>(a_.lr) * static_cast<double>(updates) * (t == DType::FP32 ? 1e-3 : 2.05);
+    double drift = static_cast<double>(a_.lr) * static_cast<double>(updates) * (t == DType::FP32 && !quantized_ ? 1e-3 : 2.05);
     return 2.0 * ulp(t, w) + drift;
 }
 

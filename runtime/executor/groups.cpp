@@ -35,6 +35,8 @@ void Executor::build_groups() {
             throw std::runtime_error("the " + be_.name() + " backend has no sub-communicators for group " + g.name);
         groups_[g.name] = v;
     }
+    quantized_ = s_.meta.variants.qwz || s_.meta.variants.qgz;
+    work_qerr_.assign(s_.params.size(), 0.0);
     auto mics = groups_.find("mics_shard");
     shard_group_ = mics == groups_.end() ? &groups_.at("dp") : &mics->second;
 }

@@ -7,6 +7,7 @@
 //   collectives.cpp  checked collectives: dispatch by payload, staging buffers, the result check
 //   gradients.cpp    gradient reductions (buckets, slices, stage-3 shards) and their expectations
 //   parameters.cpp   parameter gathers and broadcasts
+//   quantized.cpp    ZeRO++ qwZ's int8 gathers and qgZ's int4 all_to_all reduction
 //   weights.cpp      the weight dump
 #pragma once
 
@@ -75,6 +76,19 @@ struct GroupView {
     int size() const { return static_cast<int>(members.size()); }
 };
 
+// A quantized exchange between its data op and its scales op (quantized.cpp): what this rank sent
+// and what arrived. qwZ: one gather's int8 data; qgZ: one gradient's four all_to_alls.
+struct QuantExchange {
+    int64_t data_op = -1;                 // the op that sent the data
+    int64_t n = 0, blocks = 0;            // elements and scale blocks of this rank's input
+    std::vector<uint8_t> sent;            // this rank's quantized data
+    std::vector<float> sent_scales;
+    Buffer received;                      // every member's data, member order
+    std::vector<float> values;            // qgZ: this rank's node sum (after the intra exchange)
+    std::vector<int64_t> piece;           // qwZ: elements of each param in one member's input
+    std::vector<std::vector<float>> intra_scales;   // qgZ: every intra member's scales, member order
+};
+
 class Executor {
   public:
     Executor(Backend& be, const Schedule& s, const ExecOptions& o, MemoryTracker& mem);
@@ -107,6 +121,11 @@ class Executor {
     // all_reduce, kept from the shard-group reduce-scatter (its result is a partial sum).
     std::vector<std::vector<std::pair<double, double>>> mics_expect_;
     std::vector<int> mics_expect_step_;
+    // ZeRO++ qwZ / qgZ (quantized.cpp): the exchange in flight, and whether any is in the schedule
+    // (received weights then drift from the unquantized reference as 16-bit ones do).
+    QuantExchange qx_;
+    bool quantized_ = false;
+    std::vector<double> work_qerr_;        // qwZ: the most a weight of work_[p] is off by quantization
     // Gradients.
     std::vector<Buffer> acc_;              // fp32 local gradient, from backward until reduced
     std::vector<std::vector<int>> pending_;  // micro-steps accumulated in acc_
@@ -180,6 +199,12 @@ class Executor {
     void shard_gather(const Op& op, OpRecord& rec);
     void partition_gather(const Op& op, OpRecord& rec);
     void parameter_broadcast(const Op& op, OpRecord& rec);
+
+    // quantized.cpp
+    const Op& companion(const Op& op, int64_t ahead, const char* rule) const;
+    void qwz_gather_data(const Op& op, OpRecord& rec);
+    void qwz_gather_scales(const Op& op, OpRecord& rec);
+    void qgz_exchange(const Op& op, OpRecord& rec);
 };
 
 template <class F>

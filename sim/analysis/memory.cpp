@@ -10,7 +10,8 @@ namespace zerosim {
 
 int64_t MemoryEstimate::total() const {
     int64_t t = 0;
-    for (const auto& i : items) t += i.bytes;
+    for (const auto& i : items)
+        if (i.category != "host") t += i.bytes;   // offloaded states live in host memory
     return t;
 }
 
@@ -97,6 +98,7 @@ MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedu
         add_variant_memory(e, m, cfg, s);  // ZeRO++ / MiCS
     }
 
+    move_offloaded_to_host(e, cfg);  // offload_optimizer / offload_param
     e.paper_bytes = zero_paper_bytes(z.stage, static_cast<double>(psi), static_cast<double>(N));
     static const char* formulas[] = {"(2 + 2 + K) Ψ", "2Ψ + 2Ψ + KΨ/N", "2Ψ + (2 + K)Ψ/N", "(2 + 2 + K)Ψ/N"};
     e.paper_formula = std::string(formulas[std::clamp(z.stage, 0, 3)]) + ", K = 12";

@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "formats/comms_log.hpp"
 #include "schedule/partition.hpp"
 
 namespace zerosim {
@@ -45,6 +46,26 @@ void add_variant_memory(MemoryEstimate& e, const Model& m, const DsConfig& cfg, 
     if (qgz > 0)
         e.items.push_back({"qgZ int4 exchange buffers (peak)", "buckets", qgz,
                            "zero_quantized_gradients: input and output of the four all_to_all of the largest gradient"});
+}
+
+void move_offloaded_to_host(MemoryEstimate& e, const DsConfig& cfg) {
+    const auto& z = cfg.zero;
+    if (z.stage == 0 || (!z.offload_optimizer && !(z.offload_param && z.stage == 3))) return;
+    int64_t moved = 0;
+    for (auto& it : e.items) {
+        const bool opt = z.offload_optimizer && (it.name == "fp32 master partition, Adam m and v" ||
+                                                 it.name == "fp32 gradient partition for the step");
+        const bool par = z.offload_param && z.stage == 3 && it.name == "parameter partitions";
+        if (!opt && !par) continue;
+        it.name = "host: " + it.name;
+        it.category = "host";
+        it.why += opt ? " (offload_optimizer: in host memory, updated by the CPU optimizer)"
+                      : " (offload_param: in host memory, copied to the device for each gather)";
+        moved += it.bytes;
+    }
+    if (moved > 0)
+        e.differences.push_back("offloaded states (" + ds_size_string(moved) +
+                                ") are in host memory, left out of the per-rank device total");
 }
 
 }  // namespace zerosim

@@ -122,9 +122,10 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     if (!cfg) return cfg.error();
     warn_ds_config("zerosim", cfg.value());
     if (cfg->zero.offload_optimizer || cfg->zero.offload_param)
-        std::cerr << "zerosim: warning: " << a.ds_config
-                  << ": offload_optimizer/offload_param: their collectives are modelled (the norm's caller and dtype, stage 1/2's "
-                     "contiguous gradients), not their PCIe copies or the CPU optimizer step's time\n";
+        std::cerr << "zerosim: note: " << a.ds_config
+                  << ": offload_optimizer/offload_param: collectives as DeepSpeed changes them; PCIe copies and the CPU "
+                     "optimizer step timed from the topology's host.pcie_gbps and host.cpu_adam_gbs (assumptions; "
+                     "sim/timing/offload_time.hpp), NVMe offload timed as CPU\n";
     auto model = load_model(a.model);
     if (!model) return model.error();
     ScheduleOptions opt;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "analysis/explain.hpp"
+#include "analysis/zero_variants.hpp"
 #include "formats/schedule_outputs.hpp"
 #include "html_text.hpp"
 
@@ -310,6 +312,18 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
     out << "</table><p>Engine start: " << num("%.3f", in.overlapped.init_s * 1e3) << " ms.</p></section>\n";
     if (!in.what_if_text.empty())   // --what-if: prediction/what_if_compare.hpp's table
         out << "<section id='what-if'><h2>What-if (NOT DeepSpeed's schedule)</h2><pre>" << html_escape(in.what_if_text) << "</pre></section>\n";
+
+    // Issue 17: what hpZ, qgZ and MiCS move off the NICs, as analysis/zero_variants.hpp counts it.
+    out << "<section id='traffic'><h2>Traffic per rank: inside the node and across nodes</h2><table><tr><th>step</th>"
+           "<th>intra-node</th><th>inter-node</th><th>inter-node share</th></tr>\n";
+    for (int st = 0; st < m.steps; ++st) {
+        const double all = wire_bytes_per_rank(s, st), inter = inter_node_bytes_per_rank(s, st, in.topology.gpus_per_node);
+        out << "<tr><td>" << st << "</td><td>" << ds_size_string(static_cast<int64_t>(all - inter)) << "</td><td>"
+            << ds_size_string(static_cast<int64_t>(inter)) << "</td><td>" << num("%.1f%%", all > 0 ? inter / all * 100 : 0.0)
+            << "</td></tr>\n";
+    }
+    out << "</table><p>Bytes one rank receives per step, each collective's on its own process group, split by whether "
+           "the sender sits on another node (ranks placed in order, " << in.topology.gpus_per_node << " per node).</p></section>\n";
 
     out << "<section id='timeline'><h2>Timeline of the last step</h2><p>One group of identical ranks, one track per stream; "
            "hover a bar for the op.</p>\n";

@@ -213,6 +213,9 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
         set_path(doc, spec.settings[i].key, value_of(p.values[i]));
         stage_set = stage_set || spec.settings[i].key == "zero_optimization.stage";
     }
+    // The grid's stage is written before parsing, so keys read at stage 3 only (ZeRO++ hpZ/qwZ/qgZ,
+    // MiCS: ds_config_keys.cpp refuses them below stage 3) are checked at the point's own stage.
+    if (!stage_set) set_path(doc, "zero_optimization.stage", static_cast<int64_t>(p.stage));
     auto parsed = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump(), spec.release);
     if (!parsed) return fail(parsed.error());
     const DsConfig cfg = stage_set ? parsed.value() : parsed->with_stage(p.stage);

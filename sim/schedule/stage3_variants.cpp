@@ -55,6 +55,8 @@ std::optional<Error> setup_zero_variants(Build& b) {
     ZeroVariants& v = meta.variants;
     const int64_t W = b.opt.world;
     v.gpus_per_node = b.opt.gpus_per_node;
+    meta.offload_optimizer = z.offload_optimizer;
+    meta.offload_param = z.offload_param && z.stage == 3;   // offload_param is a stage-3 key
     if (z.stage != 3) return std::nullopt;
     const std::string& file = b.cfg.source;
     if (z.mics_shard_size > 0) {

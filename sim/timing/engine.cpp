@@ -1,5 +1,6 @@
 #include "timing/engine.hpp"
 #include "timing/group_plan.hpp"
+#include "timing/offload_time.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -143,10 +144,12 @@ struct Run {
                 if (op.kind == OpKind::Barrier || op.bytes() > 0 || s.meta.world > 1)
                     plans[i] = plan_for_group(t, op, s.meta);  // the op's process group (ZeRO++ / MiCS)
                 compute_time[i] = quantization_seconds(t, op, s.meta);  // qwZ/qgZ kernels, on the op's stream
+                compute_time[i] = offload_seconds(t, op, s.meta, compute_time[i]);  // offload_param: host -> device
                 pred.ops[i].algorithm = plans[i].algorithm;
                 pred.ops[i].protocol = plans[i].protocol;
             } else {
                 compute_time[i] = compute_seconds(op, t, s.meta.model_dtype);
+                compute_time[i] = offload_seconds(t, op, s.meta, compute_time[i]);  // offload_optimizer: CPU step
             }
         }
     }

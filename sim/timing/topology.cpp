@@ -224,7 +224,9 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         if (auto e = disconnected(t)) fail(e->file, e->field, e->message);
         if (root.has("host")) {  // stage 3's parameter coordinator on the host (topologies/README.md)
             auto host = root.at("host");
-            check_keys(host, {"hook_us", "kernel_launch_us"});
+            check_keys(host, {"hook_us", "kernel_launch_us", "pcie_gbps", "cpu_adam_gbs"});
+            if (host.has("pcie_gbps")) t.host_pcie_gbs = non_negative(host.at("pcie_gbps")) / 8.0;   // Gb/s -> GB/s
+            if (host.has("cpu_adam_gbs")) t.host_cpu_adam_gbs = non_negative(host.at("cpu_adam_gbs"));
             if (host.has("hook_us")) t.host_hook_us = non_negative(host.at("hook_us"));
             if (host.has("kernel_launch_us")) t.host_kernel_launch_us = non_negative(host.at("kernel_launch_us"));
         }

@@ -45,6 +45,10 @@ class Backend {
     virtual void broadcast(void* buf, int64_t count, DType t, int root) = 0;
     virtual void reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, int root) = 0;
     virtual void barrier() = 0;
+    // all_to_all (ZeRO++ qgZ; torch.distributed.all_to_all_single without split sizes): `send`
+    // holds one block of `count` elements per group member, block j for member j; `recv` gets
+    // member j's block for this rank at block j.
+    virtual void all_to_all(const void* send, void* recv, int64_t count, DType t) = 0;
 
     // Process groups (ZeRO++ hpZ, MiCS; issue 17). split_group is collective over the world:
     // every rank calls it once per group kind, at start, with the index of the rank set it is in

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ std::vector<std::vector<int64_t>> executor_wait_plan(const zerosim::Schedule& s)
 
 // Executes the schedule on this rank. The schedule must pass zerosim::check_schedule and the
 // options check_exec_options; throws std::runtime_error on a broken invariant.
+// ZeRO++ qgZ shapes the runtime cannot run (scales that do not split evenly over its
+// all_to_alls): one sentence naming the gradient, or nullopt (quantized.cpp).
+std::optional<std::string> quantized_schedule_problem(const zerosim::Schedule& s);
+
 RankResult execute_schedule(Backend& be, const zerosim::Schedule& s, const ExecOptions& opt, MemoryTracker& mem);
 
 // Where each rank's fp32 master elements live (for --dump-weights readers and tests):

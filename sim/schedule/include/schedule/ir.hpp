@@ -193,6 +193,11 @@ struct ScheduleMeta {
     // broadcast and partitioned at construction, before the comms logger existed, so the engine
     // start logs none of them.
     bool zero_init = false;
+    // zero_optimization.offload_optimizer / offload_param enabled (cpu or nvme): the timing engine
+    // adds their PCIe copies and the CPU optimizer step (timing/offload_time.hpp); memory moves the
+    // offloaded states to the host. Not written to the schedule JSON.
+    bool offload_optimizer = false;
+    bool offload_param = false;
     ZeroVariants variants;
     std::vector<ProcessGroup> groups;    // every group an op names besides "dp"
     // Ranks every parameter is cut across: the MiCS shard size, else the world.

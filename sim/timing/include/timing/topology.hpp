@@ -38,6 +38,10 @@ struct Topology {
     // Host, for stage 3's host timeline (topologies/README.md "host"; 0 = free).
     double host_hook_us = 0;           // one parameter-coordinator call (a module hook) on the host
     double host_kernel_launch_us = 0;  // launching one compute segment's kernels (backward: twice)
+    // ZeRO-Offload (topologies/README.md "host"; 0 = free): one GPU's PCIe link to the host, one
+    // direction, and the host's optimizer-state traffic per rank for DeepSpeed's CPU Adam.
+    double host_pcie_gbs = 0;
+    double host_cpu_adam_gbs = 0;
     int compute_capability = 0;                  // SM version x10 (80 A100, 90 H100/H200, 100 B200); 0 = unknown
 
     // Intra-node fabric, per GPU.
