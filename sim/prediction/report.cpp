@@ -22,6 +22,10 @@ std::string num(const char* f, double v) {
     return b;
 }
 
+// Milliseconds as a person reads them on an axis caption: whole from 100 ms up (14837, never
+// 1.484e+04), three significant digits below.
+std::string ms_caption(double v) { return num(v >= 100 ? "%.0f" : "%.3g", v); }
+
 // Stage 3's host timeline under the streams, on the same time axis: the coordinator's calls on
 // the host, and the gathered, unreleased parameters (the memory model's quantity) as a step line.
 void gathered_svg(std::ostream& out, const Schedule& s, const Prediction& p, double t0, double t1, double W, double L) {
@@ -145,8 +149,8 @@ void lanes_svg(std::ostream& out, const Schedule& s, const Prediction& p, const 
             << (v == 0 ? "start" : v + step_ms > span_ms * 1.0001 ? "end" : "middle") << "'>" << num("%g", v) << "</text>";
     }
     out << "<text class='xlabel' x='" << (L + W) / 2 << "' y='" << axis_y + 30 << "' text-anchor='middle'>ms from "
-        << (t0 == st.start_s ? "the start of step " + std::to_string(st.step) : num("%.4g", (t0 - st.start_s) * 1e3) + " ms into step " + std::to_string(st.step))
-        << " (" << num("%.4g", span_ms) << " ms shown)</text>\n";
+        << (t0 == st.start_s ? "the start of step " + std::to_string(st.step) : ms_caption((t0 - st.start_s) * 1e3) + " ms into step " + std::to_string(st.step))
+        << " (" << ms_caption(span_ms) << " ms shown)</text>\n";
     // Legend.
     const std::pair<const char*, const char*> legend[] = {{"#9ecae1", "forward"},     {"#6baed6", "backward"},
                                                           {"#31a354", "optimizer"},   {"#fd8d3c", "all_gather"},
