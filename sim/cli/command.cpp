@@ -170,11 +170,19 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     if (announce && (a.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
     warn_engine_start_memory(in->schedule, topo.value());
-    auto logged = simulate(in->schedule, topo.value(), TimingMode::Synchronized);
+    auto fabric = fabric_model_for(a.fabric, topo.value(), a.world);
+    if (!fabric) return fabric.error();
+    // Fabric mode plans on its ideal topology and divides each plan by its traffic's slowdown.
+    const Topology& timed = fabric.value() ? fabric.value()->ideal_topology() : topo.value();
+    EngineAdjust adjust;
+    if (fabric.value()) adjust = fabric.value()->engine_adjust(in->schedule.meta);
+    const EngineAdjust* adj = fabric.value() ? &adjust : nullptr;
+    auto logged = simulate(in->schedule, timed, TimingMode::Synchronized, INT64_MAX, adj);
     if (!logged) return logged.error();
-    auto overlapped = simulate(in->schedule, topo.value(), TimingMode::Overlapped,
-                               gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()));
+    auto overlapped = simulate(in->schedule, timed, TimingMode::Overlapped,
+                               gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()), adj);
     if (!overlapped) return overlapped.error();
+    if (fabric.value()) note_fabric(*fabric.value());
     return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value()};
 }
 
