@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
                 "step (ms)", "peak MiB");
     for (int64_t n : sizes)
         for (bool fabric : {false, true}) {
+            std::fflush(stdout);   // the child must not print the parent's buffer again
             pid_t pid = fork();
             if (pid == 0) std::_Exit(run_size(n, fabric));
             int status = 0;
