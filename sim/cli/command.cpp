@@ -158,6 +158,8 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     if (!world) return world.error();
     a.world = world.value();
     a.gpus_per_node = topo->gpus_per_node;   // what DeepSpeed's device_count() sees (qgZ's node groups)
+    auto fabric = fabric_model_for(a.fabric, topo.value(), a.world);   // --fabric: its what-ifs checked first
+    if (!fabric) return fabric.error();
     auto in = load_inputs(a);
     if (!in) return in.error();
     if (!a.what_if.empty()) {
@@ -170,8 +172,6 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     if (announce && (a.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
     warn_engine_start_memory(in->schedule, topo.value());
-    auto fabric = fabric_model_for(a.fabric, topo.value(), a.world);
-    if (!fabric) return fabric.error();
     // Fabric mode plans on its ideal topology and divides each plan by its traffic's slowdown.
     const Topology& timed = fabric.value() ? fabric.value()->ideal_topology() : topo.value();
     EngineAdjust adjust;
