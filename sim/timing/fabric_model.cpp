@@ -96,6 +96,22 @@ Result<std::shared_ptr<FabricModel>> FabricModel::build(const Topology& t, int64
     s.nics_per_node = nodes > 1 ? t.nics_per_node : 0;
     s.nodes_per_leaf = t.nodes_per_leaf > 0 && t.nodes_per_leaf < nodes ? t.nodes_per_leaf : nodes;
     s.rail_optimized = t.fabric == FabricKind::RailOptimized;
+    if (!t.leaf_of_node.empty() && nodes > 1) {
+        if (static_cast<int64_t>(t.leaf_of_node.size()) < nodes)
+            return Error{t.source, "network.placement", "a leaf for each of the " + std::to_string(nodes) + " nodes expected, found " +
+                                                            std::to_string(t.leaf_of_node.size())};
+        s.leaf_of_node.assign(t.leaf_of_node.begin(), t.leaf_of_node.begin() + nodes);
+        int64_t most = 0;   // without nodes_per_leaf, a leaf takes as many nodes as the placement puts there
+        for (int64_t l : s.leaf_of_node) most = std::max<int64_t>(most, std::count(s.leaf_of_node.begin(), s.leaf_of_node.end(), l));
+        s.nodes_per_leaf = t.nodes_per_leaf > 0 ? t.nodes_per_leaf : most;
+        for (int64_t l : s.leaf_of_node) {
+            const int64_t under = std::count(s.leaf_of_node.begin(), s.leaf_of_node.end(), l);
+            if (under > s.nodes_per_leaf)
+                return Error{t.source, "network.placement", std::to_string(under) + " nodes under leaf " + std::to_string(l) +
+                                                                " but a leaf switch takes network.nodes_per_leaf = " +
+                                                                std::to_string(s.nodes_per_leaf)};
+        }
+    }
     // A leaf of P ports at O:1 has P/O uplinks; where that is not whole, the spines' links carry the
     // rest of the figure in their bandwidth.
     const double want = s.nics_per_node > 0 ? static_cast<double>(s.leaf_ports()) / t.oversubscription : 1.0;

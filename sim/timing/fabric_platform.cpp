@@ -13,14 +13,21 @@ namespace sg = simgrid::s4u;
 
 int64_t FabricShape::leaves() const {
     int64_t groups = (nodes + nodes_per_leaf - 1) / nodes_per_leaf;
+    if (!leaf_of_node.empty()) groups = *std::max_element(leaf_of_node.begin(), leaf_of_node.end()) + 1;
     return rail_optimized ? groups * nics_per_node : groups;
 }
 
 int64_t FabricShape::leaf_ports() const { return rail_optimized ? nodes_per_leaf : nodes_per_leaf * nics_per_node; }
 
+std::string FabricShape::placement_key() const {
+    std::string k;
+    for (int64_t l : leaf_of_node) k += "." + std::to_string(l);
+    return k;
+}
+
 std::string FabricShape::key() const {
     return std::to_string(nodes) + "x" + std::to_string(gpus_per_node) + "g" + std::to_string(nics_per_node) + "n" +
-           std::to_string(nodes_per_leaf) + "l" + std::to_string(spines) + "s" + (rail_optimized ? "r" : "f");
+           std::to_string(nodes_per_leaf) + "l" + std::to_string(spines) + "s" + (rail_optimized ? "r" : "f") + placement_key();
 }
 
 namespace {
@@ -29,7 +36,11 @@ namespace {
 // side on its leaf switch; a rail-optimised one puts NIC j of every node of a group on leaf switch j
 // of that group, so a ring on one rail stays under one switch.
 int64_t slot_of(const FabricShape& s, int64_t node, int64_t j) {
-    const int64_t group = node / s.nodes_per_leaf, pos = node % s.nodes_per_leaf;
+    int64_t group = node / s.nodes_per_leaf, pos = node % s.nodes_per_leaf;
+    if (!s.leaf_of_node.empty()) {   // placed: the node's leaf, and its place among that leaf's nodes
+        group = s.leaf_of_node[static_cast<size_t>(node)];
+        pos = std::count(s.leaf_of_node.begin(), s.leaf_of_node.begin() + node, group);
+    }
     if (s.rail_optimized) return (group * s.nics_per_node + j) * s.nodes_per_leaf + pos;
     return (group * s.nodes_per_leaf + pos) * s.nics_per_node + j;
 }
@@ -118,11 +129,6 @@ std::unique_ptr<FabricPlatform> build(const FabricShape& s, const std::string& p
 }
 
 }  // namespace
-
-int64_t FabricPlatform::leaf_of_nic(int64_t nic_index) const {
-    const int64_t n = nic_index / std::max<int64_t>(shape.nics_per_node, 1), j = nic_index % std::max<int64_t>(shape.nics_per_node, 1);
-    return slot_of(shape, n, j) / shape.leaf_ports();
-}
 
 FabricPlatform& fabric_platform(const FabricShape& shape) {
     static std::map<std::string, std::unique_ptr<FabricPlatform>> built;

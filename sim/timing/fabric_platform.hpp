@@ -28,9 +28,11 @@ struct FabricShape {
     int64_t nodes_per_leaf = 1;      // nodes under one leaf switch (a rail-optimised leaf: one NIC of each)
     int64_t spines = 1;              // spine switches = uplinks of each leaf
     bool rail_optimized = false;
+    std::vector<int64_t> leaf_of_node;   // placement (empty: node n under leaf n / nodes_per_leaf)
     int64_t leaves() const;
     int64_t leaf_ports() const;      // NIC ports under one leaf switch
     std::string key() const;
+    std::string placement_key() const;
 };
 
 struct FabricPlatform {
@@ -40,7 +42,6 @@ struct FabricPlatform {
     std::vector<simgrid::s4u::Host*> nic;                // node * nics_per_node + j
     std::vector<simgrid::s4u::Link*> nic_out, nic_in;    // the NIC's port on its leaf switch
     std::vector<std::vector<simgrid::s4u::Link*>> uplinks;   // per leaf switch: its links to and from the spines
-    int64_t leaf_of_nic(int64_t nic_index) const;
 };
 
 // The platform of this shape, built once per process (SimGrid cannot remove a platform; link

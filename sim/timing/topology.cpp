@@ -192,7 +192,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         }
         if (root.has("network")) {
             auto net = root.at("network");
-            check_keys(net, {"kind", "levels", "oversubscription", "nodes_per_leaf", "background_spine_load"});
+            check_keys(net, {"kind", "levels", "oversubscription", "nodes_per_leaf", "background_spine_load", "placement"});
             std::string k = net.at("kind").as_string();
             if (k == "fat_tree")
                 t.fabric = FabricKind::FatTree;
@@ -206,6 +206,15 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
                 if (t.oversubscription < 1.0) net.at("oversubscription").fail_here("expected 1 (non-blocking) or more");
             }
             if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
+            if (net.has("placement")) {   // one leaf switch index per node (fabric mode)
+                auto pl = net.at("placement");
+                pl.expect_array();
+                for (size_t i = 0; i < pl.size(); ++i) {
+                    int64_t leaf = pl.at(i).as_integer();
+                    if (leaf < 0) pl.at(i).fail_here("expected a leaf switch index (0 or more), found " + std::to_string(leaf));
+                    t.leaf_of_node.push_back(leaf);
+                }
+            }
             if (net.has("background_spine_load")) {
                 t.background_spine_load = non_negative(net.at("background_spine_load"));
                 if (t.background_spine_load >= 1.0)

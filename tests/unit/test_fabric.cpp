@@ -125,6 +125,25 @@ TEST(Fabric, BackgroundLoadOnTheSpine) {
     EXPECT_NEAR(model(u, 16, degrade("leaf2.uplink=0.25"))->factors(FlowPattern::Ring, everyone(16)).inter, 4.0, 1e-6);
 }
 
+TEST(Fabric, PlacementAcrossLeaves) {
+    // 8 nodes of 1 GPU and 1 NIC, 4 per leaf at 4:1 (one uplink of B per leaf). Placed in order
+    // (0 0 0 0 1 1 1 1) the ring crosses the leaves twice (3->4, 7->0): one flow per uplink, x1.
+    // Interleaved (0 1 0 1 ...) every hop crosses: each leaf's 4 nodes send 4 flows up its one
+    // uplink, 4w/B against w/B: x4.
+    const std::string net = R"({"kind": "fat_tree", "nodes_per_leaf": 4, "oversubscription": 4, "placement": )";
+    Topology in_order = cluster(8, 1, 1, net + "[0, 0, 0, 0, 1, 1, 1, 1]}");
+    Topology interleaved = cluster(8, 1, 1, net + "[0, 1, 0, 1, 0, 1, 0, 1]}");
+    EXPECT_NEAR(model(in_order, 8)->factors(FlowPattern::Ring, everyone(8)).inter, 1.0, 1e-6);
+    EXPECT_NEAR(model(interleaved, 8)->factors(FlowPattern::Ring, everyone(8)).inter, 4.0, 1e-6);
+    // A placement must name every node's leaf, and no leaf may take more than nodes_per_leaf.
+    auto short_list = FabricModel::build(cluster(8, 1, 1, net + "[0, 1]}"), 8, {});
+    ASSERT_FALSE(short_list.ok());
+    EXPECT_EQ(short_list.error().field, "network.placement");
+    auto crowded = FabricModel::build(cluster(8, 1, 1, net + "[0, 0, 0, 0, 0, 1, 1, 1]}"), 8, {});
+    ASSERT_FALSE(crowded.ok());
+    EXPECT_NE(crowded.error().message.find("5 nodes under leaf 0"), std::string::npos);
+}
+
 TEST(Fabric, StragglerSetsTheComputePace) {
     // Every collective synchronises the ranks: the step's compute runs at the slowest rank's speed.
     Topology t = cluster(2, 2, 2, R"({"kind": "fat_tree"})");

@@ -66,6 +66,7 @@ struct Topology {
     // Fabric mode (timing/fabric.hpp): the share of every spine link other jobs' traffic takes,
     // and the file's what-ifs ("whatif": {"degrade": {"node3.nic2": 0.5}, "straggler": {...}}).
     double background_spine_load = 0;
+    std::vector<int64_t> leaf_of_node;  // fabric mode's placement: node n under leaf switch [n] (empty: n / nodes_per_leaf)
     std::vector<std::pair<std::string, double>> whatif_degrade, whatif_straggler;
 
     // The NCCL release whose tuner is predicted (--nccl overrides) and whether AWS's tuner plugin
