@@ -2,7 +2,8 @@
 // step (bf16, micro batch 1, zero.Init) on dgx-h100 nodes under 16-node leaf switches with a 2:1
 // spine and one NIC at half speed, at 64, 512 and 4096 ranks. Each size runs in a child process so
 // that its wall time and peak memory (getrusage's maximum resident set) are its own; the
-// representative mode's wall time is beside it. Targets (issue 18): 4096 ranks in <= 60 s, <= 8 GiB.
+// representative mode's wall time is beside it; then the same with hpZ 8 and qgZ (ZeRO++), whose
+// all_to_all flows are the costliest pattern. Targets (issue 18): 4096 ranks in <= 60 s, <= 8 GiB.
 // Run: build/bench/fabric_bench [RANKS...]
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -31,12 +32,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // One size, in this (child) process: prints one row.
-int run_size(int64_t ranks, bool fabric) {
+int run_size(int64_t ranks, bool fabric, bool qgz) {
     const std::string src = ZEROSIM_SOURCE_DIR;
     auto model = load_model(src + "/configs/models/llama-2-70b.json");
     auto topo = load_topology(src + "/topologies/dgx-h100.json", ranks / 8);
     auto cfg = parse_ds_config("bench.json", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, )"
-                                             R"("zero_optimization": {"stage": 3}})");
+                                             R"("zero_optimization": {"stage": 3)" +
+                                             std::string(qgz ? R"(, "zero_hpz_partition_size": 8, "zero_quantized_gradients": true)" : "") + "}}");
     if (!model || !topo || !cfg) return 1;
     Topology t = topo.value();
     t.nodes_per_leaf = 16;
@@ -66,7 +68,8 @@ int run_size(int64_t ranks, bool fabric) {
         p = simulate(s.value(), t, TimingMode::Overlapped, budget);
     }
     if (!p) return 1;
-    std::printf("%6lld %-14s %8zu %6d %10.2f %10.2f %12.1f", static_cast<long long>(ranks), fabric ? "fabric" : "representative",
+    std::printf("%6lld %-9s %-14s %8zu %6d %10.2f %10.2f %12.1f", static_cast<long long>(ranks), qgz ? "hpZ+qgZ" : "ZeRO-3",
+                fabric ? "fabric" : "representative",
                 s->ops.size(), sims, build_s, seconds_since(t1), p->steps.back().step_s() * 1e3);
     std::fflush(stdout);
     return 0;
@@ -79,14 +82,15 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
     if (sizes.empty()) sizes = {64, 512, 4096};
     std::printf("Llama-2-70B ZeRO-3, bf16, micro batch 1, 1 step on dgx-h100 nodes, 16 nodes per leaf, 2:1 spine;\n"
-                "fabric mode with node1.nic3 at half speed. Each row a child process.\n");
-    std::printf("%6s %-14s %8s %6s %10s %10s %12s %10s\n", "ranks", "mode", "ops", "flows", "build (s)", "time (s)",
+                "fabric mode with node1.nic3 at half speed; hpZ+qgZ: zero_hpz_partition_size 8 and qgZ. Each row a child process.\n");
+    std::printf("%6s %-9s %-14s %8s %6s %10s %10s %12s %10s\n", "ranks", "config", "mode", "ops", "flows", "build (s)", "time (s)",
                 "step (ms)", "peak MiB");
+    for (bool qgz : {false, true})
     for (int64_t n : sizes)
         for (bool fabric : {false, true}) {
             std::fflush(stdout);   // the child must not print the parent's buffer again
             pid_t pid = fork();
-            if (pid == 0) std::_Exit(run_size(n, fabric));
+            if (pid == 0) std::_Exit(run_size(n, fabric, qgz));
             int status = 0;
             struct rusage ru {};
             wait4(pid, &status, 0, &ru);

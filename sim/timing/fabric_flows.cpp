@@ -24,6 +24,7 @@ namespace {
 
 // The unit of traffic per flow; the ratio does not depend on it.
 constexpr double kFlowBytes = 1e8;
+constexpr int64_t kMaxFlows = 8192;
 
 // The parent of node position r in a binary tree over n positions rooted at 0 (-1 for the root).
 int64_t btree_parent(int64_t r, int64_t n) {
@@ -34,7 +35,7 @@ int64_t btree_parent(int64_t r, int64_t n) {
 }
 
 // Node positions a pattern connects across nodes: (from, to) pairs, each a flow.
-std::vector<std::pair<int64_t, int64_t>> across_nodes(FlowPattern p, int64_t m, int tree) {
+std::vector<std::pair<int64_t, int64_t>> across_nodes(FlowPattern p, int64_t m, int tree, int64_t max_shifts) {
     std::vector<std::pair<int64_t, int64_t>> e;
     if (m < 2) return e;
     if (p == FlowPattern::Ring) {
@@ -47,13 +48,14 @@ std::vector<std::pair<int64_t, int64_t>> across_nodes(FlowPattern p, int64_t m, 
             e.push_back({b, a});
         }
     } else {
-        // Every pair; past 64 nodes an even sample of the shifts (node i to node i + s), which
-        // keeps the share of traffic crossing each boundary.
+        // Every pair (node i to node i + s for every shift s); past `max_shifts` shifts an even
+        // sample of them, each the middle of its stretch, which keeps the share of traffic that
+        // crosses each leaf boundary.
         std::vector<int64_t> shifts;
-        if (m <= 65)
+        if (m - 1 <= max_shifts)
             for (int64_t s = 1; s < m; ++s) shifts.push_back(s);
         else
-            for (int64_t i = 0; i < 64; ++i) shifts.push_back(1 + i * (m - 1) / 64);
+            for (int64_t i = 0; i < max_shifts; ++i) shifts.push_back(1 + (2 * i + 1) * (m - 1) / (2 * max_shifts));
         for (int64_t s : shifts)
             for (int64_t i = 0; i < m; ++i) e.push_back({i, (i + s) % m});
     }
@@ -128,12 +130,16 @@ FabricFactors FabricModel::factors(FlowPattern p, const std::vector<std::vector<
             channels = std::max(channels, rails[i].size());
         }
         const auto m = static_cast<int64_t>(nodes.size());
+        // all_to_all's shifts: all up to 64, fewer where the groups' flows would pass about 8K
+        // (SimGrid's sharing is solved again at each flow's end: its cost grows faster than the flows), at least 2.
+        const int64_t budget = kMaxFlows / std::max<int64_t>(1, m * static_cast<int64_t>(channels * groups.size()));
+        const int64_t max_shifts = std::clamp<int64_t>(budget, 2, 64);
         for (size_t c = 0; c < channels; ++c) {
             // A tree channel per rail, the two trees on alternate rails (both on a single rail).
             for (int tree = 0; tree < 2; ++tree) {
                 if (p != FlowPattern::Tree && tree == 1) break;
                 if (p == FlowPattern::Tree && channels > 1 && static_cast<int>(c % 2) != tree) continue;
-                for (auto [a, b] : across_nodes(p, m, tree)) {
+                for (auto [a, b] : across_nodes(p, m, tree, max_shifts)) {
                     const auto& ra = rails[static_cast<size_t>(a)];
                     const auto& rb = rails[static_cast<size_t>(b)];
                     inter.push_back({ra[c % ra.size()], rb[c % rb.size()]});

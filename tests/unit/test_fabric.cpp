@@ -204,3 +204,10 @@ TEST(Fabric, TopologyWhatIfBlockIsChecked) {
     ASSERT_FALSE(typo.ok());
     EXPECT_NE(typo.error().message.find("did you mean 'degrade'"), std::string::npos);
 }
+
+TEST(Fabric, SampledAllToAllOnOneSwitchIsUnslowed) {
+    // 128 one-GPU nodes under one switch: all_to_all's 127 shifts are sampled (64); every NIC still
+    // sends and receives as many flows as every other, and only the ports limit: x1.
+    Topology t = cluster(128, 1, 1, R"({"kind": "fat_tree"})");
+    EXPECT_NEAR(model(t, 128)->factors(FlowPattern::AllToAll, everyone(128)).inter, 1.0, 0.02);
+}
