@@ -24,7 +24,7 @@ namespace {
 
 // The unit of traffic per flow; the ratio does not depend on it.
 constexpr double kFlowBytes = 1e8;
-constexpr int64_t kMaxFlows = 8192;
+constexpr int64_t kMaxFlows = 16384;
 
 // The parent of node position r in a binary tree over n positions rooted at 0 (-1 for the root).
 int64_t btree_parent(int64_t r, int64_t n) {
@@ -130,10 +130,10 @@ FabricFactors FabricModel::factors(FlowPattern p, const std::vector<std::vector<
             channels = std::max(channels, rails[i].size());
         }
         const auto m = static_cast<int64_t>(nodes.size());
-        // all_to_all's shifts: all up to 64, fewer where the groups' flows would pass about 8K
-        // (SimGrid's sharing is solved again at each flow's end: its cost grows faster than the flows), at least 2.
+        // all_to_all's shifts: all up to 64, fewer where the groups' flows would pass about 16K
+        // (SimGrid's sharing is solved again at each flow's end: its cost grows faster than the flows), at least 4.
         const int64_t budget = kMaxFlows / std::max<int64_t>(1, m * static_cast<int64_t>(channels * groups.size()));
-        const int64_t max_shifts = std::clamp<int64_t>(budget, 2, 64);
+        const int64_t max_shifts = std::clamp<int64_t>(budget, 4, 64);
         for (size_t c = 0; c < channels; ++c) {
             // A tree channel per rail, the two trees on alternate rails (both on a single rail).
             for (int tree = 0; tree < 2; ++tree) {
