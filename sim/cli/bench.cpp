@@ -23,6 +23,7 @@ struct BenchArgs {
     std::string proto;
     std::string nccl;
     std::string output;
+    FabricArgs fabric;
 };
 
 int run_bench(const BenchArgs& a) {
@@ -46,11 +47,22 @@ int run_bench(const BenchArgs& a) {
                                                               " (the GPUs of one node)"});
     auto only = tuner_choice_named(a.algo, a.proto, topo.value(), *kind, a.op, *world);
     if (!only) return input_error(only.error());
-    auto rows = predict_bench_rows(topo.value(), *kind, *world, *lo, *hi, a.factor, a.gpus_per_thread, only.value());
+    auto fabric = fabric_model_for(a.fabric, topo.value(), *world);
+    if (!fabric) return input_error(fabric.error());
+    EngineAdjust adjust;
+    if (fabric.value()) {
+        ScheduleMeta meta;
+        meta.world = *world;
+        adjust = fabric.value()->engine_adjust(meta);
+    }
+    auto rows = predict_bench_rows(fabric.value() ? fabric.value()->ideal_topology() : topo.value(), *kind, *world, *lo, *hi,
+                                   a.factor, a.gpus_per_thread, only.value(), fabric.value() ? &adjust : nullptr);
+    if (fabric.value()) note_fabric(*fabric.value());
     std::string header = topo->name + ", " + std::to_string(*world) + " ranks on " + std::to_string(topo->nodes) + " x " +
                          std::to_string(topo->gpus_per_node) + ", " + std::to_string(a.gpus_per_thread) +
                          (a.gpus_per_thread == 1 ? " GPU" : " GPUs") + " per host thread, NCCL " + topo->nccl_version.str() +
-                         (topo->aws_tuner && topo->nodes > 1 ? " with AWS's tuner plugin" : " tuner");
+                         (topo->aws_tuner && topo->nodes > 1 ? " with AWS's tuner plugin" : " tuner") +
+                         (fabric.value() ? std::string(", fabric mode") : std::string());
     return emit(a.output, {a.topology}, [&](std::ostream& out) { write_nccl_tests_table(out, a.op, header, rows); });
 }
 
@@ -75,6 +87,7 @@ Command add_bench(CLI::App& app) {
     add_nccl_flag(sub, a->nccl);
     sub->add_option("--proto", a->proto, "Only this protocol, as NCCL_PROTO: LL, LL128 or Simple (default: NCCL's tuner picks)");
     sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");
+    add_fabric_flags(sub, a->fabric);
     return {sub, [a] { return run_bench(*a); }};
 }
 

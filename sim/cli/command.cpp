@@ -170,6 +170,8 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     if (!world) return world.error();
     a.world = world.value();
     a.gpus_per_node = topo->gpus_per_node;   // what DeepSpeed's device_count() sees (qgZ's node groups)
+    auto fabric = fabric_model_for(a.fabric, topo.value(), a.world);   // --fabric: its what-ifs checked first
+    if (!fabric) return fabric.error();
     auto in = load_inputs(a);
     if (!in) return in.error();
     std::optional<Schedule> real;
@@ -180,18 +182,26 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     if (announce && (a.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
     warn_engine_start_memory(real ? *real : in->schedule, topo.value());   // DeepSpeed's engine start
-    auto logged = simulate(in->schedule, topo.value(), TimingMode::Synchronized);
+    // Fabric mode plans on its ideal topology and divides each plan by its traffic's slowdown.
+    const Topology& timed = fabric.value() ? fabric.value()->ideal_topology() : topo.value();
+    EngineAdjust adjust;
+    if (fabric.value()) adjust = fabric.value()->engine_adjust(in->schedule.meta);
+    const EngineAdjust* adj = fabric.value() ? &adjust : nullptr;
+    auto logged = simulate(in->schedule, timed, TimingMode::Synchronized, INT64_MAX, adj);
     if (!logged) return logged.error();
-    auto overlapped = simulate(in->schedule, topo.value(), TimingMode::Overlapped,
-                               gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()));
+    auto overlapped = simulate(in->schedule, timed, TimingMode::Overlapped,
+                               gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()), adj);
     if (!overlapped) return overlapped.error();
     Prediction real_overlapped;
     if (real) {   // DeepSpeed's own schedule, timed as predict times it, for the side-by-side table
-        auto r = simulate(*real, topo.value(), TimingMode::Overlapped,
-                          gathered_parameter_budget(in->model, in->cfg, *real, topo.value()));
+        EngineAdjust real_adjust;   // its own groups (a what-if may regroup the ranks)
+        if (fabric.value()) real_adjust = fabric.value()->engine_adjust(real->meta);
+        auto r = simulate(*real, timed, TimingMode::Overlapped,
+                          gathered_parameter_budget(in->model, in->cfg, *real, topo.value()), fabric.value() ? &real_adjust : nullptr);
         if (!r) return r.error();
         real_overlapped = std::move(r).value();
     }
+    if (fabric.value()) note_fabric(*fabric.value());
     return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value(),
                      std::move(real), std::move(real_overlapped)};
 }

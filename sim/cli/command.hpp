@@ -17,6 +17,8 @@
 #include "schedule/bounds.hpp"
 #include "schedule/ir.hpp"
 #include "timing/engine.hpp"
+#include "timing/fabric.hpp"
+#include "prediction/sweep_network.hpp"
 #include "timing/topology.hpp"
 
 namespace zerosim::cli {
@@ -38,6 +40,19 @@ Command add_validate(CLI::App& app);
 Command add_calibrate(CLI::App& app);
 Command add_need(CLI::App& app);
 
+// --fabric, --degrade, --straggler (fabric_flags.cpp): fabric mode (timing/fabric.hpp).
+struct FabricArgs {
+    bool on = false;
+    std::vector<std::string> degrade, straggler;
+};
+void add_fabric_flags(CLI::App* sub, FabricArgs& a);
+// The fabric model the flags and the topology's whatif block ask for; null without --fabric.
+Result<std::shared_ptr<FabricModel>> fabric_model_for(const FabricArgs& a, const Topology& t, int64_t world);
+// The sweep's fabric mode: the flags' what-ifs, checked for form (each point checks its targets).
+Status fabric_sweep_options(const FabricArgs& a, SweepFabric& out);
+// "zerosim: note: fabric mode: ..." on stderr: the flow simulations and their factors.
+void note_fabric(const FabricModel& m);
+
 // The flags every command that builds a schedule reads.
 struct ScheduleArgs {
     std::string ds_config;
@@ -58,6 +73,7 @@ struct ScheduleArgs {
     std::string nccl;         // --nccl (predict): "" = the topology's release
     bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
     std::string what_if;      // --what-if NAME (prediction/what_if.hpp): not DeepSpeed's schedule
+    FabricArgs fabric;        // --fabric (predict): fabric mode
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
 // --deepspeed VERSION: the DeepSpeed release whose schedule, keys and refusals apply.

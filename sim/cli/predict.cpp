@@ -64,6 +64,7 @@ Command add_predict(CLI::App& app) {
     sub->add_option("--topology", a->topology, "Topology JSON (see topologies/README.md)")->required();
     sub->add_option("--nodes", a->nodes, "Scale the topology's node design to this many nodes")->check(integer_in(1));
     add_nccl_flag(sub, a->sched.nccl);
+    add_fabric_flags(sub, a->sched.fabric);
     sub->add_option("--format", a->format,
                     "deepspeed (comms_logger lines, summary and step times), json or csv (per op), summary (step times)")
         ->check(CLI::IsMember({"deepspeed", "json", "csv", "summary"}))

@@ -23,11 +23,13 @@ struct SweepArgs {
     int jobs = 0;
     std::string deepspeed;
     std::string nccl;
+    FabricArgs fabric;
 };
 
 int run_sweep_cmd(SweepArgs& a) {
     SweepSpec& spec = a.spec;
     if (auto e = apply_sweep_flags(a.flags, spec)) return input_error(*e);
+    if (auto e = fabric_sweep_options(a.fabric, spec.fabric)) return input_error(*e);
     auto release = resolve_release(a.deepspeed);
     if (!release) return input_error(release.error());
     spec.release = release.value();
@@ -88,7 +90,10 @@ Command add_sweep(CLI::App& app) {
     sub->add_option("--topology", a->flags.topologies, "Topology files (repeat or comma-separate)")->required();
     sub->add_option("--stages", a->flags.stages, "ZeRO stages")->capture_default_str();
     sub->add_option("--nodes", a->flags.nodes, "Node counts (world = nodes x GPUs per node)")->capture_default_str();
-    sub->add_option("--set", a->flags.sets, "A DeepSpeed key and its values, e.g. zero_optimization.reduce_bucket_size=5e7,5e8");
+    sub->add_option("--set", a->flags.sets,
+                    "A DeepSpeed key and its values, e.g. zero_optimization.reduce_bucket_size=5e7,5e8, or the topology's "
+                    "network.oversubscription, network.nodes_per_leaf or network.background_spine_load");
+    add_fabric_flags(sub, a->fabric);
     sub->add_option("--steps", a->spec.steps, "Steps per prediction (the last one is reported)")
         ->capture_default_str()
         ->check(integer_in(1, INT32_MAX));

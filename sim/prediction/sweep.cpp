@@ -21,6 +21,7 @@
 #include "analysis/fit.hpp"
 #include "prediction/what_if.hpp"
 #include "prediction/what_if_compare.hpp"
+#include "prediction/sweep_network.hpp"
 #include "analysis/memory.hpp"
 #include "inputs/model.hpp"
 #include "schedule/schedule.hpp"
@@ -83,8 +84,10 @@ Result<SweepSetting> parse_sweep_setting(const std::string& text) {
     SweepSetting s;
     s.key = text.substr(0, eq);
     const auto& keys = settable_keys();
-    if (std::find(keys.begin(), keys.end(), s.key) == keys.end()) {
-        std::string best = closest_key(s.key, keys);
+    if (std::find(keys.begin(), keys.end(), s.key) == keys.end() && !is_network_key(s.key)) {
+        std::vector<std::string> known = keys;   // the topology's network keys, too (sweep_network.hpp)
+        known.insert(known.end(), network_keys().begin(), network_keys().end());
+        std::string best = closest_key(s.key, known);
         return Error{"", "--set", "unknown DeepSpeed key '" + s.key + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?")};
     }
     std::stringstream ss(text.substr(eq + 1));
@@ -92,6 +95,9 @@ Result<SweepSetting> parse_sweep_setting(const std::string& text) {
     while (std::getline(ss, v, ','))
         if (!v.empty()) s.values.push_back(v);
     if (s.values.empty()) return Error{"", "--set", "no values for '" + s.key + "'"};
+    if (is_network_key(s.key))
+        for (const auto& value : s.values)
+            if (auto e = check_network_value(s.key, value)) return *e;
     return s;
 }
 
@@ -210,6 +216,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
         doc["train_micro_batch_size_per_gpu"] = 1;
     bool stage_set = false;   // a --set of the stage itself wins over the grid's stage
     for (size_t i = 0; i < spec.settings.size(); ++i) {
+        if (is_network_key(spec.settings[i].key)) continue;   // the topology's, below
         set_path(doc, spec.settings[i].key, value_of(p.values[i]));
         stage_set = stage_set || spec.settings[i].key == "zero_optimization.stage";
     }
@@ -222,6 +229,8 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     const Model& model = in.model;
     auto scaled = scale_to_nodes(in.topologies.at(p.topology), p.nodes);  // --nodes scales the node design
     if (!scaled) return fail(scaled.error());
+    for (size_t i = 0; i < spec.settings.size(); ++i)
+        if (is_network_key(spec.settings[i].key)) apply_network_value(scaled.value(), spec.settings[i].key, p.values[i]);
     const Topology& topo = scaled.value();
     r.world = topo.total_gpus();
     ScheduleOptions o;
@@ -234,7 +243,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     if (!s) return fail(s.error());
     if (!spec.what_if.empty() && what_if_applies(spec.what_if, cfg.zero.stage))
         if (auto changed = apply_what_if(spec.what_if, s.value()); !changed) return fail(changed.error());
-    auto pred = simulate(s.value(), topo, TimingMode::Overlapped, gathered_parameter_budget(model, cfg, s.value(), topo));
+    auto pred = simulate_point(s.value(), topo, gathered_parameter_budget(model, cfg, s.value(), topo), spec.fabric);
     if (!pred) return fail(pred.error());
     const auto& last = pred->steps.back();
     r.step_ms = last.step_s() * 1e3;

@@ -132,7 +132,7 @@ struct Run {
     double t0 = 0;
     LinkCapacities caps;
 
-    Run(const Schedule& sched, const Topology& topo, TimingMode m)
+    Run(const Schedule& sched, const Topology& topo, TimingMode m, const EngineAdjust* adjust = nullptr)
         : s(sched), t(topo), mode(m), plans(sched.ops.size()), compute_time(sched.ops.size(), 0.0),
           waits(engine_wait_plan(sched)), done(sched.ops.size(), false),
           host_lane(m == TimingMode::Overlapped && !sched.host.empty()), issued(sched.ops.size(), !host_lane) {
@@ -143,6 +143,7 @@ struct Run {
             if (is_collective(op.kind)) {
                 if (op.kind == OpKind::Barrier || op.bytes() > 0 || s.meta.world > 1)
                     plans[i] = plan_for_group(t, op, s.meta);  // the op's process group (ZeRO++ / MiCS)
+                if (adjust && adjust->collective) adjust->collective(op, plans[i]);   // fabric mode
                 compute_time[i] = quantization_seconds(t, op, s.meta);  // qwZ/qgZ kernels, on the op's stream
                 compute_time[i] = offload_seconds(t, op, s.meta, compute_time[i]);  // offload_param: host -> device
                 pred.ops[i].algorithm = plans[i].algorithm;
@@ -150,6 +151,7 @@ struct Run {
             } else {
                 compute_time[i] = compute_seconds(op, t, s.meta.model_dtype);
                 compute_time[i] = offload_seconds(t, op, s.meta, compute_time[i]);  // offload_optimizer: CPU step
+                if (adjust) compute_time[i] *= adjust->compute_slowdown;   // fabric mode's straggler
             }
         }
     }
@@ -378,6 +380,13 @@ struct Run {
 
 }  // namespace
 
+// The root zone of the process's SimGrid platform, for fabric mode's platforms (fabric_platform.cpp):
+// they take its network and host models.
+simgrid::s4u::NetZone* engine_root_zone() {
+    platform();
+    return simgrid::s4u::Engine::get_instance()->get_netzone_root();
+}
+
 double host_launch_seconds(const Op& op, const Topology& t) {
     if (op.kind != OpKind::Compute || op.compute == ComputeKind::OptimizerStep) return 0.0;
     // A backward segment launches the kernels of both gradients (input and weight).
@@ -386,9 +395,10 @@ double host_launch_seconds(const Op& op, const Topology& t) {
 
 std::vector<std::vector<int64_t>> engine_wait_plan(const Schedule& s) { return wait_lists(s); }
 
-Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode, int64_t gathered_budget_bytes) {
+Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode, int64_t gathered_budget_bytes,
+                            const EngineAdjust* adjust) {
     if (auto e = check_world_fits(t, s.meta.world)) return *e;
-    Run run(s, t, mode);
+    Run run(s, t, mode, adjust);
     run.budget = gathered_budget_bytes;
     run.pred.gathered_budget_bytes = gathered_budget_bytes;
     run.go();
@@ -397,8 +407,14 @@ Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mod
 }
 
 double simulate_single_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
-                                  CollectivePlan* plan_out, const TunerChoice& only) {
+                                  CollectivePlan* plan_out, const TunerChoice& only, const EngineAdjust* adjust) {
     CollectivePlan plan = plan_collective(t, kind, logged_bytes, world, only);
+    if (adjust && adjust->collective) {   // fabric mode: the collective on every rank ("dp")
+        Op op;
+        op.kind = kind;
+        op.group = "dp";
+        adjust->collective(op, plan);
+    }
     if (plan_out) *plan_out = plan;
     auto& p = platform();
     LinkCapacities caps = configure(t, world);

@@ -114,7 +114,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
     try {
         JsonField root(doc.value(), file, "");
         check_keys(root, {"name", "description", "sources", "nodes", "gpus_per_node", "gpu", "intra_node", "nics",
-                          "network", "calibration", "host", "nccl"});
+                          "network", "calibration", "host", "nccl", "whatif"});
         Topology t;
         t.source = file;
         t.name = root.has("name") ? root.at("name").as_string() : file;
@@ -192,7 +192,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         }
         if (root.has("network")) {
             auto net = root.at("network");
-            check_keys(net, {"kind", "levels", "oversubscription", "nodes_per_leaf"});
+            check_keys(net, {"kind", "levels", "oversubscription", "nodes_per_leaf", "background_spine_load", "placement"});
             std::string k = net.at("kind").as_string();
             if (k == "fat_tree")
                 t.fabric = FabricKind::FatTree;
@@ -206,6 +206,20 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
                 if (t.oversubscription < 1.0) net.at("oversubscription").fail_here("expected 1 (non-blocking) or more");
             }
             if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
+            if (net.has("placement")) {   // one leaf switch index per node (fabric mode)
+                auto pl = net.at("placement");
+                pl.expect_array();
+                for (size_t i = 0; i < pl.size(); ++i) {
+                    int64_t leaf = pl.at(i).as_integer();
+                    if (leaf < 0) pl.at(i).fail_here("expected a leaf switch index (0 or more), found " + std::to_string(leaf));
+                    t.leaf_of_node.push_back(leaf);
+                }
+            }
+            if (net.has("background_spine_load")) {
+                t.background_spine_load = non_negative(net.at("background_spine_load"));
+                if (t.background_spine_load >= 1.0)
+                    net.at("background_spine_load").fail_here("expected the share of the spine other traffic takes, from 0 to below 1");
+            }
         }
         if (root.has("nccl")) {
             auto nccl = root.at("nccl");
@@ -222,6 +236,21 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
             }
         }
         if (auto e = disconnected(t)) fail(e->file, e->field, e->message);
+        if (root.has("whatif")) {  // fabric mode's what-ifs (docs/fabric.md); targets checked there
+            auto w = root.at("whatif");
+            check_keys(w, {"degrade", "straggler"});
+            for (const char* kind : {"degrade", "straggler"}) {
+                if (!w.has(kind)) continue;
+                auto list = w.at(kind);
+                list.expect_object();
+                auto& into = std::string(kind) == "degrade" ? t.whatif_degrade : t.whatif_straggler;
+                for (auto it = list.raw().begin(); it != list.raw().end(); ++it) {
+                    double share = positive(list.at(it.key()));
+                    if (share > 1.0) list.at(it.key()).fail_here("expected a share of the nominal figure in (0, 1]");
+                    into.push_back({it.key(), share});
+                }
+            }
+        }
         if (root.has("host")) {  // stage 3's parameter coordinator on the host (topologies/README.md)
             auto host = root.at("host");
             check_keys(host, {"hook_us", "kernel_launch_us", "pcie_gbps", "cpu_adam_gbs"});

@@ -6,6 +6,7 @@
 
 #include "prediction/predict_outputs.hpp"
 #include "timing/collectives.hpp"
+#include "timing/engine.hpp"
 
 namespace zerosim {
 
@@ -13,6 +14,7 @@ namespace zerosim {
 // last, on `world` ranks of `t`; times as `gpus_per_thread` GPUs per host thread issue back-to-back
 // calls (nccl-tests -g), the tuner restricted by `only`.
 std::vector<BenchRow> predict_bench_rows(const Topology& t, OpKind kind, int64_t world, int64_t min_bytes, int64_t max_bytes,
-                                         int64_t factor, int gpus_per_thread, const TunerChoice& only);
+                                         int64_t factor, int gpus_per_thread, const TunerChoice& only,
+                                         const EngineAdjust* adjust = nullptr);   // fabric mode (timing/fabric.hpp)
 
 }  // namespace zerosim

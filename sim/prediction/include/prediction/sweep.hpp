@@ -17,6 +17,7 @@
 #include "inputs/model.hpp"
 #include "inputs/release.hpp"
 #include "timing/topology.hpp"
+#include "prediction/sweep_network.hpp"
 
 namespace zerosim {
 
@@ -40,6 +41,7 @@ struct SweepSpec {
     bool zero_init = false;           // stage-3 points: the model built under deepspeed.zero.Init
     bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
     std::string what_if;              // --what-if NAME (prediction/what_if.hpp): stage 1/2 points only
+    SweepFabric fabric;               // --fabric (prediction/sweep_network.hpp)
 };
 
 struct SweepPoint {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "timing/collectives.hpp"
@@ -99,17 +100,26 @@ double zero_init_construction_seconds(const Schedule& s, const Topology& t);
 // Host time the host lane spends before issuing op `op` (launching a compute segment's kernels).
 double host_launch_seconds(const Op& op, const Topology& t);
 
+// What fabric mode (timing/fabric.hpp) changes in a run: each collective's plan once planned (its
+// bandwidth divided by the fabric's slowdown for its traffic), and compute segments' durations
+// (times the slowest rank's slowdown). Without one the engine runs the representative mode.
+struct EngineAdjust {
+    std::function<void(const Op& op, CollectivePlan& plan)> collective;
+    double compute_slowdown = 1.0;
+};
+
 // Checks the schedule fits the topology (world size against its GPUs) and simulates it.
 // `gathered_budget_bytes` (stage 3's host timeline): device memory left for gathered parameters
 // (the GPU's memory less the rest of the memory model); the host stalls before a gather that
 // would pass it until freed buffers are reusable, as PyTorch's caching allocator makes it
 // (docs/zero-comm.md "Stage 3 in time"). Without it the gathers are unbounded by memory.
 Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode,
-                            int64_t gathered_budget_bytes = INT64_MAX);
+                            int64_t gathered_budget_bytes = INT64_MAX, const EngineAdjust* adjust = nullptr);
 
 // One collective alone on an idle platform, through the same engine (for `zerosim bench`).
 // `only` restricts NCCL's tuner as NCCL_ALGO / NCCL_PROTO do.
 double simulate_single_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
-                                  CollectivePlan* plan_out = nullptr, const TunerChoice& only = {});
+                                  CollectivePlan* plan_out = nullptr, const TunerChoice& only = {},
+                                  const EngineAdjust* adjust = nullptr);
 
 }  // namespace zerosim

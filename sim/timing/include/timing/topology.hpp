@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -65,6 +67,11 @@ struct Topology {
     int fabric_levels = 1;
     double oversubscription = 1.0;      // at the first level above the leaf switches
     int64_t nodes_per_leaf = 0;         // nodes under one leaf switch (0 = all)
+    // Fabric mode (timing/fabric.hpp): the share of every spine link other jobs' traffic takes,
+    // and the file's what-ifs ("whatif": {"degrade": {"node3.nic2": 0.5}, "straggler": {...}}).
+    double background_spine_load = 0;
+    std::vector<int64_t> leaf_of_node;  // fabric mode's placement: node n under leaf switch [n] (empty: n / nodes_per_leaf)
+    std::vector<std::pair<std::string, double>> whatif_degrade, whatif_straggler;
 
     // The NCCL release whose tuner is predicted (--nccl overrides) and whether AWS's tuner plugin
     // (aws-ofi-nccl >= 1.9) replaces NCCL's choice across nodes.
