@@ -82,17 +82,19 @@ void inside_node(FlowPattern p, const std::vector<int>& on, std::vector<std::pai
 
 // The slowest flow's time over its ideal: the most bytes any endpoint port must carry over that
 // port's nominal capacity.
-double slowdown(const std::vector<std::pair<int64_t, int64_t>>& pairs, const std::vector<simgrid::s4u::Host*>& hosts,
-                double capacity, int& simulations) {
+// `design` is the same traffic on the node design (every node with all its NICs): its endpoint
+// loads set the ideal, so NICs a node lacks show as a slowdown.
+double slowdown(const std::vector<std::pair<int64_t, int64_t>>& pairs, const std::vector<std::pair<int64_t, int64_t>>& design,
+                const std::vector<simgrid::s4u::Host*>& hosts, double capacity, int& simulations) {
     if (pairs.empty()) return 1.0;
     std::map<int64_t, double> out, in;
     std::vector<FabricFlow> flows;
     flows.reserve(pairs.size());
-    for (auto [a, b] : pairs) {
+    for (auto [a, b] : design) {
         out[a] += kFlowBytes;
         in[b] += kFlowBytes;
-        flows.push_back({hosts[static_cast<size_t>(a)], hosts[static_cast<size_t>(b)], kFlowBytes});
     }
+    for (auto [a, b] : pairs) flows.push_back({hosts[static_cast<size_t>(a)], hosts[static_cast<size_t>(b)], kFlowBytes});
     double most = 0;
     for (const auto& [k, v] : out) most = std::max(most, v);
     for (const auto& [k, v] : in) most = std::max(most, v);
@@ -106,7 +108,7 @@ double slowdown(const std::vector<std::pair<int64_t, int64_t>>& pairs, const std
 
 FabricFactors FabricModel::factors(FlowPattern p, const std::vector<std::vector<int>>& groups) {
     Impl& im = *impl_;
-    std::vector<std::pair<int64_t, int64_t>> intra, inter;
+    std::vector<std::pair<int64_t, int64_t>> intra, inter, inter_design;
     for (const auto& members : groups) {
         // The group's nodes in rank order, each with its members.
         std::vector<int64_t> nodes;
@@ -121,13 +123,16 @@ FabricFactors FabricModel::factors(FlowPattern p, const std::vector<std::vector<
         for (auto [a, b] : local) intra.push_back({a, b});
         if (nodes.size() < 2 || im.platform->nic.empty()) continue;
         // The NICs (rails) each node's members own, in order; one channel per rail.
-        std::vector<std::vector<int64_t>> rails(nodes.size());
+        // The channels are the node design's; a node with fewer NICs takes them on the NICs it has.
+        std::vector<std::vector<int64_t>> rails(nodes.size()), design(nodes.size());
         size_t channels = 0;
         for (size_t i = 0; i < nodes.size(); ++i) {
-            std::set<int64_t> seen;
-            for (int r : on[nodes[i]])
+            std::set<int64_t> seen, seen_design;
+            for (int r : on[nodes[i]]) {
                 if (seen.insert(im.nic_of(r)).second) rails[i].push_back(im.nic_of(r));
-            channels = std::max(channels, rails[i].size());
+                if (seen_design.insert(im.design_nic_of(r)).second) design[i].push_back(im.design_nic_of(r));
+            }
+            channels = std::max(channels, design[i].size());
         }
         const auto m = static_cast<int64_t>(nodes.size());
         // all_to_all's shifts: all up to 64, fewer where the groups' flows would pass about 16K
@@ -143,14 +148,17 @@ FabricFactors FabricModel::factors(FlowPattern p, const std::vector<std::vector<
                     const auto& ra = rails[static_cast<size_t>(a)];
                     const auto& rb = rails[static_cast<size_t>(b)];
                     inter.push_back({ra[c % ra.size()], rb[c % rb.size()]});
+                    const auto& da = design[static_cast<size_t>(a)];
+                    const auto& db = design[static_cast<size_t>(b)];
+                    inter_design.push_back({da[c % da.size()], db[c % db.size()]});
                 }
             }
         }
     }
     im.apply();
     FabricFactors f;
-    f.intra = slowdown(intra, im.platform->gpu, im.gpu_capacity, im.simulations);
-    f.inter = slowdown(inter, im.platform->nic, im.nic_capacity, im.simulations);
+    f.intra = slowdown(intra, intra, im.platform->gpu, im.gpu_capacity, im.simulations);
+    f.inter = slowdown(inter, inter_design, im.platform->nic, im.nic_capacity, im.simulations);
     return f;
 }
 

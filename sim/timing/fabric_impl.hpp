@@ -19,6 +19,7 @@ struct FabricModel::Impl {
     double nic_capacity = 1e9;       // nominal NIC port, B/s
     double uplink_capacity = 1e9;    // one leaf-to-spine link, B/s, before the background load
     std::vector<double> gpu_share, nic_share, leaf_share;   // what-ifs: a share of the nominal bandwidth
+    std::vector<int64_t> nics_on_node;   // mixed node designs: NICs each node has (its first ones)
     double background_load = 0;      // share of every spine link other jobs take
     double compute_slowdown = 1.0;
     std::map<std::string, FabricFactors> cache;
@@ -28,7 +29,8 @@ struct FabricModel::Impl {
     // Gives the platform this model's capacities (another model may have used it since).
     void apply() const;
     int64_t node_of(int rank) const { return rank / ideal.gpus_per_node; }
-    int64_t nic_of(int rank) const;   // global NIC index of the rank's own NIC
+    int64_t nic_of(int rank) const;          // global NIC index of the NIC the rank's traffic leaves by
+    int64_t design_nic_of(int rank) const;   // the same on the node design (every node with all its NICs)
 };
 
 }  // namespace zerosim

@@ -61,9 +61,18 @@ FlowPattern flow_pattern(OpKind kind, Algorithm a) {
     return FlowPattern::Ring;
 }
 
-int64_t FabricModel::Impl::nic_of(int rank) const {
+int64_t FabricModel::Impl::design_nic_of(int rank) const {
     const int64_t g = ideal.gpus_per_node, k = std::max(ideal.nics_per_node, 1);
     return node_of(rank) * k + (rank % g) * k / g;
+}
+
+// A node with fewer NICs than its design: the rails whose NIC is missing leave through NIC
+// (rail mod the node's NICs), so its GPUs share the NICs left (NCCL spreads a node's channels over
+// the NICs it finds: src/graph/search.cc).
+int64_t FabricModel::Impl::nic_of(int rank) const {
+    const int64_t k = std::max(ideal.nics_per_node, 1), n = node_of(rank), j = design_nic_of(rank) - n * k;
+    const auto on = static_cast<size_t>(n);
+    return on < nics_on_node.size() ? n * k + j % nics_on_node[on] : n * k + j;
 }
 
 void FabricModel::Impl::apply() const {
@@ -124,16 +133,26 @@ Result<std::shared_ptr<FabricModel>> FabricModel::build(const Topology& t, int64
     im.gpu_share.assign(im.platform->gpu.size(), 1.0);
     im.nic_share.assign(im.platform->nic.size(), 1.0);
     im.leaf_share.assign(im.platform->uplinks.size(), 1.0);
+    im.nics_on_node.assign(static_cast<size_t>(nodes), std::max<int64_t>(s.nics_per_node, 1));
+    for (const Topology::NodeDesign& d : t.whatif_nodes) {   // mixed node designs (docs/fabric.md)
+        const FabricWhatIf w{"node" + std::to_string(d.node), 1.0, t.source, "whatif.nodes." + std::to_string(d.node)};
+        if (d.node >= nodes) return out_of_range(w, "node", d.node, nodes);
+        if (s.nics_per_node == 0) continue;   // one node: no network
+        if (d.nics > 0) im.nics_on_node[static_cast<size_t>(d.node)] = d.nics;
+        if (d.nic_bandwidth_gbs > 0)
+            for (int64_t j = 0; j < s.nics_per_node; ++j)
+                im.nic_share[static_cast<size_t>(d.node * s.nics_per_node + j)] *= d.nic_bandwidth_gbs / t.nic_bandwidth_gbs;
+    }
     for (const FabricWhatIf& w : o.degrade) {
         std::vector<std::string> words;
         std::vector<int64_t> n;
         if (!split_target(w.target, words, n)) return what_if_error(w, "'" + w.target + "': " + kDegradeTargets);
         if (words.size() == 2 && words[0] == "node" && words[1] == "nic" && n[0] >= 0 && n[1] >= 0) {
             if (n[0] >= nodes) return out_of_range(w, "node", n[0], nodes);
-            if (n[1] >= s.nics_per_node)
-                return what_if_error(w, "'" + w.target + "': node " + std::to_string(n[0]) + " has " +
-                                            std::to_string(s.nics_per_node) + " NICs on the network (nic0 to nic" +
-                                            std::to_string(s.nics_per_node - 1) + ")");
+            const int64_t has = s.nics_per_node > 0 ? im.nics_on_node[static_cast<size_t>(n[0])] : 0;
+            if (n[1] >= has)
+                return what_if_error(w, "'" + w.target + "': node " + std::to_string(n[0]) + " has " + std::to_string(has) +
+                                            " NICs on the network (nic0 to nic" + std::to_string(has - 1) + ")");
             im.nic_share[static_cast<size_t>(n[0] * s.nics_per_node + n[1])] *= w.share;
         } else if (words.size() == 3 && words[0] == "node" && words[1] == "gpu" && words[2] == "nvlink" && n[0] >= 0 && n[1] >= 0) {
             if (n[0] >= nodes) return out_of_range(w, "node", n[0], nodes);

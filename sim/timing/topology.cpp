@@ -238,7 +238,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         if (auto e = disconnected(t)) fail(e->file, e->field, e->message);
         if (root.has("whatif")) {  // fabric mode's what-ifs (docs/fabric.md); targets checked there
             auto w = root.at("whatif");
-            check_keys(w, {"degrade", "straggler"});
+            check_keys(w, {"degrade", "straggler", "nodes"});
             for (const char* kind : {"degrade", "straggler"}) {
                 if (!w.has(kind)) continue;
                 auto list = w.at(kind);
@@ -248,6 +248,28 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
                     double share = positive(list.at(it.key()));
                     if (share > 1.0) list.at(it.key()).fail_here("expected a share of the nominal figure in (0, 1]");
                     into.push_back({it.key(), share});
+                }
+            }
+            if (w.has("nodes")) {  // mixed node designs; the node numbers are checked against --nodes there
+                auto nodes = w.at("nodes");
+                nodes.expect_object();
+                for (auto it = nodes.raw().begin(); it != nodes.raw().end(); ++it) {
+                    auto one = nodes.at(it.key());
+                    const std::string& k = it.key();
+                    if (k.empty() || k.size() > 9 || k.find_first_not_of("0123456789") != std::string::npos)
+                        one.fail_here("expected a node number (e.g. \"3\") as the key, found '" + k + "'");
+                    check_keys(one, {"nics", "nic_bandwidth_gbs"});
+                    Topology::NodeDesign d;
+                    d.node = std::stoll(k);
+                    if (one.has("nics")) {
+                        const int64_t n = positive_int(one.at("nics"));
+                        if (n > t.nics_per_node)
+                            one.at("nics").fail_here("expected 1 to " + std::to_string(t.nics_per_node) +
+                                                     " NICs (nics.per_node: the node design's), found " + std::to_string(n));
+                        d.nics = static_cast<int>(n);
+                    }
+                    if (one.has("nic_bandwidth_gbs")) d.nic_bandwidth_gbs = positive(one.at("nic_bandwidth_gbs"));
+                    t.whatif_nodes.push_back(d);
                 }
             }
         }

@@ -72,6 +72,14 @@ struct Topology {
     double background_spine_load = 0;
     std::vector<int64_t> leaf_of_node;  // fabric mode's placement: node n under leaf switch [n] (empty: n / nodes_per_leaf)
     std::vector<std::pair<std::string, double>> whatif_degrade, whatif_straggler;
+    // Mixed node designs ("whatif": {"nodes": {"3": {"nics": 4, "nic_bandwidth_gbs": 25}}}): node 3
+    // with fewer NICs (its GPUs share the ones left) or NICs of another speed; 0 = the design's.
+    struct NodeDesign {
+        int64_t node = 0;
+        int nics = 0;
+        double nic_bandwidth_gbs = 0;
+    };
+    std::vector<NodeDesign> whatif_nodes;
 
     // The NCCL release whose tuner is predicted (--nccl overrides) and whether AWS's tuner plugin
     // (aws-ofi-nccl >= 1.9) replaces NCCL's choice across nodes.
