@@ -8,21 +8,6 @@ namespace zerosim {
 
 namespace {
 
-// "model.layers.17.mlp.up_proj.weight" -> "model.layers.17": the name up to its first numeric
-// component, "" when it has none (embeddings, the final norm, the head).
-std::string layer_prefix(const std::string& name) {
-    size_t start = 0;
-    while (start <= name.size()) {
-        size_t end = name.find('.', start);
-        if (end == std::string::npos) end = name.size();
-        bool digits = end > start;
-        for (size_t i = start; i < end; ++i) digits = digits && name[i] >= '0' && name[i] <= '9';
-        if (digits) return name.substr(0, end);
-        start = end + 1;
-    }
-    return "";
-}
-
 std::string gib(int64_t bytes) {
     char b[32];
     std::snprintf(b, sizeof b, "%.2f", static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30));
@@ -42,7 +27,7 @@ ActivationEstimate estimate_activations(const Model& m, int64_t seq_len, int64_t
     a.element_bytes = dtype == DType::FP32 ? 4 : 2;
     std::set<std::string> layers;
     for (const auto& p : m.params) {
-        std::string prefix = layer_prefix(p.name);
+        std::string prefix = transformer_block_of(p.name);
         if (!prefix.empty()) layers.insert(prefix);
     }
     a.layers = static_cast<int64_t>(layers.size());

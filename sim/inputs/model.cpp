@@ -14,6 +14,19 @@
 
 namespace zerosim {
 
+std::string transformer_block_of(const std::string& name) {
+    size_t start = 0;
+    while (start <= name.size()) {
+        size_t end = name.find('.', start);
+        if (end == std::string::npos) end = name.size();
+        bool digits = end > start;
+        for (size_t i = start; i < end; ++i) digits = digits && name[i] >= '0' && name[i] <= '9';
+        if (digits) return name.substr(0, end);
+        start = end + 1;
+    }
+    return "";
+}
+
 std::string element_count_text(long double elements) {
     int exp = 0;
     long double mant = std::frexp(elements, &exp);

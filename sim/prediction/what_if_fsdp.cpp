@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <string>
+
+#include "inputs/model.hpp"
 
 namespace zerosim {
 
@@ -14,21 +17,6 @@ namespace {
 const char* kUnshard = "whatif.fsdp.unshard";
 const char* kReduceScatter = "whatif.fsdp.reduce_scatter";
 const char* kReplicaAllReduce = "whatif.hsdp.allreduce";
-
-// "model.layers.17.mlp.up_proj.weight" -> "model.layers.17" (the module transformer_auto_wrap_policy
-// wraps); "" for names without a numeric component (the root unit's).
-std::string block_of(const std::string& name) {
-    size_t start = 0;
-    while (start <= name.size()) {
-        size_t end = name.find('.', start);
-        if (end == std::string::npos) end = name.size();
-        bool digits = end > start;
-        for (size_t i = start; i < end; ++i) digits = digits && name[i] >= '0' && name[i] <= '9';
-        if (digits) return name.substr(0, end);
-        start = end + 1;
-    }
-    return "";
-}
 
 ProcessGroup node_groups(const std::string& name, int64_t world, int64_t g, bool across) {
     ProcessGroup pg{name, {}};
@@ -267,7 +255,7 @@ std::vector<FsdpUnit> fsdp_units(const Schedule& s) {
     std::vector<FsdpUnit> units(1);
     std::map<std::string, size_t> index;
     for (size_t i = 0; i < s.params.size(); ++i) {
-        const std::string b = block_of(s.params[i].name);
+        const std::string b = transformer_block_of(s.params[i].name);
         size_t k = 0;
         if (!b.empty()) {
             auto it = index.find(b);

@@ -73,6 +73,12 @@ inline constexpr int64_t kMaxModelElements = int64_t{1} << 56;
 // fit 64 bits, computed in long double).
 std::string element_count_text(long double elements);
 
+// The transformer block a parameter belongs to: "model.layers.17.mlp.up_proj.weight" ->
+// "model.layers.17", the name up to its first numeric component (the module PyTorch's
+// transformer_auto_wrap_policy wraps, the layer activations are counted per); "" when it has none
+// (embeddings, the final norm, the head).
+std::string transformer_block_of(const std::string& parameter_name);
+
 // How the caller chose parameter groups when the file does not say.
 enum class GroupPolicy { AllInOne, DecayNoDecay };
 
