@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <gtest/gtest.h>
 #include <fstream>
 #include <sstream>
@@ -34,6 +35,23 @@ struct RunResult {
     int exit_code = -1;
     std::string out;   // stdout and stderr together
 };
+
+// A path or argument in single quotes for the shell (the tests' paths hold no single quote).
+inline std::string q(const std::string& s) { return "'" + s + "'"; }
+
+// Debian's headless browser for the tests that render the report and the plot ("" when absent;
+// scripts/test.sh installs it).
+inline std::string chromium() {
+    for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
+        if (std::filesystem::exists(p)) return p;
+    return "";
+}
+
+// Chromium's flags for one headless run with its own profile folder and no network chatter.
+inline std::string headless_chromium_flags(const std::string& profile) {
+    return " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking"
+           " --disable-component-update --disable-sync --user-data-dir=" + q(profile);
+}
 
 // Runs the zerosim binary with arguments (shell-quoted by the caller).
 inline RunResult run_zerosim(const std::string& args) {

@@ -14,13 +14,8 @@ using zerosim::test::run_zerosim;
 
 namespace {
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-std::string chromium() {
-    for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
-        if (std::filesystem::exists(p)) return p;
-    return "";
-}
+using zerosim::test::q;
+using zerosim::test::chromium;
 
 const char* kMeasure = R"(<script>
 const out = [];
@@ -64,8 +59,7 @@ TEST(PlotRender, AxesLegendAndFramesInHeadlessChromium) {
     EXPECT_NE(picture.find("stage 3, dgx-a100, reduce_bucket_size=50000"), std::string::npos);
     std::string html = zerosim::test::temp_file("render-sweep.html", "<!doctype html><html><body>" + picture + kMeasure + "</body></html>");
     std::string profile = ::testing::TempDir() + "/chromium-profile-plot";
-    std::string flags = " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking"
-                        " --disable-component-update --disable-sync --user-data-dir=" + q(profile);
+    std::string flags = zerosim::test::headless_chromium_flags(profile);
     std::string dom_file = ::testing::TempDir() + "/render-sweep-dom.html";
     std::string cmd = "timeout 90 " + browser + flags + " --window-size=1000,1000 --dump-dom file://" + html + " > " + q(dom_file) +
                       " 2>/dev/null";

@@ -18,8 +18,9 @@ using zerosim::test::run_zerosim;
 
 namespace {
 
+using zerosim::test::q;
+
 std::string topo(const std::string& name) { return std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/" + name + ".json"; }
-std::string q(const std::string& s) { return "'" + s + "'"; }
 const std::string kRef = test::reference("deepspeed-v0.14.2-cpu");
 
 std::string predict_args(const std::string& extra) {

@@ -12,18 +12,8 @@ using zerosim::test::run_zerosim;
 
 namespace {
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-std::string chromium() {
-    for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
-        if (std::filesystem::exists(p)) return p;
-    return "";
-}
-
-std::string browser_flags(const std::string& profile) {
-    return " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking"
-           " --disable-component-update --disable-sync --user-data-dir=" + q(profile);
-}
+using zerosim::test::q;
+using zerosim::test::chromium;
 
 TEST(Report, RendersInHeadlessChromium) {
     std::string browser = chromium();
@@ -41,7 +31,7 @@ TEST(Report, RendersInHeadlessChromium) {
 
     std::string profile = ::testing::TempDir() + "/chromium-profile";
     std::string dom_file = ::testing::TempDir() + "/report-dom.html";
-    std::string cmd = "timeout 90 " + browser + browser_flags(profile) + " --dump-dom file://" + html + " > " + q(dom_file) +
+    std::string cmd = "timeout 90 " + browser + zerosim::test::headless_chromium_flags(profile) + " --dump-dom file://" + html + " > " + q(dom_file) +
                       " 2>/dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     std::string dom = zerosim::test::read_file(dom_file);
@@ -57,7 +47,7 @@ TEST(Report, RendersInHeadlessChromium) {
     std::filesystem::create_directories(ZEROSIM_ARTIFACTS_DIR);
     std::string png = std::string(ZEROSIM_ARTIFACTS_DIR) + "/report.png";
     std::filesystem::remove(png);
-    cmd = "timeout 90 " + browser + browser_flags(profile) + " --window-size=1280,2400 --screenshot=" + q(png) + " file://" +
+    cmd = "timeout 90 " + browser + zerosim::test::headless_chromium_flags(profile) + " --window-size=1280,2400 --screenshot=" + q(png) + " file://" +
           html + " >/dev/null 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     ASSERT_TRUE(std::filesystem::exists(png));
@@ -108,7 +98,7 @@ TEST(Report, ReadableInHeadlessChromium) {
     std::string page = zerosim::test::temp_file("report-readable-measured.html", text);
     std::string profile = ::testing::TempDir() + "/chromium-profile-readable";
     std::string dom_file = ::testing::TempDir() + "/report-readable-dom.html";
-    std::string cmd = "timeout 90 " + browser + browser_flags(profile) + " --window-size=1280,2400 --dump-dom file://" + page +
+    std::string cmd = "timeout 90 " + browser + zerosim::test::headless_chromium_flags(profile) + " --window-size=1280,2400 --dump-dom file://" + page +
                       " > " + q(dom_file) + " 2>/dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     std::string dom = zerosim::test::read_file(dom_file);

@@ -15,7 +15,7 @@ using zerosim::test::run_zerosim;
 
 namespace {
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
+using zerosim::test::q;
 
 TEST(ReportTimeline, Stage3GathersInterleaveWithCompute) {
     std::string model = zerosim::test::temp_file("six-layers.json", R"({"parameters": [

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "inline_inputs.hpp"
+#include "stage3_six_layers.hpp"
 #include "schedule/check.hpp"
 #include "schedule/ordering.hpp"
 #include "timing/engine.hpp"
@@ -19,31 +20,14 @@ using namespace zerosim;
 
 namespace {
 
-// l1..l6, one 1000-element weight each: forward l1..l6, backward l6..l1.
-const char* kSixLayers = R"({"parameters": [
-  {"name": "l1.weight", "shape": [1000]}, {"name": "l2.weight", "shape": [1000]}, {"name": "l3.weight", "shape": [1000]},
-  {"name": "l4.weight", "shape": [1000]}, {"name": "l5.weight", "shape": [1000]}, {"name": "l6.weight", "shape": [1000]}]})";
+using test::kSixLayers;
+using test::slow_link;
+using test::Timed;
 
 std::string z3(const std::string& zero_extra) {
     return R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3,
       "stage3_param_persistence_threshold": 0)" + zero_extra + "}}";
 }
-
-// One node of 4 GPUs whose link is slow (1 MB/s: a 1000-element fp32 gather takes milliseconds)
-// and a host that takes 50 us per hook: the fetches, not the host, set the pace.
-Topology slow_link() {
-    auto t = parse_topology("slow.json", R"({"name": "slow", "nodes": 1, "gpus_per_node": 4,
-      "gpu": {"peak_tflops": {"fp32": 100}, "memory_bandwidth_gbs": 1000},
-      "intra_node": {"kind": "nvswitch", "bandwidth_gbs": 0.001, "nccl_channels": 1, "nccl_channel_bandwidth_gbs": 0.001},
-      "host": {"hook_us": 50, "kernel_launch_us": 10}})");
-    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().what());
-    return t.value();
-}
-
-struct Timed {
-    Schedule s;
-    Prediction p;
-};
 
 Timed timed(const std::string& zero_extra, int steps = 2) {
     Timed t{test::build(test::param_list(kSixLayers), test::ds(z3(zero_extra)), 4, steps), {}};

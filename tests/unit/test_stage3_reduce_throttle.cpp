@@ -12,6 +12,7 @@
 #include <string>
 
 #include "inline_inputs.hpp"
+#include "stage3_six_layers.hpp"
 #include "schedule/check.hpp"
 #include "schedule/ordering.hpp"
 #include "timing/engine.hpp"
@@ -21,24 +22,9 @@ using namespace zerosim;
 
 namespace {
 
-const char* kSixLayers = R"({"parameters": [
-  {"name": "l1.weight", "shape": [1000]}, {"name": "l2.weight", "shape": [1000]}, {"name": "l3.weight", "shape": [1000]},
-  {"name": "l4.weight", "shape": [1000]}, {"name": "l5.weight", "shape": [1000]}, {"name": "l6.weight", "shape": [1000]}]})";
-
-// Slow link (1 MB/s): reduces take milliseconds, compute and the host microseconds.
-Topology slow_link() {
-    auto t = parse_topology("slow.json", R"({"name": "slow", "nodes": 1, "gpus_per_node": 4,
-      "gpu": {"peak_tflops": {"fp32": 100}, "memory_bandwidth_gbs": 1000},
-      "intra_node": {"kind": "nvswitch", "bandwidth_gbs": 0.001, "nccl_channels": 1, "nccl_channel_bandwidth_gbs": 0.001},
-      "host": {"hook_us": 50, "kernel_launch_us": 10}})");
-    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().what());
-    return t.value();
-}
-
-struct Timed {
-    Schedule s;
-    Prediction p;
-};
+using test::kSixLayers;
+using test::slow_link;
+using test::Timed;
 
 Timed timed() {
     const std::string ds = R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3,

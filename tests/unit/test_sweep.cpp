@@ -11,7 +11,8 @@ using zerosim::test::run_zerosim;
 
 namespace {
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
+using zerosim::test::q;
+
 std::string root() { return std::string(ZEROSIM_CONFIGS_DIR) + "/.."; }
 std::string model() { return zerosim::test::reference("deepspeed-v0.14.2-cpu/model.json"); }
 

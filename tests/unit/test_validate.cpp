@@ -21,7 +21,8 @@ using zerosim::test::run_zerosim;
 
 namespace {
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
+using zerosim::test::q;
+
 const std::string kRef = test::reference("deepspeed-v0.14.2-cpu");
 const char* kRuns[] = {"z1_seed_w4", "z2_smallbucket_w4", "z3_default_w4"};
 

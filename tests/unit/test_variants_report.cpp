@@ -12,7 +12,7 @@ using zerosim::test::run_zerosim;
 
 namespace {
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
+using zerosim::test::q;
 
 // The table's rows as {intra, inter, share} strings.
 std::vector<std::array<std::string, 3>> traffic_rows(const std::string& zero, int nodes) {
