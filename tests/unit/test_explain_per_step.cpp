@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/explain.hpp"
+#include "inline_inputs.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "schedule/schedule.hpp"
@@ -15,14 +16,9 @@ namespace {
 
 std::string explain_two_steps(const std::string& zero) {
     auto m = load_model(test::reference("deepspeed-v0.14.2-cpu/model.json"));
-    auto c = parse_ds_config("ds.json", R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": )" + zero + "}");
-    EXPECT_TRUE(m.ok() && c.ok());
-    ScheduleOptions o;
-    o.world = 4;
-    o.steps = 2;
-    auto s = build_schedule(m.value(), c.value(), o);
-    EXPECT_TRUE(s.ok());
-    return explain_schedule(m.value(), c.value(), s.value());
+    EXPECT_TRUE(m.ok());
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": )" + zero + "}");
+    return explain_schedule(m.value(), c, test::build(m.value(), c, 4, 2));
 }
 
 TEST(ExplainPerStep, CountsAndBytesPerStepOneConvention) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/explain.hpp"
+#include "inline_inputs.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "prediction/what_if.hpp"
@@ -18,15 +19,10 @@ namespace {
 
 Schedule reference_schedule(int stage) {
     auto m = load_model(test::reference("deepspeed-v0.14.2-cpu/model.json"));
-    auto c = parse_ds_config("ds.json", R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": )" +
-                                            std::to_string(stage) + "}}");
-    EXPECT_TRUE(m.ok() && c.ok());
-    ScheduleOptions o;
-    o.world = 4;
-    o.steps = 2;
-    auto s = build_schedule(m.value(), c.value(), o);
-    EXPECT_TRUE(s.ok());
-    return s.value();
+    EXPECT_TRUE(m.ok());
+    return test::build(m.value(), test::ds(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": )" +
+                                           std::to_string(stage) + "}}"),
+                       4, 2);
 }
 
 TEST(WhatIf, ReduceScatterSendsThePapers2Psi) {
