@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -21,20 +23,28 @@ int64_t what_if_model_state_bytes(const Schedule& s, int64_t deepspeed_bytes) {
 // Ranks on nodes of `gpus_per_node` in order; the group containing rank 0 stands for its kind.
 double nic_bytes_per_gpu(const Schedule& s, int step, int64_t gpus_per_node) {
     const int64_t g = std::max<int64_t>(gpus_per_node, 1);
+    // Per group name: its size and how many of its first member set share the first member's node
+    // (computed once per group, not once per op; "" and unknown names are the world).
+    struct Shape {
+        int64_t n = 0, on_node = 0;
+    };
+    auto shape_of = [&](const std::vector<int>& members) {
+        Shape sh{static_cast<int64_t>(members.size()), 0};
+        for (int r : members) sh.on_node += r / g == members[0] / g;
+        return sh;
+    };
+    const Shape world{s.meta.world, std::min<int64_t>(s.meta.world, g)};
+    std::map<std::string, Shape> shapes;
+    for (const auto& pg : s.meta.groups)
+        if (!pg.members.empty() && !pg.members[0].empty() && !shapes.count(pg.name)) shapes[pg.name] = shape_of(pg.members[0]);
     double total = 0;
     for (const auto& op : s.ops) {
         if (!is_collective(op.kind) || op.step != step) continue;
-        std::vector<int> members;
-        for (const auto& pg : s.meta.groups)
-            if (pg.name == op.group && !pg.members.empty()) members = pg.members[0];
-        if (members.empty())
-            for (int64_t r = 0; r < s.meta.world; ++r) members.push_back(static_cast<int>(r));
-        const int64_t n = static_cast<int64_t>(members.size());
-        int64_t on_node = 0;
-        for (int r : members) on_node += r / g == members[0] / g;
-        if (n <= 1 || on_node == n) continue;
-        const double off = static_cast<double>(n - on_node) / static_cast<double>(n - 1);
-        total += op_wire_bytes(op, n) * off / static_cast<double>(on_node);
+        auto it = shapes.find(op.group);
+        const Shape sh = it == shapes.end() ? world : it->second;
+        if (sh.n <= 1 || sh.on_node == sh.n) continue;
+        const double off = static_cast<double>(sh.n - sh.on_node) / static_cast<double>(sh.n - 1);
+        total += op_wire_bytes(op, sh.n) * off / static_cast<double>(sh.on_node);
     }
     return total;
 }
