@@ -73,9 +73,12 @@ namespace {
 int qi(const Op& op) { return static_cast<int>(queue_of(op.stream)); }
 
 // A bucket of gradients summed across ranks during backward (stage 0-3 flushes, the engine's
-// all_reduce); the trace check's broadcasts and the step's norms are not.
+// all_reduce, and qgZ's all_to_all_quant_reduce, which carries no reduce op because the sum happens
+// after the exchange: DeepSpeed v0.14.2 coalesced_collectives.py all_to_all_quant_reduce); the
+// trace check's broadcasts and the step's norms are not.
 bool is_gradient_reduction(const Op& op) {
-    return is_collective(op.kind) && op.phase == Phase::Backward && op.redop == ReduceOp::Sum;
+    return is_collective(op.kind) && op.phase == Phase::Backward &&
+           (op.redop == ReduceOp::Sum || op.kind == OpKind::AllToAll);
 }
 
 bool is_backward(const Op& op) { return op.kind == OpKind::Compute && op.compute == ComputeKind::Backward; }
