@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backends/dtype.hpp"
+#include "backends/host_cache.hpp"
 #include "schedule/collective_table.hpp"
 
 namespace zerorun {
@@ -44,14 +45,6 @@ double expected_value(OpKind op, DType t, ReduceOp redop, int n, int me, int roo
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Between two ops of a training step the rank's compute walks through far more memory than its
-// caches hold, so an op finds its buffers (and the MPI library's own) cold. Writing one byte per
-// cache line of a large buffer puts a bench call in the same state; plain stores, not memset,
-// which may bypass the caches for large sizes.
-void evict_caches(std::vector<unsigned char>& scratch) {
-    for (size_t i = 0; i < scratch.size(); i += 64) scratch[i] = static_cast<unsigned char>(scratch[i] + 1);
 }
 
 double sum_over_ranks(Backend& be, double v) {
@@ -104,25 +97,28 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
     const int n = be.world(), me = be.rank();
     const int es = zerosim::dtype_size(opt.dtype);
     const bool print = me == 0;
+    // Fresh buffers: no warm-up call, so that each timed call is the first at its size (below).
+    const int warmups = opt.fenced && opt.fresh_buffers ? 0 : opt.warmup;
     char line[512];
     if (print) {
         std::snprintf(line, sizeof line,
                       "# nThread 1 nGpus 1 minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %d iters: %d "
                       "agg iters: 1 validation: %d graph: 0\n#\n",
                       static_cast<long long>(opt.min_bytes), static_cast<long long>(opt.max_bytes),
-                      static_cast<long long>(opt.factor), opt.warmup, opt.iters, opt.check ? 1 : 0);
+                      static_cast<long long>(opt.factor), warmups, opt.iters, opt.check ? 1 : 0);
         out << line;
         out << "# zerorun bench: backend " << be.name() << ", " << n << " ranks, host memory";
         if (opt.fenced) {
             out << "; fenced calls (a barrier before each; time = shortest over ranks, "
                 << (opt.median_of_calls ? "median" : "mean") << " over calls)";
             if (opt.evict_bytes > 0) out << "; caches evicted with " << (opt.evict_bytes >> 20) << " MiB between calls";
+            if (opt.fresh_buffers) out << "; buffers allocated, zeroed and filled before each call";
         }
         out << "\n#\n";
         zerosim::write_nccl_tests_header(out);
         out.flush();
     }
-    std::vector<unsigned char> evict(opt.fenced ? static_cast<size_t>(std::max<int64_t>(0, opt.evict_bytes)) : 0, 0);
+    HostCacheEvictor evict(opt.fenced ? opt.evict_bytes : 0);
     std::vector<zerosim::NcclTestsRow> rows;
     double bw_sum = 0;
     int bw_count = 0;
@@ -148,14 +144,24 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
         row.root = coll.rooted ? opt.root : -1;
         double time_us[2] = {0, 0}, algbw[2] = {0, 0}, busbw[2] = {0, 0};
         int64_t wrong_of[2] = {-1, -1};
-        for (int ip = 0; ip < 2; ++ip) {
+        // With fresh buffers, the column DeepSpeed calls (schedule/collective_table.hpp) is timed
+        // first, so that it is the first call at its size, as a step's op is: OpenMPI's first call
+        // at a size allocates its scratch anew (coll_base_reduce_scatter_block.c, coll_base_allreduce.c)
+        // and measured 1.2-1.5x the second (2 ranks, stage 3's 2-4 MiB reduce_scatter).
+        const int first = opt.fenced && opt.fresh_buffers && coll.deepspeed_in_place ? 1 : 0;
+        for (int ip : {first, 1 - first}) {
             char* in = sendbuf;
             char* outp = recvbuf;
-            if (ip) {
-                if (kind == OpKind::AllGather) in = recvbuf + static_cast<size_t>(me) * send_b;
-                else if (kind == OpKind::ReduceScatter) { in = recvbuf; outp = recvbuf + static_cast<size_t>(me) * recv_b; }
-                else in = outp = recvbuf;
-            }
+            auto place = [&] {
+                in = sendbuf;
+                outp = recvbuf;
+                if (ip) {
+                    if (kind == OpKind::AllGather) in = recvbuf + static_cast<size_t>(me) * send_b;
+                    else if (kind == OpKind::ReduceScatter) { in = recvbuf; outp = recvbuf + static_cast<size_t>(me) * recv_b; }
+                    else in = outp = recvbuf;
+                }
+            };
+            place();
             auto fill = [&] {
                 for (int64_t i = 0; i < send_n; ++i) store_element(in, opt.dtype, i, check_pattern_value(opt.dtype, me, i));
                 if (kind == OpKind::Broadcast && me != opt.root && !ip)
@@ -191,14 +197,26 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
                 wrong = static_cast<int64_t>(sum_over_ranks(be, static_cast<double>(wrong)));
             }
             fill();
-            for (int w = 0; w < opt.warmup; ++w) launch();
+            for (int w = 0; w < warmups; ++w) launch();
             double dt = 0.0;
             if (opt.fenced) {
                 // Per call, the shortest time over ranks: the rank that left the barrier last waited
                 // for nobody, so its time is the collective's own (see zerorun --op-time).
                 std::vector<double> neg(static_cast<size_t>(opt.iters));
                 for (int it = 0; it < opt.iters; ++it) {
-                    evict_caches(evict);
+                    evict.evict();
+                    if (opt.fresh_buffers) {
+                        // As zerorun's executor gives each op of a step its buffers (executor/
+                        // memory.cpp Buffer): allocated, zeroed, then filled just before the call.
+                        be.release(sendbuf, send_b);
+                        be.release(recvbuf, big);
+                        sendbuf = static_cast<char*>(be.alloc(send_b));
+                        recvbuf = static_cast<char*>(be.alloc(big));
+                        std::memset(sendbuf, 0, send_b);
+                        std::memset(recvbuf, 0, big);
+                        place();
+                        fill();
+                    }
                     be.barrier();
                     double t0 = now_s();
                     launch();

@@ -45,11 +45,12 @@ zerosim::Result<std::shared_ptr<BetweenSteps>> make_between_steps(Backend& be, c
         o.max_bytes = *mx;
         o.factor = a.factor;
         o.iters = a.iters;
-        o.warmup = 1;
+        o.warmup = 1;   // none with fresh buffers (bench.cpp)
         o.check = false;   // the run checks its own collectives; a round only times
         o.fenced = true;   // as the timed steps (--sync-each-op): single calls after a barrier, cold caches
         o.median_of_calls = true;
         o.evict_bytes = evict;
+        o.fresh_buffers = a.fresh_buffers;
         rounds.push_back(o);
     }
     BetweenSteps* raw = b.get();

@@ -22,6 +22,7 @@ struct BetweenStepsArgs {
     int iters = 3;                      // timed calls per size and column in each round
     int every = 1;                      // a round before every N-th step (and after the last)
     std::string evict = "64M";          // bytes written over before each call (0: warm caches)
+    bool fresh_buffers = false;         // each call's buffers allocated and filled just before it, as a step's op
 };
 
 // The hook for ExecOptions::between_steps, and the files it appends to (opened on rank 0, each

@@ -54,6 +54,7 @@ struct BenchArgs {
     int check = 1;
     bool fenced = false;
     std::string evict = "64M";
+    bool fresh_buffers = false;
     int corrupt_rank = -1;
 };
 
@@ -83,6 +84,8 @@ int run_bench_cmd(Backend& be, const BenchArgs& a) {
     o.root = a.root;
     o.check = a.check != 0;
     o.fenced = a.fenced;
+    if (a.fresh_buffers && !a.fenced) return input_error(be, {"", "--fresh-buffers", "needs --fenced (single calls)"});
+    o.fresh_buffers = a.fresh_buffers;
     if (a.evict == "0") {
         o.evict_bytes = 0;   // warm caches
     } else {
@@ -128,6 +131,10 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(finite_at_least(0));
     app.add_flag("--sync-each-op", ra.sync_each_op, "Finish every op before the next starts (DeepSpeed comms_logger timing)");
+    app.add_option("--evict-before-op", ra.evict_before_op,
+                   "With --sync-each-op: bytes each rank writes over before each collective prepares its buffers, so "
+                   "the op finds the host caches as a training step's compute leaves them (0: off)")
+        ->capture_default_str();
     app.add_option("--op-time", ra.op_time,
                    "Op time in the comms_logger lines: rank (rank 0's own call, as DeepSpeed logs it) or skew-free "
                    "(shortest call over ranks: the collective without waiting for late ranks)")
@@ -173,6 +180,9 @@ int main(int argc, char** argv) {
                    "Bytes each rank writes over before every call of a round, so it finds cold caches (0: warm, as the "
                    "timed ops find them when no compute runs between them)")
         ->capture_default_str();
+    app.add_flag("--bench-fresh-buffers", ra.bench_between.fresh_buffers,
+                 "Give every call of a round buffers allocated, zeroed and filled just before it, as the run gives each "
+                 "op of a step (with --bench-evict 0: the caches as the timed ops find them)");
     app.add_option("--bench-every", ra.bench_between.every, "A between-steps round before every N-th step (and after the last)")
         ->capture_default_str()
         ->check(integer_in(1, INT32_MAX));
@@ -202,6 +212,10 @@ int main(int argc, char** argv) {
                       "With --fenced: bytes each rank writes over before every call, so it finds cold caches as an op "
                       "inside a training step does (0: warm)")
         ->capture_default_str();
+    bench->add_flag("--fresh-buffers", ba.fresh_buffers,
+                    "With --fenced: allocate, zero and fill each call's buffers just before it, as zerorun gives each op "
+                    "of a step (after --evict's writes); no warm-up call and the column DeepSpeed calls timed first, so each "
+                    "timed call is the first at its size (--check 0: the check's own call would come before it)");
     bench->add_option("--backend", backend, "nccl or mpi (default: nccl when a CUDA device is visible, else mpi)")
         ->check(CLI::IsMember({"nccl", "mpi"}));
     bench->add_flag("--return-freed-memory", return_freed, return_freed_help);

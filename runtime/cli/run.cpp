@@ -82,6 +82,11 @@ zerosim::Result<ExecOptions> exec_options(const RunArgs& a) {
     o.seed = a.seed;
     o.verify = !a.no_verify;
     o.dump_weights = a.dump_weights;
+    if (a.evict_before_op != "0") {
+        auto ev = zerosim::parse_size(a.evict_before_op, "--evict-before-op");
+        if (!ev) return ev.error();
+        o.evict_before_op = *ev;
+    }
     if (auto e = check_exec_options(o)) return *e;
     auto op_time = op_time_from_name(a.op_time);
     if (!op_time) return zerosim::Error{"", "--op-time", "expected rank or skew-free, found '" + a.op_time + "'"};

@@ -29,6 +29,7 @@ struct RunArgs {
     float lr = 1e-3f;
     uint64_t seed = 1;
     bool no_verify = false;
+    std::string evict_before_op = "0";  // --evict-before-op SIZE
     std::string dump_weights;
     bool quiet = false;
     BetweenStepsArgs bench_between;     // --bench-between-steps and its sweep

@@ -23,6 +23,9 @@ void Executor::run_collective(const Op& op, OpRecord& rec) {
         OnGroup(Backend& b, int handle) : be(b) { be.use_group(handle); }
         ~OnGroup() { be.use_group(-1); }
     } on_group(be_, group_of(op).handle);
+    // Where a step's compute would have run (--evict-before-op): before the op's buffers are
+    // staged, so it finds them just written and everything else cold, as in training.
+    cold_.evict();
     if (op.group != "dp" && (op.payload == Payload::GradientBucket || op.payload == Payload::GradientSlices ||
                              op.payload == Payload::ParameterPartitions || op.payload == Payload::ParameterBroadcast))
         broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + op.group +

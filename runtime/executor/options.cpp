@@ -29,6 +29,9 @@ zerosim::Status check_exec_options(const ExecOptions& o) {
     if (o.compute_scale < 0) return zerosim::Error{"", "--compute-scale", "expected a fraction >= 0"};
     if (o.timeout_s < 0) return zerosim::Error{"", "--timeout", "expected seconds >= 0 (0 turns the watchdog off)"};
     if (!(o.lr > 0)) return zerosim::Error{"", "--lr", "expected a positive learning rate"};
+    if (o.evict_before_op < 0) return zerosim::Error{"", "--evict-before-op", "expected a size >= 0"};
+    if (o.evict_before_op > 0 && !o.sync_each_op)
+        return zerosim::Error{"", "--evict-before-op", "needs --sync-each-op (an op overlapping the next would evict its caches)"};
     return std::nullopt;
 }
 

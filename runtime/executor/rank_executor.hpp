@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/host_cache.hpp"
 #include "executor/executor.hpp"
 #include "executor/loss.hpp"
 #include "executor/watchdog.hpp"
@@ -105,6 +106,7 @@ class Executor {
     LossSpec spec_;
     AdamParams adam_;
     bool verify_ = true;
+    HostCacheEvictor cold_;                // ExecOptions::evict_before_op
     std::unique_ptr<Reference> shadow_;
     int shadow_step_ = -1;
 

@@ -50,6 +50,21 @@ TEST(ExecOptions, NumbersOutOfRangeNameTheFlag) {
     EXPECT_EQ(error_of(o), "field '--lr': expected a positive learning rate");
 }
 
+// --evict-before-op (issue 20): a size >= 0, and only with --sync-each-op, where no op overlaps the
+// next (an eviction while an op is in flight would slow that op, not prepare the next).
+TEST(ExecOptions, EvictBeforeOpNeedsSyncEachOp) {
+    ExecOptions o;
+    o.evict_before_op = 1 << 20;
+    EXPECT_EQ(error_of(o), "field '--evict-before-op': needs --sync-each-op (an op overlapping the next would evict its caches)");
+    o.sync_each_op = true;
+    EXPECT_EQ(error_of(o), "");
+    o.evict_before_op = -1;
+    EXPECT_EQ(error_of(o), "field '--evict-before-op': expected a size >= 0");
+    o.evict_before_op = 0;
+    o.sync_each_op = false;
+    EXPECT_EQ(error_of(o), "");
+}
+
 // A stage-1 schedule whose partition gather sends one element more than the layout's partition:
 // every rank reads the same file, rank 0 says which op, zerorun exits 2 without executing.
 TEST(ExecOptions, ZerorunRefusesAScheduleThatBreaksItsLayout) {

@@ -125,6 +125,59 @@ TEST(Bench, RoundsBetweenStepsAppendOneTablePerRound) {
     EXPECT_NE(unsynced.out.find("--bench-between-steps"), std::string::npos) << unsynced.out;
 }
 
+// --fresh-buffers (issue 20): every timed call gets buffers allocated, zeroed and filled just
+// before it, as a step's op does, with no warm-up call; the header says so, and the results are
+// still checked. Only with --fenced.
+TEST(Bench, FreshBuffersAreCheckedAndSaySo) {
+    for (const char* op : {"reduce_scatter", "all_reduce", "broadcast", "all_gather"}) {
+        SCOPED_TRACE(op);
+        RunResult r = mpirun(3, std::string("bench --op ") + op + " --min 1K --max 64K -f 8 -n 2 -w 3 --fenced --evict 1M --fresh-buffers");
+        ASSERT_EQ(r.code, 0) << r.out;
+        EXPECT_NE(r.out.find("warmup iters: 0 iters: 2"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("caches evicted with 1 MiB between calls; buffers allocated, zeroed and filled before each call"),
+                  std::string::npos)
+            << r.out;
+        auto rows = bench_rows(r.out);
+        ASSERT_EQ(rows.size(), 3u) << r.out;
+        for (const auto& row : rows) {
+            EXPECT_EQ(row.cols[8], "0");
+            EXPECT_EQ(row.cols[12], "0");
+            EXPECT_GT(std::stod(row.cols[5]), 0.0);
+            EXPECT_GT(std::stod(row.cols[9]), 0.0);
+        }
+    }
+    RunResult unfenced = mpirun(2, "bench --fresh-buffers");
+    EXPECT_EQ(unfenced.code, 2) << unfenced.out;
+    EXPECT_NE(unfenced.out.find("zerorun: error: field '--fresh-buffers': needs --fenced"), std::string::npos) << unfenced.out;
+}
+
+// The main job's timed run (issue 20): --evict-before-op before each op, fresh-buffer rounds between
+// steps; every collective's result still checked, and the flag refused without --sync-each-op.
+TEST(Bench, EvictBeforeOpRunsCheckedWithFreshRounds) {
+    const std::string prefix = ::testing::TempDir() + "zerorun-fresh-rounds";
+    const std::string json = ::testing::TempDir() + "zerorun-evicted.json";
+    const std::string run = "--ds-config " + std::string(ZERORUN_FIXTURES_DIR) + "/configs/z3.json --model " +
+                            std::string(ZERORUN_FIXTURES_DIR) + "/tiny_model.json --steps 2 --compute-scale 0 -o /dev/null";
+    RunResult r = mpirun(2, run + " --json " + json + " --sync-each-op --evict-before-op 1M --bench-between-steps " + prefix +
+                                " --bench-min 1K --bench-max 4K --bench-evict 1M --bench-fresh-buffers");
+    ASSERT_EQ(r.code, 0) << r.out;
+    std::ifstream in(json);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_NE(text.str().find("\"check\": \"ok\""), std::string::npos);
+    EXPECT_EQ(text.str().find("\"check\": \"wrong\""), std::string::npos);
+    std::ifstream rounds(prefix + "-reduce_scatter.txt");
+    std::stringstream rt;
+    rt << rounds.rdbuf();
+    EXPECT_NE(rt.str().find("buffers allocated, zeroed and filled before each call"), std::string::npos) << rt.str();
+    RunResult unsynced = mpirun(2, run + " --evict-before-op 1M");
+    EXPECT_EQ(unsynced.code, 2) << unsynced.out;
+    EXPECT_NE(unsynced.out.find("field '--evict-before-op': needs --sync-each-op"), std::string::npos) << unsynced.out;
+    RunResult bad = mpirun(2, run + " --sync-each-op --evict-before-op lots");
+    EXPECT_EQ(bad.code, 2) << bad.out;
+    EXPECT_NE(bad.out.find("--evict-before-op"), std::string::npos) << bad.out;
+}
+
 TEST(Bench, BadOptionsExitTwo) {
     RunResult r = mpirun(2, "bench --op all_to_all");
     EXPECT_EQ(r.code, 2) << r.out;

@@ -35,6 +35,10 @@ struct BenchOptions {
     // With fenced: bytes each rank writes over before every call, so the call finds cold caches
     // as an op inside a training step does (0: warm).
     int64_t evict_bytes = 64ll << 20;
+    // With fenced: each call gets its buffers allocated, zeroed and filled just before it, as
+    // zerorun's executor gives a step's op (executor/memory.cpp Buffer), so a between-steps round
+    // finds the caches in the state the timed ops find them when no compute runs between them.
+    bool fresh_buffers = false;
     // With fenced: the row is the median over calls, not the mean (a call the OS preempted on an
     // oversubscribed host would otherwise weigh on every row of a short round).
     bool median_of_calls = false;

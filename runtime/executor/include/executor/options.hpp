@@ -41,6 +41,10 @@ struct ExecOptions {
     float lr = 1e-3f;             // Adam learning rate
     uint64_t seed = 1;            // initial weights and loss targets
     bool verify = true;           // check every collective's result against an independent computation
+    // With sync_each_op: bytes each rank writes over before each collective prepares its buffers
+    // (backends/host_cache.hpp), so the op finds the host caches as a training step's compute
+    // leaves them, as the bench rounds' calls do (--bench-evict with --bench-fresh-buffers); 0: off.
+    int64_t evict_before_op = 0;
     std::string dump_weights;     // non-empty: each rank writes its fp32 master partition (dump_path)
     // With sync_each_op: called on every rank before each training step's first op (the step
     // number), outside any op, e.g. to measure the collectives between steps (zerorun
