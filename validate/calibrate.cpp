@@ -77,8 +77,9 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     Topology t = base;
     t.latency_scale = 1;
     t.bandwidth_scale = 1;
+    t.rendezvous_scale = 0;
     t.collective_scales.clear();
-    double a = 1, b = 1;
+    double a = 1, b = 1, r = 0;
     std::vector<double> weight(usable.size(), 1.0);
     // The plan the tuner picks for each row with the current scales (reweighting and the next
     // round's matrix use the same ones).
@@ -88,33 +89,48 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
             plans[i] = plan_collective(t, usable[i]->op, logged_bytes(*usable[i]), usable[i]->world);
     };
     replan();
+    // The rendezvous latency gets a scale of its own only when some rows pay it and some do not
+    // (with rows on one side only it is proportional to the steps' latency: tied to its scale).
+    bool eager_rows = false, rendezvous_rows = false;
+    for (const CollectivePlan& p : plans) (p.rendezvous_s > 0 ? rendezvous_rows : eager_rows) = true;
+    const bool own_rendezvous = eager_rows && rendezvous_rows && sizes.size() >= 3;
+    const Eigen::Index cols = own_rendezvous ? 3 : 2;
     for (int iter = 0; iter < 40; ++iter) {
-        Eigen::MatrixXd A(static_cast<Eigen::Index>(usable.size()), 2);
+        Eigen::MatrixXd A(static_cast<Eigen::Index>(usable.size()), cols);
         Eigen::VectorXd y(static_cast<Eigen::Index>(usable.size()));
+        const double rs = r > 0 ? r : a;   // the rendezvous scale the plans were made with
         for (size_t i = 0; i < usable.size(); ++i) {
-            // The plan's two terms at scale 1.
+            // The plan's terms at scale 1.
             const Measurement& m = *usable[i];
             const CollectivePlan& plan = plans[i];
-            double lat = plan.latency_s / t.latency_scale;
+            double rendezvous = plan.rendezvous_s / rs;
+            double lat = (plan.latency_s - plan.rendezvous_s) / t.latency_scale;
             double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale;
             double w = weight[i] / (m.time_us * 1e-6);
-            A(static_cast<Eigen::Index>(i), 0) = lat * w;
-            A(static_cast<Eigen::Index>(i), 1) = transfer * w;
-            y(static_cast<Eigen::Index>(i)) = weight[i];
+            const auto row = static_cast<Eigen::Index>(i);
+            A(row, 0) = (own_rendezvous ? lat : lat + rendezvous) * w;
+            A(row, 1) = transfer * w;
+            if (own_rendezvous) A(row, 2) = rendezvous * w;
+            y(row) = weight[i];
         }
         Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
-        if (qr.rank() < 2)
+        if (qr.rank() < cols)
             return Error{"", "measurements", "under-determined: the rows do not separate latency from bandwidth"};
-        Eigen::Vector2d x = qr.solve(y);
-        if (!(x(0) > 0) || !(x(1) > 0))
+        Eigen::VectorXd x = qr.solve(y);
+        const double xr = own_rendezvous ? x(2) : 0;
+        if (!(x(0) > 0) || !(x(1) > 0) || (own_rendezvous && !(xr > 0)))
             return Error{"", "measurements",
                          "the fit is not physical (latency scale " + std::to_string(x(0)) + ", inverse bandwidth scale " +
-                             std::to_string(x(1)) + "): the data do not follow latency + size / bandwidth"};
-        bool settled = std::fabs(x(0) - a) < 1e-7 * a && std::fabs(x(1) - b) < 1e-7 * b;
+                             std::to_string(x(1)) + (own_rendezvous ? ", rendezvous scale " + std::to_string(xr) : std::string()) +
+                             "): the data do not follow latency + size / bandwidth"};
+        bool settled = std::fabs(x(0) - a) < 1e-7 * a && std::fabs(x(1) - b) < 1e-7 * b &&
+                       (!own_rendezvous || std::fabs(xr - r) < 1e-7 * xr);
         a = x(0);
         b = x(1);
+        r = xr;
         t.latency_scale = a;
         t.bandwidth_scale = 1.0 / b;
+        t.rendezvous_scale = r;
         // Reweight for least absolute deviations: w = 1 / sqrt(max(|relative residual|, 1e-3)) on
         // the rows (so that the squared weighted residual is |r|).
         replan();
@@ -127,6 +143,7 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     }
     fit.latency_scale = a;
     fit.bandwidth_scale = 1.0 / b;
+    fit.rendezvous_scale = r;
     double mean = 0;
     for (auto* r : usable) mean += r->time_us;
     mean /= static_cast<double>(usable.size());
@@ -207,6 +224,7 @@ Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>&
         tc.collective_scales.clear();
         tc.latency_scale = f.latency_scale;
         tc.bandwidth_scale = f.bandwidth_scale;
+        tc.rendezvous_scale = f.rendezvous_scale;
         applied.push_back(std::fabs((predicted_time_us(tc, *m) - m->time_us) / m->time_us));
     }
     std::sort(applied.begin(), applied.end());
@@ -266,6 +284,10 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
         std::snprintf(line, sizeof line, "  %-16s latency x%.4f  bandwidth x%.4f  R^2 %.5f  median |residual| %.1f%%  (%zu rows)\n",
                       what.c_str(), f.latency_scale, f.bandwidth_scale, f.r2, f.median_abs_error * 100, f.used);
         out << line;
+        if (f.rendezvous_scale > 0) {
+            std::snprintf(line, sizeof line, "  %-16s rendezvous latency x%.4f (steps above the eager limit)\n", "", f.rendezvous_scale);
+            out << line;
+        }
     };
     out << "zerosim calibrate: " << cal.global.used << " rows fitted (" << cal.global.scope << ")";
     if (cal.measured_rows > cal.global.used + cal.global.unused.size())
@@ -324,10 +346,13 @@ Json calibrated_topology(const Json& topology, const Calibration& cal, const std
     Json jc = Json::object();
     jc["bandwidth_scale"] = cal.global.bandwidth_scale;
     jc["latency_scale"] = cal.global.latency_scale;
+    if (cal.global.rendezvous_scale > 0) jc["rendezvous_scale"] = cal.global.rendezvous_scale;
     if (!cal.per_collective.empty()) {
         Json per = Json::object();
-        for (const auto& [name, f] : cal.per_collective)
+        for (const auto& [name, f] : cal.per_collective) {
             per[name] = {{"bandwidth_scale", f.bandwidth_scale}, {"latency_scale", f.latency_scale}, {"rows", f.used}, {"r2", f.r2}};
+            if (f.rendezvous_scale > 0) per[name]["rendezvous_scale"] = f.rendezvous_scale;
+        }
         jc["per_collective"] = per;
     }
     jc["fitted_from"] = files;

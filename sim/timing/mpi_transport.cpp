@@ -81,7 +81,12 @@ AlgorithmCost bcast(double s, int64_t p) {
     }
     const double pf = static_cast<double>(p), lg = log2_ceil(p);
     switch (alg) {
-        case 1: return {"basic_linear", pf - 1, (pf - 1) * s};
+        // The root posts its p-1 sends at once; on one host each receiver copies the root's
+        // buffer itself (the vader BTL's single copy, CMA), concurrently, so the critical path
+        // carries one copy of S. Measured (4 ranks, fenced cold rounds): 512 KiB by linear in
+        // 26 us, 1 MiB by chain (p-1 copies in turn) in 200 us; charging linear (p-1) S made the
+        // broadcast fit's median residual 25-70% over 8 KiB-4 MiB.
+        case 1: return {"basic_linear", pf - 1, s};
         case 2: return {"chain", pf - 1, (pf - 1) * s};      // unsegmented: store and forward
         case 3: return {"pipeline", pf - 1, (pf - 1) * s};
         case 5: return {"binary_tree", lg, lg * s};
@@ -96,12 +101,15 @@ AlgorithmCost bcast(double s, int64_t p) {
 
 // allgather (total_dsize = one rank's contribution). 2 bruck, 3 recursive_doubling (a power of
 // two only: bruck otherwise), 4 ring, 6 two_proc.
+// Each rank receives the p-1 other contributions, (p-1)/p of the whole buffer (docs/mpi-collectives.md;
+// until 2026-12-01 this charged (p-1)/p of one contribution, p times too few bytes, which each
+// calibration hid in all_gather's bandwidth scale: 0.35-0.46 against 0.7-1.1 for the others).
 AlgorithmCost allgather(double s, int64_t p) {
-    const double pf = static_cast<double>(p), share = (pf - 1) / pf * s;
+    const double pf = static_cast<double>(p), whole = s * pf, share = (pf - 1) / pf * whole;
     if (p == 2) return {"two_proc", 1, share};
     if (p < 32) {
         if (pow2_floor(p) == p) return {"recursive_doubling", log2_ceil(p), share};
-        return {"bruck", log2_ceil(p), share + s};   // and a final rotation of the whole buffer
+        return {"bruck", log2_ceil(p), share + whole};   // and a final rotation of the whole buffer
     }
     return {"ring", pf - 1, share};
 }
@@ -171,6 +179,15 @@ CollectivePlan plan_openmpi_tuned(const Topology& t, OpKind kind, double logged,
     const Topology::Scales sc = t.scales_for(info.name);
     AlgorithmCost c = openmpi_tuned_algorithm(kind, plan.buffer_bytes, p);
     plan.latency_s = (t.base_latency_us + c.steps * t.intra_step_latency_us) * 1e-6 * sc.latency;
+    // A step whose message (the critical path's bytes over its steps) does not fit an eager
+    // fragment with its header goes by rendezvous and single copy (vader: CMA), one handshake more.
+    // Measured (2 ranks, cold fenced rounds, 2026-12-01): 3-12 us per call up to 4 KiB buffers,
+    // 20-40 us from 8 KiB (all_gather's 4 KiB per-rank message, broadcast's 4 KiB buffer) on.
+    const double message = c.steps > 0 ? c.bytes / c.steps : 0;
+    if (t.intra_eager_limit_bytes > 0 && message >= t.intra_eager_limit_bytes) {
+        plan.rendezvous_s = c.steps * t.intra_rendezvous_latency_us * 1e-6 * sc.rendezvous_or_latency();
+        plan.latency_s += plan.rendezvous_s;
+    }
     plan.intra_bytes = c.bytes;
     plan.intra_rate = t.intra_bandwidth_gbs * 1e9 * sc.bandwidth;
     return plan;

@@ -2,6 +2,10 @@
 // by hand from the algorithms' bytes (docs/mpi-collectives.md), 4 ranks.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "core/json_input.hpp"
 #include "schedule/collective_table.hpp"
 #include "timing/collectives.hpp"
 #include "timing/topology.hpp"
@@ -29,4 +33,55 @@ TEST(MpiTransport, ReduceScatterLinearIsTheTotalSharedByTheRanks) {
     EXPECT_DOUBLE_EQ(halving.intra_bytes, 0.75 * 2 * mib);
     EXPECT_DOUBLE_EQ(linear.intra_bytes, 3.75 * 4 * mib / 4);
     EXPECT_NEAR(linear.intra_bytes / halving.intra_bytes, 2.5, 1e-12);
+}
+
+// The shared-memory BTL's eager limit (docs/mpi-collectives.md): a step whose message reaches
+// 4096 bytes pays the rendezvous latency too. localhost.json: base 5 us, 2 us a step, 10 us a
+// rendezvous step, 5 GB/s. On 2 ranks all_gather is one step of S/2 (two_proc), broadcast one
+// step of S (linear up to 32 KiB).
+TEST(MpiTransport, StepsAboveTheEagerLimitPayTheRendezvous) {
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json");
+    ASSERT_TRUE(t.ok()) << t.error().what();
+    auto plan = [&](OpKind k, double buffer) { return plan_collective(t.value(), k, logged_bytes_of_buffer(k, buffer, 2), 2); };
+    CollectivePlan eager = plan(OpKind::AllGather, 4096);        // a 2048-byte message
+    EXPECT_DOUBLE_EQ(eager.rendezvous_s, 0.0);
+    EXPECT_NEAR(eager.latency_s, 7e-6, 1e-15);
+    CollectivePlan rendezvous = plan(OpKind::AllGather, 8192);   // a 4096-byte message
+    EXPECT_NEAR(rendezvous.rendezvous_s, 10e-6, 1e-15);
+    EXPECT_NEAR(rendezvous.latency_s, 17e-6, 1e-15);
+    CollectivePlan bcast = plan(OpKind::Broadcast, 4096);
+    EXPECT_NEAR(bcast.latency_s, 17e-6, 1e-15);
+    EXPECT_DOUBLE_EQ(bcast.intra_bytes, 4096);
+}
+
+// Broadcast's linear algorithm on one host: the receivers copy the root's buffer concurrently, so
+// the critical path carries S, where chain's p-1 copies in turn carry (p-1) S. 4 ranks: linear
+// below 1 MiB, chain from it; both 3 steps.
+TEST(MpiTransport, BroadcastLinearCarriesOneCopy) {
+    const double kib = 1024;
+    CollectivePlan linear = localhost_plan(OpKind::Broadcast, 512 * kib);
+    CollectivePlan chain = localhost_plan(OpKind::Broadcast, 1024 * kib);
+    EXPECT_DOUBLE_EQ(linear.intra_bytes, 512 * kib);
+    EXPECT_DOUBLE_EQ(chain.intra_bytes, 3 * 1024 * kib);
+    EXPECT_NEAR(linear.latency_s, chain.latency_s, 1e-15);   // 5 + 3 x (2 + 10) us each
+    EXPECT_NEAR(linear.latency_s, 41e-6, 1e-15);
+}
+
+// The eager-limit keys describe OpenMPI's transport: refused on a topology NCCL plans.
+TEST(MpiTransport, EagerLimitOnlyWithOpenMpiCollectives) {
+    std::ifstream in(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    Json j = Json::parse(text.str());
+    j["intra_node"]["collectives"] = "nccl";
+    auto t = parse_topology("nccl-shm.json", j.dump());
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(std::string(t.error().what()).find("nccl-shm.json: field 'intra_node.eager_limit_bytes': describes OpenMPI"),
+              std::string::npos)
+        << t.error().what();
+    j["intra_node"]["collectives"] = "openmpi-4.1-tuned";
+    j["intra_node"]["eager_limit_bytes"] = 0;
+    auto zero = parse_topology("zero-limit.json", j.dump());
+    ASSERT_FALSE(zero.ok());
+    EXPECT_NE(std::string(zero.error().what()).find("field 'intra_node.eager_limit_bytes'"), std::string::npos) << zero.error().what();
 }

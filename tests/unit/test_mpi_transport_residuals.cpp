@@ -2,6 +2,7 @@
 // hide a misfit of the large rows, which are the ones the main job judges (ops >= 256 KiB).
 #include <gtest/gtest.h>
 
+#include "timing/topology.hpp"
 #include "validate/calibrate.hpp"
 
 using namespace zerosim;
@@ -33,4 +34,33 @@ TEST(CalibrationResidualBands, EmptyBandIsZeroRows) {
     EXPECT_EQ(b.rows_from, 0u);
     EXPECT_DOUBLE_EQ(b.from, 0.0);
     EXPECT_DOUBLE_EQ(b.below, 0.2);
+}
+
+// The rendezvous latency's own scale (docs/mpi-collectives.md). all_gather on 2 ranks of
+// localhost.json is one step of S/2 (two_proc): by hand, with latency x1.5, rendezvous x2.5 and
+// bandwidth x0.8, t(S) = 1.5 (5 + 2) + [S/2 >= 4096] 2.5 x 10 + (S/2) / (5000 B/us x 0.8) us.
+// Rows on both sides of the eager limit give the three scales back; rows above it only tie the
+// rendezvous scale to the latency scale (rendezvous_scale 0).
+TEST(CalibrationRendezvous, ThreeScalesFromRowsOnBothSidesOfTheEagerLimit) {
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json");
+    ASSERT_TRUE(t.ok()) << t.error().what();
+    auto by_hand = [](double s, double a, double r, double bw) {
+        return a * 7.0 + (s / 2 >= 4096 ? r * 10.0 : 0.0) + (s / 2) / (5000.0 * bw);
+    };
+    std::vector<Measurement> rows;
+    for (int64_t s = 1024; s <= 65536; s *= 2) rows.push_back({OpKind::AllGather, s, by_hand(s, 1.5, 2.5, 0.8), 2, "by hand"});
+    auto fit = fit_topology(t.value(), rows);
+    ASSERT_TRUE(fit.ok()) << fit.error().what();
+    EXPECT_NEAR(fit->latency_scale, 1.5, 1.5e-6);
+    EXPECT_NEAR(fit->rendezvous_scale, 2.5, 2.5e-6);
+    EXPECT_NEAR(fit->bandwidth_scale, 0.8, 0.8e-6);
+    EXPECT_LT(fit->median_abs_error, 1e-9);
+
+    std::vector<Measurement> above;
+    for (int64_t s = 8192; s <= 65536; s *= 2) above.push_back({OpKind::AllGather, s, by_hand(s, 1.5, 1.5, 0.8), 2, "by hand"});
+    auto tied = fit_topology(t.value(), above);
+    ASSERT_TRUE(tied.ok()) << tied.error().what();
+    EXPECT_EQ(tied->rendezvous_scale, 0.0);
+    EXPECT_NEAR(tied->latency_scale, 1.5, 1.5e-6);
+    EXPECT_NEAR(tied->bandwidth_scale, 0.8, 0.8e-6);
 }

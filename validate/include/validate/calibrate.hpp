@@ -1,7 +1,8 @@
 // Calibration: fit the topology's latency and bandwidth terms to measured collective times by
 // least squares (Eigen). For each measured row the uncalibrated model gives its latency L and its
 // transfer time T; the fit finds the scales a, b with t = a L + b T, i.e. latency_scale = a and
-// bandwidth_scale = 1 / b. Errors are relative, and the fit is least absolute deviations
+// bandwidth_scale = 1 / b. On OpenMPI's shared-memory transport L splits into the eager steps'
+// latency and the rendezvous steps' R, and where the rows have both, t = a L + r R + b T. Errors are relative, and the fit is least absolute deviations
 // (iteratively reweighted least squares), so a few sizes where the hardware departs from
 // latency + size / bandwidth (protocol switches, pipeline ramps) do not pull every other size
 // off. Algorithm and protocol choices depend on the scales, so plans are recomputed each round.
@@ -30,6 +31,9 @@ struct Measurement {
 
 struct FitResult {
     double latency_scale = 1, bandwidth_scale = 1;
+    // The rendezvous latency's own scale (MPI on shared memory: steps too large for an eager
+    // fragment), fitted when rows fall on both sides of the eager limit; 0 = tied to latency_scale.
+    double rendezvous_scale = 0;
     double r2 = 0;              // on the times
     double median_abs_error = 0;
     size_t used = 0;

@@ -34,6 +34,7 @@ struct CollectivePlan {
     Algorithm algorithm = Algorithm::Ring;
     Protocol protocol = Protocol::Simple;
     double latency_s = 0;       // start-up and per-step latencies
+    double rendezvous_s = 0;    // the part of latency_s that steps too large for an eager fragment pay (MPI on shared memory)
     double intra_bytes = 0;     // bytes each rank sends over its intra-node link
     double inter_bytes = 0;     // bytes each rank sends through its share of the NICs
     double intra_rate = 0;      // B/s this algorithm/protocol reaches on the intra link alone

@@ -93,18 +93,26 @@ struct Topology {
     // Who runs the collectives: NCCL (its tuner picks ring/tree/NVLS), or OpenMPI 4.1's coll/tuned
     // over shared memory (intra_node "collectives": "openmpi-4.1-tuned"; timing/mpi_transport.hpp).
     bool openmpi_tuned = false;
+    // With openmpi_tuned: the shared-memory BTL's eager limit (OpenMPI 4.1 vader: btl_vader_eager_limit,
+    // 4096 by default, `ompi_info --param btl vader --level 9`) and the latency a step pays when its
+    // message does not fit an eager fragment (the rendezvous and single-copy handshake); 0 = none.
+    double intra_eager_limit_bytes = 0;
+    double intra_rendezvous_latency_us = 0;
 
     // Calibration terms (fitted by `zerosim calibrate`; 1.0 = the hardware figures as they are):
     // global ones, and per collective (nccl-tests name) where the measurements told them apart.
     double bandwidth_scale = 1.0;
     double latency_scale = 1.0;
+    double rendezvous_scale = 0;   // of intra_rendezvous_latency_us; 0 = the latency scale's
     struct Scales {
         double bandwidth = 1.0, latency = 1.0;
+        double rendezvous = 0;     // 0: scaled as the other latencies (a fit that could not tell them apart)
+        double rendezvous_or_latency() const { return rendezvous > 0 ? rendezvous : latency; }
     };
     std::map<std::string, Scales> collective_scales;
     Scales scales_for(const std::string& collective) const {
         auto it = collective_scales.find(collective);
-        return it == collective_scales.end() ? Scales{bandwidth_scale, latency_scale} : it->second;
+        return it == collective_scales.end() ? Scales{bandwidth_scale, latency_scale, rendezvous_scale} : it->second;
     }
     double max_bandwidth_scale() const {
         double m = bandwidth_scale;
