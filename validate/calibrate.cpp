@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <tuple>
 
 #include "schedule/collective_table.hpp"
@@ -75,12 +76,8 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     for (auto* r : usable) inter = inter || r->world > base.gpus_per_node;
     fit.scope = inter ? "inter-node (the data crosses NICs)" : "intra-node";
     Topology t = base;
-    t.latency_scale = 1;
-    t.bandwidth_scale = 1;
-    t.rendezvous_scale = 0;
-    t.collective_scales.clear();
     double a = 1, b = 1, r = 0;
-    std::vector<double> weight(usable.size(), 1.0);
+    std::vector<double> weight;
     // The plan the tuner picks for each row with the current scales (reweighting and the next
     // round's matrix use the same ones).
     std::vector<CollectivePlan> plans(usable.size());
@@ -88,59 +85,79 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
         for (size_t i = 0; i < usable.size(); ++i)
             plans[i] = plan_collective(t, usable[i]->op, logged_bytes(*usable[i]), usable[i]->world);
     };
+    // Iteratively reweighted least squares from unit scales; `own_rendezvous`: the rendezvous
+    // latency as a third column, else scaled with the other latencies.
+    auto solve = [&](bool own_rendezvous) -> std::optional<Error> {
+        t.latency_scale = 1;
+        t.bandwidth_scale = 1;
+        t.rendezvous_scale = 0;
+        t.collective_scales.clear();
+        a = 1, b = 1, r = 0;
+        weight.assign(usable.size(), 1.0);
+        replan();
+        const Eigen::Index cols = own_rendezvous ? 3 : 2;
+        for (int iter = 0; iter < 40; ++iter) {
+            Eigen::MatrixXd A(static_cast<Eigen::Index>(usable.size()), cols);
+            Eigen::VectorXd y(static_cast<Eigen::Index>(usable.size()));
+            const double rs = r > 0 ? r : a;   // the rendezvous scale the plans were made with
+            for (size_t i = 0; i < usable.size(); ++i) {
+                // The plan's terms at scale 1.
+                const Measurement& m = *usable[i];
+                const CollectivePlan& plan = plans[i];
+                double rendezvous = plan.rendezvous_s / rs;
+                double lat = (plan.latency_s - plan.rendezvous_s) / t.latency_scale;
+                double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale;
+                double w = weight[i] / (m.time_us * 1e-6);
+                const auto row = static_cast<Eigen::Index>(i);
+                A(row, 0) = (own_rendezvous ? lat : lat + rendezvous) * w;
+                A(row, 1) = transfer * w;
+                if (own_rendezvous) A(row, 2) = rendezvous * w;
+                y(row) = weight[i];
+            }
+            Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
+            if (qr.rank() < cols)
+                return Error{"", "measurements", "under-determined: the rows do not separate latency from bandwidth"};
+            Eigen::VectorXd x = qr.solve(y);
+            const double xr = own_rendezvous ? x(2) : 0;
+            if (!(x(0) > 0) || !(x(1) > 0) || (own_rendezvous && !(xr > 0)))
+                return Error{"", "measurements",
+                             "the fit is not physical (latency scale " + std::to_string(x(0)) + ", inverse bandwidth scale " +
+                                 std::to_string(x(1)) + (own_rendezvous ? ", rendezvous scale " + std::to_string(xr) : std::string()) +
+                                 "): the data do not follow latency + size / bandwidth"};
+            bool settled = std::fabs(x(0) - a) < 1e-7 * a && std::fabs(x(1) - b) < 1e-7 * b &&
+                           (!own_rendezvous || std::fabs(xr - r) < 1e-7 * xr);
+            a = x(0);
+            b = x(1);
+            r = xr;
+            t.latency_scale = a;
+            t.bandwidth_scale = 1.0 / b;
+            t.rendezvous_scale = r;
+            // Reweight for least absolute deviations: w = 1 / sqrt(max(|relative residual|, 1e-3))
+            // on the rows (so that the squared weighted residual is |r|).
+            replan();
+            for (size_t i = 0; i < usable.size(); ++i) {
+                const Measurement& m = *usable[i];
+                double rel = (plans[i].time_alone_s() * 1e6 - m.time_us) / m.time_us;
+                weight[i] = 1.0 / std::sqrt(std::max(std::fabs(rel), 1e-3));
+            }
+            if (settled && iter > 2) break;
+        }
+        return std::nullopt;
+    };
     replan();
     // The rendezvous latency gets a scale of its own only when some rows pay it and some do not
     // (with rows on one side only it is proportional to the steps' latency: tied to its scale).
     bool eager_rows = false, rendezvous_rows = false;
     for (const CollectivePlan& p : plans) (p.rendezvous_s > 0 ? rendezvous_rows : eager_rows) = true;
     const bool own_rendezvous = eager_rows && rendezvous_rows && sizes.size() >= 3;
-    const Eigen::Index cols = own_rendezvous ? 3 : 2;
-    for (int iter = 0; iter < 40; ++iter) {
-        Eigen::MatrixXd A(static_cast<Eigen::Index>(usable.size()), cols);
-        Eigen::VectorXd y(static_cast<Eigen::Index>(usable.size()));
-        const double rs = r > 0 ? r : a;   // the rendezvous scale the plans were made with
-        for (size_t i = 0; i < usable.size(); ++i) {
-            // The plan's terms at scale 1.
-            const Measurement& m = *usable[i];
-            const CollectivePlan& plan = plans[i];
-            double rendezvous = plan.rendezvous_s / rs;
-            double lat = (plan.latency_s - plan.rendezvous_s) / t.latency_scale;
-            double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale;
-            double w = weight[i] / (m.time_us * 1e-6);
-            const auto row = static_cast<Eigen::Index>(i);
-            A(row, 0) = (own_rendezvous ? lat : lat + rendezvous) * w;
-            A(row, 1) = transfer * w;
-            if (own_rendezvous) A(row, 2) = rendezvous * w;
-            y(row) = weight[i];
-        }
-        Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
-        if (qr.rank() < cols)
-            return Error{"", "measurements", "under-determined: the rows do not separate latency from bandwidth"};
-        Eigen::VectorXd x = qr.solve(y);
-        const double xr = own_rendezvous ? x(2) : 0;
-        if (!(x(0) > 0) || !(x(1) > 0) || (own_rendezvous && !(xr > 0)))
-            return Error{"", "measurements",
-                         "the fit is not physical (latency scale " + std::to_string(x(0)) + ", inverse bandwidth scale " +
-                             std::to_string(x(1)) + (own_rendezvous ? ", rendezvous scale " + std::to_string(xr) : std::string()) +
-                             "): the data do not follow latency + size / bandwidth"};
-        bool settled = std::fabs(x(0) - a) < 1e-7 * a && std::fabs(x(1) - b) < 1e-7 * b &&
-                       (!own_rendezvous || std::fabs(xr - r) < 1e-7 * xr);
-        a = x(0);
-        b = x(1);
-        r = xr;
-        t.latency_scale = a;
-        t.bandwidth_scale = 1.0 / b;
-        t.rendezvous_scale = r;
-        // Reweight for least absolute deviations: w = 1 / sqrt(max(|relative residual|, 1e-3)) on
-        // the rows (so that the squared weighted residual is |r|).
-        replan();
-        for (size_t i = 0; i < usable.size(); ++i) {
-            const Measurement& m = *usable[i];
-            double r = (plans[i].time_alone_s() * 1e6 - m.time_us) / m.time_us;
-            weight[i] = 1.0 / std::sqrt(std::max(std::fabs(r), 1e-3));
-        }
-        if (settled && iter > 2) break;
+    std::optional<Error> failed = solve(own_rendezvous);
+    if (failed && own_rendezvous) {
+        // A noisy round can make the third scale come out negative (4 ranks on 2 cores): the
+        // rendezvous latency is then scaled with the others, and the summary says so.
+        fit.rendezvous_tied_why = failed->what();
+        failed = solve(false);
     }
+    if (failed) return *failed;
     fit.latency_scale = a;
     fit.bandwidth_scale = 1.0 / b;
     fit.rendezvous_scale = r;
@@ -287,6 +304,9 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
         if (f.rendezvous_scale > 0) {
             std::snprintf(line, sizeof line, "  %-16s rendezvous latency x%.4f (steps above the eager limit)\n", "", f.rendezvous_scale);
             out << line;
+        } else if (!f.rendezvous_tied_why.empty()) {
+            out << "                     rendezvous latency scaled with the others: its own scale was refused ("
+                << f.rendezvous_tied_why << ")\n";
         }
     };
     out << "zerosim calibrate: " << cal.global.used << " rows fitted (" << cal.global.scope << ")";

@@ -64,3 +64,22 @@ TEST(CalibrationRendezvous, ThreeScalesFromRowsOnBothSidesOfTheEagerLimit) {
     EXPECT_NEAR(tied->latency_scale, 1.5, 1.5e-6);
     EXPECT_NEAR(tied->bandwidth_scale, 0.8, 0.8e-6);
 }
+
+// A third scale that comes out non-physical (rendezvous rows faster than the eager ones say: a
+// noisy round) is refused, and the rendezvous latency is scaled with the others instead of the
+// calibration failing; the fit says why.
+TEST(CalibrationRendezvous, NegativeRendezvousScaleFallsBackToTheTiedFit) {
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json");
+    ASSERT_TRUE(t.ok()) << t.error().what();
+    std::vector<Measurement> rows;
+    for (int64_t s = 1024; s <= 65536; s *= 2) {
+        const double us = 10.5 + (s / 2 >= 4096 ? -5.0 : 0.0) + (s / 2) / 4000.0;   // 5 us less above the limit
+        rows.push_back({OpKind::AllGather, s, us, 2, "by hand"});
+    }
+    auto fit = fit_topology(t.value(), rows);
+    ASSERT_TRUE(fit.ok()) << fit.error().what();
+    EXPECT_EQ(fit->rendezvous_scale, 0.0);
+    EXPECT_NE(fit->rendezvous_tied_why.find("rendezvous scale -"), std::string::npos) << fit->rendezvous_tied_why;
+    EXPECT_GT(fit->latency_scale, 0.0);
+    EXPECT_GT(fit->bandwidth_scale, 0.0);
+}

@@ -34,6 +34,7 @@ struct FitResult {
     // The rendezvous latency's own scale (MPI on shared memory: steps too large for an eager
     // fragment), fitted when rows fall on both sides of the eager limit; 0 = tied to latency_scale.
     double rendezvous_scale = 0;
+    std::string rendezvous_tied_why;   // why a third scale was tried and refused (non-physical), if it was
     double r2 = 0;              // on the times
     double median_abs_error = 0;
     size_t used = 0;
