@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "schedule/collective_table.hpp"
@@ -76,7 +77,7 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     for (auto* r : usable) inter = inter || r->world > base.gpus_per_node;
     fit.scope = inter ? "inter-node (the data crosses NICs)" : "intra-node";
     Topology t = base;
-    double a = 1, b = 1, r = 0;
+    double a = 1, b = 1, r = 0, mem = 0;
     std::vector<double> weight;
     // The plan the tuner picks for each row with the current scales (reweighting and the next
     // round's matrix use the same ones).
@@ -85,19 +86,24 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
         for (size_t i = 0; i < usable.size(); ++i)
             plans[i] = plan_collective(t, usable[i]->op, logged_bytes(*usable[i]), usable[i]->world);
     };
-    // Iteratively reweighted least squares from unit scales; `own_rendezvous`: the rendezvous
-    // latency as a third column, else scaled with the other latencies.
-    auto solve = [&](bool own_rendezvous) -> std::optional<Error> {
+    // Iteratively reweighted least squares from unit scales. Columns: the latencies, the bytes
+    // (within the cache when the topology has one), then, when fitted on their own, the
+    // rendezvous latency and the bytes beyond the cache; otherwise these go with the first two.
+    auto solve = [&](bool own_rendezvous, bool own_memory) -> std::optional<Error> {
         t.latency_scale = 1;
         t.bandwidth_scale = 1;
         t.rendezvous_scale = 0;
+        t.memory_scale = 0;
         t.collective_scales.clear();
-        a = 1, b = 1, r = 0;
+        a = 1, b = 1, r = 0, mem = 0;
         weight.assign(usable.size(), 1.0);
         replan();
-        const Eigen::Index cols = own_rendezvous ? 3 : 2;
+        const Eigen::Index col_r = own_rendezvous ? 2 : -1;
+        const Eigen::Index col_m = own_memory ? (own_rendezvous ? 3 : 2) : -1;
+        const Eigen::Index cols = 2 + (own_rendezvous ? 1 : 0) + (own_memory ? 1 : 0);
+        const double raw_rate = base.intra_bandwidth_gbs * 1e9;   // bytes/s at bandwidth scale 1
         for (int iter = 0; iter < 40; ++iter) {
-            Eigen::MatrixXd A(static_cast<Eigen::Index>(usable.size()), cols);
+            Eigen::MatrixXd A = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(usable.size()), cols);
             Eigen::VectorXd y(static_cast<Eigen::Index>(usable.size()));
             const double rs = r > 0 ? r : a;   // the rendezvous scale the plans were made with
             for (size_t i = 0; i < usable.size(); ++i) {
@@ -106,32 +112,41 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
                 const CollectivePlan& plan = plans[i];
                 double rendezvous = plan.rendezvous_s / rs;
                 double lat = (plan.latency_s - plan.rendezvous_s) / t.latency_scale;
-                double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale;
+                double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale, beyond = 0;
+                if (plan.in_cache_bytes + plan.beyond_cache_bytes > 0) {
+                    transfer = (own_memory ? plan.in_cache_bytes : plan.in_cache_bytes + plan.beyond_cache_bytes) / raw_rate;
+                    beyond = plan.beyond_cache_bytes / raw_rate;
+                }
                 double w = weight[i] / (m.time_us * 1e-6);
                 const auto row = static_cast<Eigen::Index>(i);
                 A(row, 0) = (own_rendezvous ? lat : lat + rendezvous) * w;
                 A(row, 1) = transfer * w;
-                if (own_rendezvous) A(row, 2) = rendezvous * w;
+                if (own_rendezvous) A(row, col_r) = rendezvous * w;
+                if (own_memory) A(row, col_m) = beyond * w;
                 y(row) = weight[i];
             }
             Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
             if (qr.rank() < cols)
                 return Error{"", "measurements", "under-determined: the rows do not separate latency from bandwidth"};
             Eigen::VectorXd x = qr.solve(y);
-            const double xr = own_rendezvous ? x(2) : 0;
-            if (!(x(0) > 0) || !(x(1) > 0) || (own_rendezvous && !(xr > 0)))
+            const double xr = own_rendezvous ? x(col_r) : 0, xm = own_memory ? x(col_m) : 0;
+            if (!(x(0) > 0) || !(x(1) > 0) || (own_rendezvous && !(xr > 0)) || (own_memory && !(xm > 0)))
                 return Error{"", "measurements",
                              "the fit is not physical (latency scale " + std::to_string(x(0)) + ", inverse bandwidth scale " +
                                  std::to_string(x(1)) + (own_rendezvous ? ", rendezvous scale " + std::to_string(xr) : std::string()) +
+                                 (own_memory ? ", inverse bandwidth scale beyond the cache " + std::to_string(xm) : std::string()) +
                                  "): the data do not follow latency + size / bandwidth"};
             bool settled = std::fabs(x(0) - a) < 1e-7 * a && std::fabs(x(1) - b) < 1e-7 * b &&
-                           (!own_rendezvous || std::fabs(xr - r) < 1e-7 * xr);
+                           (!own_rendezvous || std::fabs(xr - r) < 1e-7 * xr) &&
+                           (!own_memory || std::fabs(1.0 / xm - mem) < 1e-7 * mem);
             a = x(0);
             b = x(1);
             r = xr;
+            mem = own_memory ? 1.0 / xm : 0;
             t.latency_scale = a;
             t.bandwidth_scale = 1.0 / b;
             t.rendezvous_scale = r;
+            t.memory_scale = mem;
             // Reweight for least absolute deviations: w = 1 / sqrt(max(|relative residual|, 1e-3))
             // on the rows (so that the squared weighted residual is |r|).
             replan();
@@ -146,21 +161,34 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     };
     replan();
     // The rendezvous latency gets a scale of its own only when some rows pay it and some do not
-    // (with rows on one side only it is proportional to the steps' latency: tied to its scale).
+    // (with rows on one side only it is proportional to the steps' latency: tied to its scale);
+    // the bytes beyond the cache only when two sizes or more reach beyond it and two stay within.
     bool eager_rows = false, rendezvous_rows = false;
-    for (const CollectivePlan& p : plans) (p.rendezvous_s > 0 ? rendezvous_rows : eager_rows) = true;
+    std::set<int64_t> within, beyond;
+    for (size_t i = 0; i < usable.size(); ++i) {
+        (plans[i].rendezvous_s > 0 ? rendezvous_rows : eager_rows) = true;
+        if (plans[i].in_cache_bytes + plans[i].beyond_cache_bytes > 0)
+            (plans[i].beyond_cache_bytes > 0 ? beyond : within).insert(usable[i]->bytes);
+    }
     const bool own_rendezvous = eager_rows && rendezvous_rows && sizes.size() >= 3;
-    std::optional<Error> failed = solve(own_rendezvous);
+    const bool own_memory = beyond.size() >= 2 && within.size() >= 2 && sizes.size() >= 4;
+    std::optional<Error> failed = solve(own_rendezvous, own_memory);
+    // A noisy round can make a scale of its own come out non-physical (4 ranks on 2 cores): that
+    // term then goes with the others (the memory's first, then the rendezvous'), and the summary
+    // says so.
+    if (failed && own_memory) {
+        fit.memory_tied_why = failed->what();
+        failed = solve(own_rendezvous, false);
+    }
     if (failed && own_rendezvous) {
-        // A noisy round can make the third scale come out negative (4 ranks on 2 cores): the
-        // rendezvous latency is then scaled with the others, and the summary says so.
         fit.rendezvous_tied_why = failed->what();
-        failed = solve(false);
+        failed = solve(false, false);
     }
     if (failed) return *failed;
     fit.latency_scale = a;
     fit.bandwidth_scale = 1.0 / b;
     fit.rendezvous_scale = r;
+    fit.memory_scale = mem;
     double mean = 0;
     for (auto* r : usable) mean += r->time_us;
     mean /= static_cast<double>(usable.size());
@@ -242,6 +270,7 @@ Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>&
         tc.latency_scale = f.latency_scale;
         tc.bandwidth_scale = f.bandwidth_scale;
         tc.rendezvous_scale = f.rendezvous_scale;
+        tc.memory_scale = f.memory_scale;
         applied.push_back(std::fabs((predicted_time_us(tc, *m) - m->time_us) / m->time_us));
     }
     std::sort(applied.begin(), applied.end());
@@ -308,6 +337,14 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
             out << "                     rendezvous latency scaled with the others: its own scale was refused ("
                 << f.rendezvous_tied_why << ")\n";
         }
+        if (f.memory_scale > 0) {
+            std::snprintf(line, sizeof line, "  %-16s bandwidth beyond the cache x%.4f (bytes beyond cache_bytes_per_rank)\n", "",
+                          f.memory_scale);
+            out << line;
+        } else if (!f.memory_tied_why.empty()) {
+            out << "                     bytes beyond the cache at the same bandwidth: their own scale was refused ("
+                << f.memory_tied_why << ")\n";
+        }
     };
     out << "zerosim calibrate: " << cal.global.used << " rows fitted (" << cal.global.scope << ")";
     if (cal.measured_rows > cal.global.used + cal.global.unused.size())
@@ -367,11 +404,13 @@ Json calibrated_topology(const Json& topology, const Calibration& cal, const std
     jc["bandwidth_scale"] = cal.global.bandwidth_scale;
     jc["latency_scale"] = cal.global.latency_scale;
     if (cal.global.rendezvous_scale > 0) jc["rendezvous_scale"] = cal.global.rendezvous_scale;
+    if (cal.global.memory_scale > 0) jc["memory_scale"] = cal.global.memory_scale;
     if (!cal.per_collective.empty()) {
         Json per = Json::object();
         for (const auto& [name, f] : cal.per_collective) {
             per[name] = {{"bandwidth_scale", f.bandwidth_scale}, {"latency_scale", f.latency_scale}, {"rows", f.used}, {"r2", f.r2}};
             if (f.rendezvous_scale > 0) per[name]["rendezvous_scale"] = f.rendezvous_scale;
+            if (f.memory_scale > 0) per[name]["memory_scale"] = f.memory_scale;
         }
         jc["per_collective"] = per;
     }

@@ -140,7 +140,7 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
 
         auto intra = root.at("intra_node");
         check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_efficiency",
-                           "step_latency_us", "base_latency_us", "collectives", "eager_limit_bytes", "rendezvous_latency_us"});
+                           "step_latency_us", "base_latency_us", "collectives", "eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"});
         std::string kind = intra.at("kind").as_string();
         if (kind == "nvswitch")
             t.intra = IntraKind::NVSwitch;
@@ -166,11 +166,12 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
             if (c == "openmpi-4.1-tuned" && t.intra == IntraKind::SharedMemory) t.openmpi_tuned = true;
             else if (c != "nccl") intra.at("collectives").fail_here("expected nccl, or openmpi-4.1-tuned with kind shared_memory");
         }
-        for (const char* key : {"eager_limit_bytes", "rendezvous_latency_us"})
+        for (const char* key : {"eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"})
             if (intra.has(key) && !t.openmpi_tuned)
                 intra.at(key).fail_here("describes OpenMPI's shared-memory transport: only with \"collectives\": \"openmpi-4.1-tuned\"");
         if (intra.has("eager_limit_bytes")) t.intra_eager_limit_bytes = positive(intra.at("eager_limit_bytes"));
         if (intra.has("rendezvous_latency_us")) t.intra_rendezvous_latency_us = non_negative(intra.at("rendezvous_latency_us"));
+        if (intra.has("cache_bytes_per_rank")) t.intra_cache_bytes = positive(intra.at("cache_bytes_per_rank"));
 
         if (root.has("nics")) {
             auto nics = root.at("nics");
@@ -288,18 +289,21 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         }
         if (root.has("calibration")) {
             auto cal = root.at("calibration");
-            check_keys(cal, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "fitted_from", "column", "per_collective", "fit"});
+            check_keys(cal, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "memory_scale", "fitted_from", "column",
+                             "per_collective", "fit"});
             if (cal.has("bandwidth_scale")) t.bandwidth_scale = positive(cal.at("bandwidth_scale"));
             if (cal.has("latency_scale")) t.latency_scale = positive(cal.at("latency_scale"));
             if (cal.has("rendezvous_scale")) t.rendezvous_scale = positive(cal.at("rendezvous_scale"));
+            if (cal.has("memory_scale")) t.memory_scale = positive(cal.at("memory_scale"));
             if (cal.has("per_collective")) {
                 auto per = cal.at("per_collective");
                 check_keys(per, {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"});
                 for (auto it = per.raw().begin(); it != per.raw().end(); ++it) {
                     auto one = per.at(it.key());
-                    check_keys(one, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "rows", "r2"});
+                    check_keys(one, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "memory_scale", "rows", "r2"});
                     t.collective_scales[it.key()] = {positive(one.at("bandwidth_scale")), positive(one.at("latency_scale")),
-                                                     one.has("rendezvous_scale") ? positive(one.at("rendezvous_scale")) : 0.0};
+                                                     one.has("rendezvous_scale") ? positive(one.at("rendezvous_scale")) : 0.0,
+                                                     one.has("memory_scale") ? positive(one.at("memory_scale")) : 0.0};
                 }
             }
         }

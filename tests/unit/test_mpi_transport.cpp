@@ -85,3 +85,28 @@ TEST(MpiTransport, EagerLimitOnlyWithOpenMpiCollectives) {
     ASSERT_FALSE(zero.ok());
     EXPECT_NE(std::string(zero.error().what()).find("field 'intra_node.eager_limit_bytes'"), std::string::npos) << zero.error().what();
 }
+
+// The cache term (docs/mpi-collectives.md): localhost.json gives a rank 2 MiB of cache. An
+// all_gather of a 4 MiB buffer on 2 ranks touches its output and its input, 6 MiB, and moves
+// S/2 = 2 MiB on the critical path, of which 1 - 2/6 = 2/3 (4/3 MiB) beyond the cache. Uncalibrated
+// the two shares go at one bandwidth (2 MiB in all); with a memory scale of 0.5 the share beyond
+// counts twice: 2/3 + 2 x 4/3 = 10/3 MiB at the in-cache rate. A 1 MiB buffer (1.5 MiB touched)
+// stays within.
+TEST(MpiTransport, BytesBeyondTheCacheGoAtTheMemoryScale) {
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json");
+    ASSERT_TRUE(t.ok()) << t.error().what();
+    const double mib = 1 << 20;
+    auto plan = [&](const Topology& top, double buffer) {
+        return plan_collective(top, OpKind::AllGather, logged_bytes_of_buffer(OpKind::AllGather, buffer, 2), 2);
+    };
+    CollectivePlan tied = plan(t.value(), 4 * mib);
+    EXPECT_NEAR(tied.beyond_cache_bytes, 4 * mib / 3, 1e-6);
+    EXPECT_NEAR(tied.in_cache_bytes, 2 * mib / 3, 1e-6);
+    EXPECT_NEAR(tied.intra_bytes, 2 * mib, 1e-6);
+    Topology slow = t.value();
+    slow.collective_scales["all_gather"] = {1.0, 1.0, 0.0, 0.5};
+    EXPECT_NEAR(plan(slow, 4 * mib).intra_bytes, 10 * mib / 3, 1e-6);
+    CollectivePlan within = plan(slow, 1 * mib);
+    EXPECT_EQ(within.beyond_cache_bytes, 0.0);
+    EXPECT_NEAR(within.intra_bytes, 0.5 * mib, 1e-6);
+}

@@ -83,3 +83,28 @@ TEST(CalibrationRendezvous, NegativeRendezvousScaleFallsBackToTheTiedFit) {
     EXPECT_GT(fit->latency_scale, 0.0);
     EXPECT_GT(fit->bandwidth_scale, 0.0);
 }
+
+// The bandwidth beyond the cache fitted on its own: all_gather on 2 ranks, 1 KiB-8 MiB, made by
+// hand with latency x1.5, rendezvous x2.5, bandwidth x0.8 and x0.4 beyond the cache. A buffer S
+// touches 1.5 S; from S = 2 MiB on, the share 1 - 2 MiB / 1.5 S of the S/2 bytes is beyond
+// (2 MiB: 1/3; 4 MiB: 2/3; 8 MiB: 5/6), so e.g. t(4 MiB) = 10.5 + 25 + (2/3 MiB) / 4000 +
+// (4/3 MiB) / 2000 us = 35.5 + 174.76 + 699.05 = 909.3 us.
+TEST(CalibrationRendezvous, MemoryScaleFromRowsBeyondTheCache) {
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json");
+    ASSERT_TRUE(t.ok()) << t.error().what();
+    const double cache = 2097152;
+    auto by_hand = [&](double s) {
+        const double bytes = s / 2, set = 1.5 * s, beyond = set > cache ? bytes * (1 - cache / set) : 0;
+        return 1.5 * 7.0 + (bytes >= 4096 ? 25.0 : 0.0) + (bytes - beyond) / 4000.0 + beyond / 2000.0;
+    };
+    EXPECT_NEAR(by_hand(4194304), 909.31, 0.01);
+    std::vector<Measurement> rows;
+    for (int64_t s = 1024; s <= (8 << 20); s *= 2) rows.push_back({OpKind::AllGather, s, by_hand(s), 2, "by hand"});
+    auto fit = fit_topology(t.value(), rows);
+    ASSERT_TRUE(fit.ok()) << fit.error().what();
+    EXPECT_NEAR(fit->latency_scale, 1.5, 1.5e-6);
+    EXPECT_NEAR(fit->rendezvous_scale, 2.5, 2.5e-6);
+    EXPECT_NEAR(fit->bandwidth_scale, 0.8, 0.8e-6);
+    EXPECT_NEAR(fit->memory_scale, 0.4, 0.4e-6);
+    EXPECT_TRUE(fit->memory_tied_why.empty()) << fit->memory_tied_why;
+}

@@ -35,6 +35,10 @@ struct FitResult {
     // fragment), fitted when rows fall on both sides of the eager limit; 0 = tied to latency_scale.
     double rendezvous_scale = 0;
     std::string rendezvous_tied_why;   // why a third scale was tried and refused (non-physical), if it was
+    // The bandwidth scale of the bytes beyond the cache (topology intra cache_bytes_per_rank),
+    // fitted when two sizes or more reach beyond it and two stay within; 0 = the bandwidth scale.
+    double memory_scale = 0;
+    std::string memory_tied_why;
     double r2 = 0;              // on the times
     double median_abs_error = 0;
     size_t used = 0;

@@ -35,6 +35,10 @@ struct CollectivePlan {
     Protocol protocol = Protocol::Simple;
     double latency_s = 0;       // start-up and per-step latencies
     double rendezvous_s = 0;    // the part of latency_s that steps too large for an eager fragment pay (MPI on shared memory)
+    // MPI on shared memory with a cache size: the critical path's bytes within and beyond the
+    // cache (intra_bytes is their sum, the latter weighted by bandwidth / memory scale); 0 and 0
+    // without the cache term.
+    double in_cache_bytes = 0, beyond_cache_bytes = 0;
     double intra_bytes = 0;     // bytes each rank sends over its intra-node link
     double inter_bytes = 0;     // bytes each rank sends through its share of the NICs
     double intra_rate = 0;      // B/s this algorithm/protocol reaches on the intra link alone

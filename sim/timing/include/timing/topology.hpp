@@ -98,21 +98,28 @@ struct Topology {
     // message does not fit an eager fragment (the rendezvous and single-copy handshake); 0 = none.
     double intra_eager_limit_bytes = 0;
     double intra_rendezvous_latency_us = 0;
+    // With openmpi_tuned: the cache one rank's buffers fit in (a core's L2; 0 = not modelled). A
+    // call whose buffers outgrow it moves the share beyond at the memory's pace, fitted by
+    // calibrate as memory_scale (timing/mpi_transport.hpp).
+    double intra_cache_bytes = 0;
 
     // Calibration terms (fitted by `zerosim calibrate`; 1.0 = the hardware figures as they are):
     // global ones, and per collective (nccl-tests name) where the measurements told them apart.
     double bandwidth_scale = 1.0;
     double latency_scale = 1.0;
     double rendezvous_scale = 0;   // of intra_rendezvous_latency_us; 0 = the latency scale's
+    double memory_scale = 0;       // of the bandwidth beyond intra_cache_bytes; 0 = the bandwidth scale's
     struct Scales {
         double bandwidth = 1.0, latency = 1.0;
         double rendezvous = 0;     // 0: scaled as the other latencies (a fit that could not tell them apart)
+        double memory = 0;         // 0: the bytes beyond the cache at the same bandwidth
         double rendezvous_or_latency() const { return rendezvous > 0 ? rendezvous : latency; }
+        double memory_or_bandwidth() const { return memory > 0 ? memory : bandwidth; }
     };
     std::map<std::string, Scales> collective_scales;
     Scales scales_for(const std::string& collective) const {
         auto it = collective_scales.find(collective);
-        return it == collective_scales.end() ? Scales{bandwidth_scale, latency_scale, rendezvous_scale} : it->second;
+        return it == collective_scales.end() ? Scales{bandwidth_scale, latency_scale, rendezvous_scale, memory_scale} : it->second;
     }
     double max_bandwidth_scale() const {
         double m = bandwidth_scale;
