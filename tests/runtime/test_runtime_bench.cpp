@@ -36,6 +36,19 @@ std::vector<BenchRowText> bench_rows(const std::string& out) {
     return rows;
 }
 
+// A fenced table of `n` rows, every result checked right (#wrong 0 in both columns) and both
+// columns timed.
+void expect_checked_rows(const std::string& out, size_t n) {
+    auto rows = bench_rows(out);
+    ASSERT_EQ(rows.size(), n) << out;
+    for (const auto& row : rows) {
+        EXPECT_EQ(row.cols[8], "0");
+        EXPECT_EQ(row.cols[12], "0");
+        EXPECT_GT(std::stod(row.cols[5]), 0.0);
+        EXPECT_GT(std::stod(row.cols[9]), 0.0);
+    }
+}
+
 TEST(Bench, CollectivesPrintNcclTestsTablesWithoutWrongResults) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"all_reduce", "float"}, {"all_gather", "bfloat16"}, {"reduce_scatter", "half"},
@@ -83,13 +96,7 @@ TEST(Bench, FencedCallsAreCheckedAndSaySo) {
                          "caches evicted with 1 MiB between calls"),
               std::string::npos)
         << r.out;
-    auto rows = bench_rows(r.out);
-    ASSERT_EQ(rows.size(), 3u) << r.out;
-    for (const auto& row : rows) {
-        EXPECT_EQ(row.cols[8], "0");
-        EXPECT_EQ(row.cols[12], "0");
-        EXPECT_GT(std::stod(row.cols[5]), 0.0);
-    }
+    expect_checked_rows(r.out, 3);
     RunResult warm = mpirun(2, "bench --op broadcast --min 1K --max 1K -n 2 -w 0 --fenced --evict 0");
     ASSERT_EQ(warm.code, 0) << warm.out;
     EXPECT_NE(warm.out.find("fenced calls"), std::string::npos) << warm.out;
@@ -137,14 +144,7 @@ TEST(Bench, FreshBuffersAreCheckedAndSaySo) {
         EXPECT_NE(r.out.find("caches evicted with 1 MiB between calls; buffers allocated, zeroed and filled before each call"),
                   std::string::npos)
             << r.out;
-        auto rows = bench_rows(r.out);
-        ASSERT_EQ(rows.size(), 3u) << r.out;
-        for (const auto& row : rows) {
-            EXPECT_EQ(row.cols[8], "0");
-            EXPECT_EQ(row.cols[12], "0");
-            EXPECT_GT(std::stod(row.cols[5]), 0.0);
-            EXPECT_GT(std::stod(row.cols[9]), 0.0);
-        }
+        expect_checked_rows(r.out, 3);
     }
     RunResult unfenced = mpirun(2, "bench --fresh-buffers");
     EXPECT_EQ(unfenced.code, 2) << unfenced.out;
