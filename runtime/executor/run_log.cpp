@@ -7,6 +7,7 @@
 #include "executor/memory.hpp"
 #include "formats/comms_log.hpp"
 #include "formats/schedule_outputs.hpp"
+#include "schedule/release_rules.hpp"
 
 namespace zerorun {
 
@@ -116,7 +117,10 @@ void write_measured_deepspeed(std::ostream& out, const zerosim::Schedule& s, con
         if (s.ops[i].kind != OpKind::Compute)
             times[i] = {log.at("ops").at(i).at("time_ms").get<double>(), (recs.at(i).at("end_us").get<double>() + epoch) / 1e6};
     const std::vector<zerosim::LoggedOp> logged = zerosim::logged_ops(s, times);
-    for (const auto& l : logged) zerosim::write_ds_verbose_line(out, l);
+    // The release's own logger line in the prefix (schedule/release_rules.hpp), as predict writes it,
+    // so that validate reads the run as the release it ran.
+    const int line = zerosim::log_dist_line(s.meta.release);
+    for (const auto& l : logged) zerosim::write_ds_verbose_line(out, l, line);
     zerosim::write_ds_summary(out, logged);
 }
 

@@ -27,8 +27,9 @@ std::string text_of(const std::string& path) {
 }
 
 // Runs `config_json` (2 ranks, 2 steps) with --deepspeed `release` and checks the run against the
-// library's schedule for that release.
-void run_release(const std::string& release, const std::string& name, const std::string& config_json) {
+// library's schedule for that release; with `log_dist_line`, every comms_logger line's prefix too.
+void run_release(const std::string& release, const std::string& name, const std::string& config_json,
+                 int log_dist_line = 0) {
     std::string dir = ::testing::TempDir() + "zerorun-release-" + name + "-" + std::to_string(::getpid());
     std::filesystem::create_directories(dir);
     std::string cfg = dir + "/ds.json";
@@ -52,9 +53,13 @@ void run_release(const std::string& release, const std::string& name, const std:
     // rank 0's comms_logger lines: one per collective of the schedule, in its order.
     std::vector<std::string> logged;
     std::istringstream in(text_of(dir + "/m.log"));
+    const std::string prefix = "[logging.py:" + std::to_string(log_dist_line) + ":log_dist]";
     for (std::string line; std::getline(in, line);)
-        if (auto p = zerosim::parse_ds_verbose_line(line); p && p->op.record != "log_summary_barrier")
+        if (auto p = zerosim::parse_ds_verbose_line(line); p && p->op.record != "log_summary_barrier") {
             logged.push_back(p->op.record_key() + " " + p->op.size_text);
+            if (log_dist_line) EXPECT_NE(line.find(prefix), std::string::npos) << line;
+        }
+    ASSERT_FALSE(logged.empty());
     std::vector<std::string> want;
     for (const auto& op : s->ops)
         if (zerosim::is_collective(op.kind))
@@ -73,4 +78,12 @@ TEST(RuntimeReleases, Stage3TraceBroadcastsOfV0_19_5Execute) {
 TEST(RuntimeReleases, Bf16OverflowFlagOfV0_19_3Executes) {
     run_release("0.19.3", "z2bf16",
                 R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})");
+}
+
+// The comms_logger prefix carries the release's logger line, as the real logs of those releases
+// show it (../shared/reference: v0.14.2's runs [logging.py:96:log_dist], v0.16.2_z3t's
+// [logging.py:128:log_dist]); until 2026-12-01 zerorun wrote v0.14.2's whatever --deepspeed said.
+TEST(RuntimeReleases, LogPrefixIsTheReleasesLoggerLine) {
+    run_release("0.14.2", "prefix-0142", text_of(fixture("configs/z3.json")), 96);
+    run_release("0.16.2", "prefix-0162", text_of(fixture("configs/z3.json")), 128);
 }
