@@ -57,6 +57,34 @@ STEPS=${STEPS:-60}
 ROUNDS=(--bench-between-steps --bench-min 64 --bench-max 4M --bench-factor 2 --bench-every 4 --bench-iters 1
         --bench-evict 64M --bench-fresh-buffers)
 
+# The topology the rounds calibrate: localhost.json with this machine's cache per rank (a core's
+# L2, from sysfs), beyond which the transport model moves a call's bytes at a fitted memory pace
+# (docs/mpi-collectives.md); the file's 2 MiB where sysfs does not say.
+l2_bytes() {
+  local d s
+  for d in /sys/devices/system/cpu/cpu0/cache/index*; do
+    [ "$(cat "$d/level" 2>/dev/null)" = 2 ] || continue
+    case "$(cat "$d/type" 2>/dev/null)" in Unified|Data) ;; *) continue ;; esac
+    s=$(cat "$d/size" 2>/dev/null) || continue
+    case "$s" in
+      *K) echo $(( ${s%K} * 1024 )) ;;
+      *M) echo $(( ${s%M} * 1048576 )) ;;
+      *[0-9]) echo "$s" ;;
+    esac
+    return
+  done
+}
+TOPOLOGY=topologies/localhost.json
+CACHE_NOTE="cache per rank: the topology's 2 MiB (sysfs gave no L2 size)"
+L2=$(l2_bytes || true)
+if [ -n "$L2" ] && [ "$L2" -gt 0 ] 2>/dev/null; then
+  sed "s/\"cache_bytes_per_rank\": [0-9]*/\"cache_bytes_per_rank\": $L2/" topologies/localhost.json > "$OUT/localhost.json"
+  if grep -q "\"cache_bytes_per_rank\": $L2\b" "$OUT/localhost.json"; then
+    TOPOLOGY="$OUT/localhost.json"
+    CACHE_NOTE="cache per rank: $(( L2 / 1024 )) KiB (this machine's L2, sysfs)"
+  fi
+fi
+
 say "1/2 run, calibrate, predict and validate ZeRO stages 1, 2, 3 ($STEPS steps each, $RANKS ranks) ..."
 rows=()
 loads=()   # the machine's 1-minute load average at the end of each timed run (other processes' share)
@@ -76,11 +104,11 @@ for stage in 1 2 3; do
     --sync-each-op --op-time skew-free --no-verify --compute-scale 0 --evict-before-op 64M --quiet \
     -o "$OUT/measured-zero$stage.log" --json "$OUT/measured-zero$stage.json" "${ROUNDS[0]}" "$OUT/rounds-zero$stage" "${ROUNDS[@]:1}"
   loads+=("stage $stage: $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')")
-  say "    stage $stage: calibrate topologies/localhost.json (OpenMPI's tuned collectives) from the run's own rounds"
+  say "    stage $stage: calibrate $TOPOLOGY (OpenMPI's tuned collectives) from the run's own rounds"
   # --prediction-error-out: the calibrated prediction is fitted from a few rounds of one call per
   # size, so it has a standard error of its own (per collective and size range, from the rounds'
   # spread); validate combines it with the measurement's in every interval.
-  "$ZEROSIM" calibrate --topology topologies/localhost.json --world "$RANKS" --median-of-repeats "$OUT"/rounds-zero$stage-{all_reduce,all_gather,reduce_scatter,broadcast}.txt \
+  "$ZEROSIM" calibrate --topology "$TOPOLOGY" --world "$RANKS" --median-of-repeats "$OUT"/rounds-zero$stage-{all_reduce,all_gather,reduce_scatter,broadcast}.txt \
     -o "$OUT/localhost-calibrated-zero$stage.json" --prediction-error-out "$OUT/prediction-error-zero$stage.json" \
     2> "$OUT/calibrate-zero$stage.txt" || { cat "$OUT/calibrate-zero$stage.txt" >&2; exit 1; }
   say "    stage $stage: predict"
@@ -133,5 +161,5 @@ for r in "${rows[@]}"; do
     "$pred / $meas ($(pc "$serr") [$(pc "$slo"), $(pc "$shi")])" "$verdict" "$settle" "$checks"
 done
 echo "verdict: PASS = the op error's 95% interval, which holds the measurement's noise and the calibration's own standard error (pred), lies within 15%; FAIL = it lies above 15%, beyond both; INCONCLUSIVE = they leave it on both sides, and 'settled by' gives the steps (with the calibration rounds, when the calibration's own error spans 15%) whose interval would fall on one side (validate-zero*.txt says more). noise: sd of one step's op median / of the median over $STEPS steps / the prediction's standard error from its calibration rounds."
-echo "machine: $(nproc) cores, 1-minute load average at the end of each timed run: ${loads[*]} (above the core count, other processes preempt the ranks and the noise columns say how much)"
+echo "machine: $(nproc) cores, $CACHE_NOTE, 1-minute load average at the end of each timed run: ${loads[*]} (above the core count, other processes preempt the ranks and the noise columns say how much)"
 echo "ZeRO++ and MiCS on MPI sub-communicators (stage 3, results checked): ${variants[*]}"
