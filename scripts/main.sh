@@ -78,7 +78,9 @@ TOPOLOGY=topologies/localhost.json
 CACHE_NOTE="cache per rank: the topology's 2 MiB (sysfs gave no L2 size)"
 L2=$(l2_bytes || true)
 if [ -n "$L2" ] && [ "$L2" -gt 0 ] 2>/dev/null; then
-  sed "s/\"cache_bytes_per_rank\": [0-9]*/\"cache_bytes_per_rank\": $L2/" topologies/localhost.json > "$OUT/localhost.json"
+  sed -e "s/\"cache_bytes_per_rank\": [0-9]*/\"cache_bytes_per_rank\": $L2/" \
+      -e "s/\"intra_node.cache_bytes_per_rank\": \"[^\"]*\"/\"intra_node.cache_bytes_per_rank\": \"this machine's L2 per core, from \/sys\/devices\/system\/cpu\/cpu0\/cache (scripts\/main.sh)\"/" \
+      topologies/localhost.json > "$OUT/localhost.json"
   if grep -q "\"cache_bytes_per_rank\": $L2\b" "$OUT/localhost.json"; then
     TOPOLOGY="$OUT/localhost.json"
     CACHE_NOTE="cache per rank: $(( L2 / 1024 )) KiB (this machine's L2, sysfs)"
