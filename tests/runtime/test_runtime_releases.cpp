@@ -57,7 +57,9 @@ void run_release(const std::string& release, const std::string& name, const std:
     for (std::string line; std::getline(in, line);)
         if (auto p = zerosim::parse_ds_verbose_line(line); p && p->op.record != "log_summary_barrier") {
             logged.push_back(p->op.record_key() + " " + p->op.size_text);
-            if (log_dist_line) EXPECT_NE(line.find(prefix), std::string::npos) << line;
+            if (log_dist_line) {
+                EXPECT_NE(line.find(prefix), std::string::npos) << line;
+            }
         }
     ASSERT_FALSE(logged.empty());
     std::vector<std::string> want;

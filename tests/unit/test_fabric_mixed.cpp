@@ -85,7 +85,7 @@ TEST(FabricMixed, NodeWithNicsAtHalfSpeedDoublesTheRingsNetworkTerm) {
 
 TEST(FabricMixed, EveryNodeAsTheDesignIsUnslowed) {
     // A node "overridden" with the design's own figures, and no override at all: x1 for each pattern.
-    for (const std::string w : {std::string(R"({"nodes": {"2": {"nics": 8, "nic_bandwidth_gbs": 10}}})"), std::string()}) {
+    for (const std::string& w : {std::string(R"({"nodes": {"2": {"nics": 8, "nic_bandwidth_gbs": 10}}})"), std::string()}) {
         auto m = model(w);
         for (FlowPattern p : {FlowPattern::Ring, FlowPattern::Tree, FlowPattern::AllToAll})
             EXPECT_NEAR(m->factors(p, everyone(32)).inter, 1.0, 1e-6) << w << " " << static_cast<int>(p);
