@@ -212,8 +212,16 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
                         be.release(recvbuf, big);
                         sendbuf = static_cast<char*>(be.alloc(send_b));
                         recvbuf = static_cast<char*>(be.alloc(big));
-                        std::memset(sendbuf, 0, send_b);
-                        std::memset(recvbuf, 0, big);
+                        // Zero only what the call uses, as the executor allocates only that: an
+                        // in-place call its one buffer, an out-of-place one its input and output
+                        // (a reduce_scatter's output is S/p, not S). Lines written and unused
+                        // would be written back during the call.
+                        if (ip) {
+                            std::memset(recvbuf, 0, big);
+                        } else {
+                            std::memset(sendbuf, 0, send_b);
+                            std::memset(recvbuf, 0, recv_b);
+                        }
                         place();
                         fill();
                     }
