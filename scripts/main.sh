@@ -88,42 +88,20 @@ if [ -n "$L2" ] && [ "$L2" -gt 0 ] 2>/dev/null; then
 fi
 
 say "1/2 run, calibrate, predict and validate ZeRO stages 1, 2, 3 ($STEPS steps each, $RANKS ranks) ..."
-# The checked runs first, all of them, then the timed ones: right after a full build the machine
-# ran the bench rounds about 20% slower than later (and the steps 10%), most in the first timed
-# stage (fresh clones, 2026-12-01; docs/validate.md), so the untimed checked runs (about 40 s) go
-# first.
-declare -A checks_of
-for stage in 1 2 3; do
-  cfg="configs/deepspeed/tiny-zero$stage.json"
-  say "    stage $stage: run with every collective's result checked (mpirun -np $RANKS zerorun)"
-  checks_of[$stage]=ok
-  "${MPIRUN[@]}" "$ZERORUN" --backend mpi --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps 5 \
-    --compute-scale 0 --quiet -o /dev/null --json "$OUT/checked-zero$stage.json" || checks_of[$stage]=FAILED
-done
-
-# ZeRO++ hpZ and MiCS (issue 17) for real: each process group of the schedule is its own MPI
-# communicator; every collective's result is checked (hpZ's secondary-partition gathers inside
-# the hpZ group, MiCS's shard-group reduce-scatter and replication all_reduce), on 4 ranks: two
-# groups of 2.
-variants=()
-for v in hpz2 mics2; do
-  say "    zero3 $v: run on MPI sub-communicators with every collective's result checked (mpirun -np $VARIANT_RANKS zerorun)"
-  vcheck=ok
-  "${VARIANT_MPIRUN[@]}" "$ZERORUN" --backend mpi --ds-config "tests/runtime/configs/z3-$v.json" --model configs/models/tiny-gpt.json \
-    --steps 5 --compute-scale 0 --quiet -o /dev/null --json "$OUT/checked-zero3-$v.json" || vcheck=FAILED
-  variants+=("$v $vcheck")
-done
-
 rows=()
 loads=()   # the machine's 1-minute load average at the end of each timed run (other processes' share)
 for stage in 1 2 3; do
   cfg="configs/deepspeed/tiny-zero$stage.json"
+  say "    stage $stage: run with every collective's result checked (mpirun -np $RANKS zerorun)"
+  checks=ok
+  "${MPIRUN[@]}" "$ZERORUN" --backend mpi --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps 5 \
+    --compute-scale 0 --quiet -o /dev/null --json "$OUT/checked-zero$stage.json" || checks=FAILED
   say "    stage $stage: timed run with bench rounds between steps (zerorun --sync-each-op --op-time skew-free --no-verify --evict-before-op 64M)"
   # Op times are what is compared; compute segments would only add scheduling noise on 2 cores.
   # skew-free: with more ranks than cores a rank often leaves the fence late, and its peers' calls
   # would time that wait; the shortest call over ranks is the collective's own time. --no-verify:
   # the checks recompute every rank's gradients between ops and slow the collectives around them
-  # by 20-40% on 2 cores; the checked run before checked the same schedule.
+  # by 20-40% on 2 cores; the run above checked the same schedule.
   "${MPIRUN[@]}" "$ZERORUN" --backend mpi --ds-config "$cfg" --model configs/models/tiny-gpt.json --steps "$STEPS" \
     --sync-each-op --op-time skew-free --no-verify --compute-scale 0 --evict-before-op 64M --quiet \
     -o "$OUT/measured-zero$stage.log" --json "$OUT/measured-zero$stage.json" "${ROUNDS[0]}" "$OUT/rounds-zero$stage" "${ROUNDS[@]:1}"
@@ -148,9 +126,21 @@ for stage in 1 2 3; do
   "$ZEROSIM" validate "$OUT/predicted-zero$stage.json" "$OUT/measured-zero$stage.json" --min-bytes 256K "${PE[@]}" \
     -o "$OUT/validate-zero$stage.txt" || true
   row=$("$ZEROSIM" validate "$OUT/predicted-zero$stage.json" "$OUT/measured-zero$stage.json" --min-bytes 256K "${PE[@]}" --format row || true)
-  rows+=("$stage	$row	${checks_of[$stage]}")
+  rows+=("$stage	$row	$checks")
 done
 
+# ZeRO++ hpZ and MiCS (issue 17) for real: each process group of the schedule is its own MPI
+# communicator; every collective's result is checked (hpZ's secondary-partition gathers inside
+# the hpZ group, MiCS's shard-group reduce-scatter and replication all_reduce), on 4 ranks: two
+# groups of 2.
+variants=()
+for v in hpz2 mics2; do
+  say "    zero3 $v: run on MPI sub-communicators with every collective's result checked (mpirun -np $VARIANT_RANKS zerorun)"
+  vcheck=ok
+  "${VARIANT_MPIRUN[@]}" "$ZERORUN" --backend mpi --ds-config "tests/runtime/configs/z3-$v.json" --model configs/models/tiny-gpt.json \
+    --steps 5 --compute-scale 0 --quiet -o /dev/null --json "$OUT/checked-zero3-$v.json" || vcheck=FAILED
+  variants+=("$v $vcheck")
+done
 
 say "2/2 results (details in $OUT/validate-zero*.txt, fits in $OUT/calibrate-zero*.txt)"
 pc() { awk -v v="$1" 'BEGIN { if (v == "inf") print "inf"; else printf "%.0f%%", v * 100 }'; }
