@@ -29,7 +29,7 @@ void broken(const Op& op, const std::string& what) { throw std::runtime_error("s
 
 Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryTracker& mem)
     : be_(be), s_(s), a_(a), mem_(mem), rank_(be.rank()), world_(be.world()), layout_(s.meta.partition.kind),
-      cold_(a.sync_each_op ? a.evict_before_op : 0) {
+      cold_(a.evict_before_op) {   // check_exec_options: only with sync_each_op
     spec_.seed = a.seed;
     spec_.world = world_;
     spec_.grad_accum = s.meta.grad_accum;

@@ -2,9 +2,6 @@
 // by hand from the algorithms' bytes (docs/mpi-collectives.md), 4 ranks.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "core/json_input.hpp"
 #include "schedule/collective_table.hpp"
 #include "timing/collectives.hpp"
@@ -69,10 +66,9 @@ TEST(MpiTransport, BroadcastLinearCarriesOneCopy) {
 
 // The eager-limit keys describe OpenMPI's transport: refused on a topology NCCL plans.
 TEST(MpiTransport, EagerLimitOnlyWithOpenMpiCollectives) {
-    std::ifstream in(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json");
-    std::stringstream text;
-    text << in.rdbuf();
-    Json j = Json::parse(text.str());
+    auto text = read_text_file(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/localhost.json", "topology");
+    ASSERT_TRUE(text.ok()) << text.error().what();
+    Json j = Json::parse(text.value());
     j["intra_node"]["collectives"] = "nccl";
     auto t = parse_topology("nccl-shm.json", j.dump());
     ASSERT_FALSE(t.ok());
