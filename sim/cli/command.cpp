@@ -8,7 +8,7 @@
 #include "core/output.hpp"
 #include "core/sizes.hpp"
 #include "prediction/gathered_budget.hpp"
-#include "prediction/what_if.hpp"
+#include "schedule/what_if.hpp"
 #include "schedule/schedule.hpp"
 
 namespace zerosim::cli {

@@ -72,7 +72,7 @@ struct ScheduleArgs {
     std::string deepspeed;    // --deepspeed VERSION; "" = the newest release the rules cover
     std::string nccl;         // --nccl (predict): "" = the topology's release
     bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
-    std::string what_if;      // --what-if NAME (prediction/what_if.hpp): not DeepSpeed's schedule
+    std::string what_if;      // --what-if NAME (schedule/what_if.hpp): not DeepSpeed's schedule
     FabricArgs fabric;        // --fabric (predict): fabric mode
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);

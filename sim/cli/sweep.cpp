@@ -8,8 +8,8 @@
 #include "command.hpp"
 #include "core/output.hpp"
 #include "prediction/sweep.hpp"
-#include "prediction/what_if.hpp"
-#include "prediction/what_if_fsdp.hpp"
+#include "schedule/what_if.hpp"
+#include "schedule/what_if_fsdp.hpp"
 
 namespace zerosim::cli {
 

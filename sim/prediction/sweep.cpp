@@ -19,7 +19,7 @@
 #include "timing/engine.hpp"
 #include "analysis/explain.hpp"
 #include "analysis/fit.hpp"
-#include "prediction/what_if.hpp"
+#include "schedule/what_if.hpp"
 #include "prediction/what_if_compare.hpp"
 #include "prediction/sweep_network.hpp"
 #include "analysis/memory.hpp"

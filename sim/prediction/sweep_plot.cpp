@@ -10,7 +10,7 @@
 #include <map>
 
 #include "analysis/fit.hpp"
-#include "prediction/what_if.hpp"
+#include "schedule/what_if.hpp"
 #include "prediction/sweep.hpp"
 #include "html_text.hpp"
 

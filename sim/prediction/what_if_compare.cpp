@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/explain.hpp"
-#include "prediction/what_if_fsdp.hpp"
+#include "schedule/what_if_fsdp.hpp"
 
 namespace zerosim {
 

@@ -1,4 +1,4 @@
-// --what-if reduce-scatter (prediction/what_if.hpp): stages 1 and 2 with each bucket
+// --what-if reduce-scatter (schedule/what_if.hpp): stages 1 and 2 with each bucket
 // reduce-scattered instead of all-reduced send the ZeRO paper's 2Ψ per step and rank, worked by
 // hand for the reference model: Ψ = 667,136 fp32 parameters on n = 4 ranks, one 500M bucket:
 // reduce_scatter (n-1)/n x 4Ψ bytes + all_gather of the updated partitions (n-1)/n x 4Ψ =
@@ -10,7 +10,7 @@
 #include "inline_inputs.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
-#include "prediction/what_if.hpp"
+#include "schedule/what_if.hpp"
 #include "schedule/schedule.hpp"
 #include "test_helpers.hpp"
 

@@ -1,4 +1,4 @@
-// --what-if fsdp-full-shard, fsdp-shard-grad-op, hybrid-shard (prediction/what_if_fsdp.hpp), worked
+// --what-if fsdp-full-shard, fsdp-shard-grad-op, hybrid-shard (schedule/what_if_fsdp.hpp), worked
 // by hand for the reference model (deepspeed-v0.14.2-cpu/model.json, fp32, 4 ranks):
 //   root unit  wte 131,072 + wpe 8,192 + ln_f 256 + lm_head 131,072          = 270,592 elements
 //   blocks.0   ln1 256 + qkv 49,536 + proj 16,512 + ln2 256 + fc1 66,048 + fc2 65,664 = 198,272
@@ -23,9 +23,9 @@
 #include "analysis/zero_variants.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
-#include "prediction/what_if.hpp"
+#include "schedule/what_if.hpp"
 #include "prediction/what_if_compare.hpp"
-#include "prediction/what_if_fsdp.hpp"
+#include "schedule/what_if_fsdp.hpp"
 #include "schedule/schedule.hpp"
 #include "timing/engine.hpp"
 #include "timing/topology.hpp"

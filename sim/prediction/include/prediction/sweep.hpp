@@ -40,7 +40,7 @@ struct SweepSpec {
     int shard = 0, shards = 1;
     bool zero_init = false;           // stage-3 points: the model built under deepspeed.zero.Init
     bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
-    std::string what_if;              // --what-if NAME (prediction/what_if.hpp): stage 1/2 points only
+    std::string what_if;              // --what-if NAME (schedule/what_if.hpp): stage 1/2 points only
     SweepFabric fabric;               // --fabric (prediction/sweep_network.hpp)
 };
 

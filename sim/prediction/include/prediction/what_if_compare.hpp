@@ -29,7 +29,7 @@ struct WhatIfComparison {
 double nic_bytes_per_gpu(const Schedule& s, int step, int64_t gpus_per_node);
 
 // Model-state bytes per rank of `s`: FSDP's estimate for an FSDP what-if
-// (prediction/what_if_fsdp.hpp), else `deepspeed_bytes` (analysis/memory.hpp's, which a
+// (schedule/what_if_fsdp.hpp), else `deepspeed_bytes` (analysis/memory.hpp's, which a
 // reduce-scatter what-if does not change).
 int64_t what_if_model_state_bytes(const Schedule& s, int64_t deepspeed_bytes);
 

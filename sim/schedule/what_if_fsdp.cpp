@@ -1,7 +1,7 @@
-// PyTorch FSDP's schedule as a what-if (prediction/what_if_fsdp.hpp; docs/what-if.md). The sources
+// PyTorch FSDP's schedule as a what-if (schedule/what_if_fsdp.hpp; docs/what-if.md). The sources
 // cited are PyTorch v2.0-v2.5's torch/distributed/fsdp/_runtime_utils.py (hooks), _exec_order_utils.py
 // (backward prefetch target) and _limiter_utils.py (the all-gather rate limiter).
-#include "prediction/what_if_fsdp.hpp"
+#include "schedule/what_if_fsdp.hpp"
 
 #include <algorithm>
 #include <deque>

@@ -1,6 +1,6 @@
-#include "prediction/what_if.hpp"
+#include "schedule/what_if.hpp"
 
-#include "prediction/what_if_fsdp.hpp"
+#include "schedule/what_if_fsdp.hpp"
 
 namespace zerosim {
 
@@ -37,7 +37,7 @@ std::string what_if_note(const std::string& name, const Schedule& s, int changed
     const std::string head = "--what-if " + name + ": NOT DeepSpeed " + s.meta.release.number() + "'s schedule: ";
     if (name == "reduce-scatter")
         return head + std::to_string(changed) + " bucket all_reduce(s) sent as reduce_scatter_tensor, as DeepSpeed #6463/#7440 "
-                      "propose (prediction/what_if.hpp)";
+                      "propose (schedule/what_if.hpp)";
     return head + "PyTorch FSDP's " + (name == "fsdp-full-shard" ? "FULL_SHARD" : name == "fsdp-shard-grad-op" ? "SHARD_GRAD_OP" : "HYBRID_SHARD") +
            " on stage 3's compute, " + std::to_string(changed) + " units (one per transformer block and the root; "
            "docs/what-if.md)";

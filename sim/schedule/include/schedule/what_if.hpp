@@ -1,5 +1,5 @@
 // What-if schedules: DeepSpeed's schedule changed the way a proposal would change it, or replaced by
-// PyTorch FSDP's (prediction/what_if_fsdp.hpp), to price the alternative before anyone writes it. Never DeepSpeed v0.14.2's (or any release's) schedule; the
+// PyTorch FSDP's (schedule/what_if_fsdp.hpp), to price the alternative before anyone writes it. Never DeepSpeed v0.14.2's (or any release's) schedule; the
 // CLI says so on stderr and in the step summary.
 //
 // reduce-scatter (DeepSpeed #6463, PR #7440): stages 1 and 2 send each flushed gradient bucket as
@@ -22,7 +22,7 @@ namespace zerosim {
 inline constexpr const char* kWhatIfNames = "reduce-scatter, fsdp-full-shard, fsdp-shard-grad-op or hybrid-shard";
 
 // "reduce-scatter" (stages 1/2; returns how many ops it changed) or one of FSDP's
-// (prediction/what_if_fsdp.hpp: stage 3's schedule replaced; returns the number of units).
+// (schedule/what_if_fsdp.hpp: stage 3's schedule replaced; returns the number of units).
 Result<int> apply_what_if(const std::string& name, Schedule& s);
 
 // Whether the what-if changes a schedule of this ZeRO stage (sweep applies it to those points only):
