@@ -91,53 +91,160 @@ const char* nccl_type_name(DType t) {
 // by column do not break.
 const zerosim::NcclTestsLayout kZerorunLayout{.time_width = 8, .one_decimal_from_us = 100, .not_checked = "   N/A"};
 
-std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& opt, std::ostream& out) {
-    const zerosim::CollectiveInfo& coll = zerosim::collective_info(*zerosim::collective_named(opt.op));
-    const OpKind kind = coll.kind;
-    const int n = be.world(), me = be.rank();
-    const int es = zerosim::dtype_size(opt.dtype);
-    const bool print = me == 0;
-    // Fresh buffers: no warm-up call, so that each timed call is the first at its size (below).
-    const int warmups = opt.fenced && opt.fresh_buffers ? 0 : opt.warmup;
-    char line[512];
-    if (print) {
-        std::snprintf(line, sizeof line,
-                      "# nThread 1 nGpus 1 minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %d iters: %d "
-                      "agg iters: 1 validation: %d graph: 0\n#\n",
-                      static_cast<long long>(opt.min_bytes), static_cast<long long>(opt.max_bytes),
-                      static_cast<long long>(opt.factor), warmups, opt.iters, opt.check ? 1 : 0);
-        out << line;
-        out << "# zerorun bench: backend " << be.name() << ", " << n << " ranks, host memory";
-        if (opt.fenced) {
-            out << "; fenced calls (a barrier before each; time = shortest over ranks, "
-                << (opt.median_of_calls ? "median" : "mean") << " over calls)";
-            if (opt.evict_bytes > 0) out << "; caches evicted with " << (opt.evict_bytes >> 20) << " MiB between calls";
-            if (opt.fresh_buffers) out << "; buffers allocated, zeroed and filled before each call";
-        }
-        out << "\n#\n";
-        zerosim::write_nccl_tests_header(out);
-        out.flush();
+namespace {
+
+// One column of one size (out of place, or in place): its buffers and the calls on them.
+struct BenchColumn {
+    Backend& be;
+    const BenchOptions& opt;
+    const OpKind kind;
+    const int me;
+    const int64_t count, send_n, recv_n;
+    const size_t send_b, recv_b, big;
+    const int ip;          // 1: in place
+    char*& sendbuf;        // the size's buffers (fresh buffers: allocated anew before each call)
+    char*& recvbuf;
+    char* in = nullptr;
+    char* outp = nullptr;
+
+    // In-place buffers follow torch/NCCL: all_gather's input is the rank's chunk of the output,
+    // reduce_scatter's output is the rank's chunk of the input.
+    void place() {
+        in = sendbuf;
+        outp = recvbuf;
+        if (!ip) return;
+        if (kind == OpKind::AllGather) in = recvbuf + static_cast<size_t>(me) * send_b;
+        else if (kind == OpKind::ReduceScatter) { in = recvbuf; outp = recvbuf + static_cast<size_t>(me) * recv_b; }
+        else in = outp = recvbuf;
     }
-    HostCacheEvictor evict(opt.fenced ? opt.evict_bytes : 0);
-    std::vector<zerosim::NcclTestsRow> rows;
+    void fill() {
+        for (int64_t i = 0; i < send_n; ++i) store_element(in, opt.dtype, i, check_pattern_value(opt.dtype, me, i));
+        if (kind == OpKind::Broadcast && me != opt.root && !ip)
+            std::memset(recvbuf, 0xff, recv_b);   // a broadcast must overwrite this
+    }
+    void launch() {
+        switch (kind) {
+            case OpKind::AllReduce: be.all_reduce(in, outp, count, opt.dtype, opt.redop); break;
+            case OpKind::AllGather: be.all_gather(in, outp, send_n, opt.dtype); break;
+            case OpKind::ReduceScatter: be.reduce_scatter(in, outp, recv_n, opt.dtype, opt.redop); break;
+            case OpKind::Reduce: be.reduce(in, outp, count, opt.dtype, opt.redop, opt.root); break;
+            case OpKind::Broadcast:
+                // Out-of-place broadcast: the root's input is copied to its output first, as
+                // ncclBroadcast does with distinct buffers.
+                if (!ip && me == opt.root) std::memcpy(outp, in, send_b);
+                be.broadcast(outp, count, opt.dtype, opt.root);
+                break;
+            default: break;
+        }
+    }
+    // One call on fresh inputs, its result compared element by element; #wrong summed over ranks.
+    int64_t wrong_elements(int n) {
+        int64_t wrong = 0;
+        fill();
+        launch();
+        if (me == opt.test_corrupt_rank && recv_n > 0) store_element(outp, opt.dtype, 0, 99.0);
+        bool has_output = !(kind == OpKind::Reduce && me != opt.root);
+        if (has_output)
+            for (int64_t i = 0; i < recv_n; ++i) {
+                double want = round_to(opt.dtype, expected_value(kind, opt.dtype, opt.redop, n, me, opt.root, recv_n, i));
+                if (load_element(outp, opt.dtype, i) != want) ++wrong;
+            }
+        return static_cast<int64_t>(sum_over_ranks(be, static_cast<double>(wrong)));
+    }
+    // As zerorun's executor gives each op of a step its buffers (executor/memory.cpp Buffer):
+    // allocated, zeroed, then filled just before the call. Zero only what the call uses, as the
+    // executor allocates only that: an in-place call its one buffer, an out-of-place one its input
+    // and output (a reduce_scatter's output is S/p, not S). Lines written and unused would be
+    // written back during the call.
+    void fresh_buffers() {
+        be.release(sendbuf, send_b);
+        be.release(recvbuf, big);
+        sendbuf = static_cast<char*>(be.alloc(send_b));
+        recvbuf = static_cast<char*>(be.alloc(big));
+        if (ip) {
+            std::memset(recvbuf, 0, big);
+        } else {
+            std::memset(sendbuf, 0, send_b);
+            std::memset(recvbuf, 0, recv_b);
+        }
+        place();
+        fill();
+    }
+    // Per call, the shortest time over ranks: the rank that left the barrier last waited for
+    // nobody, so its time is the collective's own (see zerorun --op-time). Seconds per call.
+    double fenced_seconds(HostCacheEvictor& evict) {
+        std::vector<double> neg(static_cast<size_t>(opt.iters));
+        for (int it = 0; it < opt.iters; ++it) {
+            evict.evict();
+            if (opt.fresh_buffers) fresh_buffers();
+            be.barrier();
+            double t0 = now_s();
+            launch();
+            neg[static_cast<size_t>(it)] = t0 - now_s();
+        }
+        be.all_reduce(neg.data(), neg.data(), opt.iters, DType::FP64, ReduceOp::Max);
+        double dt = 0.0;
+        if (opt.median_of_calls) {
+            std::sort(neg.begin(), neg.end());
+            size_t k = neg.size() / 2;
+            dt = -(neg.size() % 2 ? neg[k] : (neg[k - 1] + neg[k]) / 2);
+        } else {
+            for (double v : neg) dt -= v;
+            dt /= opt.iters;
+        }
+        return dt;
+    }
+    // nccl-tests' loop: back-to-back calls after one barrier. Seconds per call on this rank.
+    double back_to_back_seconds() {
+        be.barrier();
+        double t0 = now_s();
+        for (int it = 0; it < opt.iters; ++it) launch();
+        return (now_s() - t0) / opt.iters;
+    }
+};
+
+// The table's head: nccl-tests' parameter line, then how zerorun ran it.
+void print_bench_header(std::ostream& out, Backend& be, const BenchOptions& opt, int warmups) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "# nThread 1 nGpus 1 minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %d iters: %d "
+                  "agg iters: 1 validation: %d graph: 0\n#\n",
+                  static_cast<long long>(opt.min_bytes), static_cast<long long>(opt.max_bytes),
+                  static_cast<long long>(opt.factor), warmups, opt.iters, opt.check ? 1 : 0);
+    out << line;
+    out << "# zerorun bench: backend " << be.name() << ", " << be.world() << " ranks, host memory";
+    if (opt.fenced) {
+        out << "; fenced calls (a barrier before each; time = shortest over ranks, "
+            << (opt.median_of_calls ? "median" : "mean") << " over calls)";
+        if (opt.evict_bytes > 0) out << "; caches evicted with " << (opt.evict_bytes >> 20) << " MiB between calls";
+        if (opt.fresh_buffers) out << "; buffers allocated, zeroed and filled before each call";
+    }
+    out << "\n#\n";
+    zerosim::write_nccl_tests_header(out);
+    out.flush();
+}
+
+// The sweep's state across sizes: the evictor and the bus bandwidth averaged in the footer.
+struct BenchSweep {
+    Backend& be;
+    const BenchOptions& opt;
+    const zerosim::CollectiveInfo& coll;
+    HostCacheEvictor evict;
+    int warmups = 0;
     double bw_sum = 0;
     int bw_count = 0;
-    for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes;
-         bytes = opt.factor > 1 ? bytes * opt.factor : bytes + std::max<int64_t>(1, -opt.factor)) {
-        // Whole elements, and a multiple of the rank count where the op splits the buffer.
-        int64_t count = bytes / es;
-        if (coll.splits_buffer) count = count / n * n;
-        if (count == 0) continue;
+
+    // One row: both columns of `count` elements.
+    zerosim::NcclTestsRow row_of(int64_t count) {
+        const int n = be.world(), me = be.rank();
+        const int es = zerosim::dtype_size(opt.dtype);
         const zerosim::CollectiveCounts per_rank = coll.per_rank_counts(count, n);
-        const int64_t send_n = per_rank.send, recv_n = per_rank.recv;
-        const size_t send_b = static_cast<size_t>(send_n) * es, recv_b = static_cast<size_t>(recv_n) * es;
-        // In-place buffers follow torch/NCCL: all_gather's input is the rank's chunk of the output,
-        // reduce_scatter's output is the rank's chunk of the input.
+        const size_t send_b = static_cast<size_t>(per_rank.send) * es, recv_b = static_cast<size_t>(per_rank.recv) * es;
         const size_t big = std::max(send_b, recv_b);
         char* sendbuf = static_cast<char*>(be.alloc(send_b));
         char* recvbuf = static_cast<char*>(be.alloc(big));
         zerosim::NcclTestsRow row;
-        row.bytes = static_cast<int64_t>(std::max(send_b, recv_b));
+        row.bytes = static_cast<int64_t>(big);
         row.count = count;
         row.type = nccl_type_name(opt.dtype);
         row.redop = coll.reduces ? zerosim::reduce_op_name(opt.redop) : "none";
@@ -150,101 +257,13 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
         // and measured 1.2-1.5x the second (2 ranks, stage 3's 2-4 MiB reduce_scatter).
         const int first = opt.fenced && opt.fresh_buffers && coll.deepspeed_in_place ? 1 : 0;
         for (int ip : {first, 1 - first}) {
-            char* in = sendbuf;
-            char* outp = recvbuf;
-            auto place = [&] {
-                in = sendbuf;
-                outp = recvbuf;
-                if (ip) {
-                    if (kind == OpKind::AllGather) in = recvbuf + static_cast<size_t>(me) * send_b;
-                    else if (kind == OpKind::ReduceScatter) { in = recvbuf; outp = recvbuf + static_cast<size_t>(me) * recv_b; }
-                    else in = outp = recvbuf;
-                }
-            };
-            place();
-            auto fill = [&] {
-                for (int64_t i = 0; i < send_n; ++i) store_element(in, opt.dtype, i, check_pattern_value(opt.dtype, me, i));
-                if (kind == OpKind::Broadcast && me != opt.root && !ip)
-                    std::memset(recvbuf, 0xff, recv_b);   // a broadcast must overwrite this
-            };
-            auto launch = [&] {
-                switch (kind) {
-                    case OpKind::AllReduce: be.all_reduce(in, outp, count, opt.dtype, opt.redop); break;
-                    case OpKind::AllGather: be.all_gather(in, outp, send_n, opt.dtype); break;
-                    case OpKind::ReduceScatter: be.reduce_scatter(in, outp, recv_n, opt.dtype, opt.redop); break;
-                    case OpKind::Reduce: be.reduce(in, outp, count, opt.dtype, opt.redop, opt.root); break;
-                    case OpKind::Broadcast:
-                        // Out-of-place broadcast: the root's input is copied to its output first, as
-                        // ncclBroadcast does with distinct buffers.
-                        if (!ip && me == opt.root) std::memcpy(outp, in, send_b);
-                        be.broadcast(outp, count, opt.dtype, opt.root);
-                        break;
-                    default: break;
-                }
-            };
+            BenchColumn col{be, opt, coll.kind, me, count, per_rank.send, per_rank.recv, send_b, recv_b, big, ip, sendbuf, recvbuf};
+            col.place();
             // Check first (one call on fresh inputs), then time back-to-back calls.
-            int64_t wrong = 0;
-            if (opt.check) {
-                fill();
-                launch();
-                if (me == opt.test_corrupt_rank && recv_n > 0) store_element(outp, opt.dtype, 0, 99.0);
-                bool has_output = !(kind == OpKind::Reduce && me != opt.root);
-                if (has_output)
-                    for (int64_t i = 0; i < recv_n; ++i) {
-                        double want = round_to(opt.dtype, expected_value(kind, opt.dtype, opt.redop, n, me, opt.root, recv_n, i));
-                        if (load_element(outp, opt.dtype, i) != want) ++wrong;
-                    }
-                wrong = static_cast<int64_t>(sum_over_ranks(be, static_cast<double>(wrong)));
-            }
-            fill();
-            for (int w = 0; w < warmups; ++w) launch();
-            double dt = 0.0;
-            if (opt.fenced) {
-                // Per call, the shortest time over ranks: the rank that left the barrier last waited
-                // for nobody, so its time is the collective's own (see zerorun --op-time).
-                std::vector<double> neg(static_cast<size_t>(opt.iters));
-                for (int it = 0; it < opt.iters; ++it) {
-                    evict.evict();
-                    if (opt.fresh_buffers) {
-                        // As zerorun's executor gives each op of a step its buffers (executor/
-                        // memory.cpp Buffer): allocated, zeroed, then filled just before the call.
-                        be.release(sendbuf, send_b);
-                        be.release(recvbuf, big);
-                        sendbuf = static_cast<char*>(be.alloc(send_b));
-                        recvbuf = static_cast<char*>(be.alloc(big));
-                        // Zero only what the call uses, as the executor allocates only that: an
-                        // in-place call its one buffer, an out-of-place one its input and output
-                        // (a reduce_scatter's output is S/p, not S). Lines written and unused
-                        // would be written back during the call.
-                        if (ip) {
-                            std::memset(recvbuf, 0, big);
-                        } else {
-                            std::memset(sendbuf, 0, send_b);
-                            std::memset(recvbuf, 0, recv_b);
-                        }
-                        place();
-                        fill();
-                    }
-                    be.barrier();
-                    double t0 = now_s();
-                    launch();
-                    neg[static_cast<size_t>(it)] = t0 - now_s();
-                }
-                be.all_reduce(neg.data(), neg.data(), opt.iters, DType::FP64, ReduceOp::Max);
-                if (opt.median_of_calls) {
-                    std::sort(neg.begin(), neg.end());
-                    size_t k = neg.size() / 2;
-                    dt = -(neg.size() % 2 ? neg[k] : (neg[k - 1] + neg[k]) / 2);
-                } else {
-                    for (double v : neg) dt -= v;
-                    dt /= opt.iters;
-                }
-            } else {
-                be.barrier();
-                double t0 = now_s();
-                for (int it = 0; it < opt.iters; ++it) launch();
-                dt = (now_s() - t0) / opt.iters;
-            }
+            const int64_t wrong = opt.check ? col.wrong_elements(n) : 0;
+            col.fill();
+            for (int w = 0; w < warmups; ++w) col.launch();
+            const double dt = opt.fenced ? col.fenced_seconds(evict) : col.back_to_back_seconds();
             double us = opt.fenced ? dt * 1e6 : sum_over_ranks(be, dt * 1e6) / n;
             time_us[ip] = us;
             algbw[ip] = us > 0 ? static_cast<double>(row.bytes) / (us * 1e-6) / 1e9 : 0.0;
@@ -263,15 +282,38 @@ std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& op
         row.inplace_algbw_gbs = algbw[1];
         row.inplace_busbw_gbs = busbw[1];
         row.inplace_wrong = wrong_of[1];
-        rows.push_back(row);
+        return row;
+    }
+};
+
+}  // namespace
+
+std::vector<zerosim::NcclTestsRow> run_bench(Backend& be, const BenchOptions& opt, std::ostream& out) {
+    const zerosim::CollectiveInfo& coll = zerosim::collective_info(*zerosim::collective_named(opt.op));
+    const int n = be.world();
+    const int es = zerosim::dtype_size(opt.dtype);
+    const bool print = be.rank() == 0;
+    BenchSweep sweep{be, opt, coll, HostCacheEvictor(opt.fenced ? opt.evict_bytes : 0)};
+    // Fresh buffers: no warm-up call, so that each timed call is the first at its size (below).
+    sweep.warmups = opt.fenced && opt.fresh_buffers ? 0 : opt.warmup;
+    if (print) print_bench_header(out, be, opt, sweep.warmups);
+    std::vector<zerosim::NcclTestsRow> rows;
+    for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes;
+         bytes = opt.factor > 1 ? bytes * opt.factor : bytes + std::max<int64_t>(1, -opt.factor)) {
+        // Whole elements, and a multiple of the rank count where the op splits the buffer.
+        int64_t count = bytes / es;
+        if (coll.splits_buffer) count = count / n * n;
+        if (count == 0) continue;
+        rows.push_back(sweep.row_of(count));
         if (print) {
-            zerosim::write_nccl_tests_row(out, row, kZerorunLayout);
+            zerosim::write_nccl_tests_row(out, rows.back(), kZerorunLayout);
             out.flush();
         }
     }
     if (print) {
+        char line[64];
         int64_t total_wrong = bench_wrong_total(rows);
-        std::snprintf(line, sizeof line, "%g", bw_count ? bw_sum / bw_count : 0.0);
+        std::snprintf(line, sizeof line, "%g", sweep.bw_count ? sweep.bw_sum / sweep.bw_count : 0.0);
         zerosim::write_nccl_tests_footer(out, std::to_string(total_wrong) + (total_wrong ? " FAILED" : " OK"), line);
         out << "#\n";
         out.flush();

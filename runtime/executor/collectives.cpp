@@ -1,67 +1,17 @@
-// Checked collectives: each op's handler chosen by its payload kind, its staging buffers, and the
-// check of every result against what it must be. Gradient payloads: gradients.cpp; parameter
-// payloads: parameters.cpp; the payloads the runtime does not model: here.
+// What every checked collective shares: its staging buffers, the record of its check, the
+// tolerance of a received weight; and the handler of the payloads the runtime does not model.
+// Gradient payloads: gradients.cpp; parameter payloads: parameters.cpp; handlers.hpp the rest.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "backends/dtype.hpp"
-#include "rank_executor.hpp"
+#include "handlers.hpp"
 
 namespace zerorun {
 namespace detail {
 
 using zerosim::OpKind;
-using zerosim::Payload;
-
-// Ops whose payload the runtime does not model (norms, overflow flags, trace lists) carry the
-// backends' check pattern (check_pattern_value), exact under any reduction order.
-void Executor::run_collective(const Op& op, OpRecord& rec) {
-    // The op's process group for the backend call, the world again after (even on a throw).
-    struct OnGroup {
-        Backend& be;
-        OnGroup(Backend& b, int handle) : be(b) { be.use_group(handle); }
-        ~OnGroup() { be.use_group(-1); }
-    } on_group(be_, group_of(op).handle);
-    // Where a step's compute would have run (--evict-before-op): before the op's buffers are
-    // staged, so it finds them just written and everything else cold, as in training.
-    cold_.evict();
-    if (op.group != "dp" && (op.payload == Payload::GradientBucket || op.payload == Payload::GradientSlices ||
-                             op.payload == Payload::ParameterPartitions || op.payload == Payload::ParameterBroadcast))
-        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + op.group +
-                       " (the runtime runs it on the world only)");
-    switch (op.payload) {
-        case Payload::Barrier:
-            timed_call(rec, [&] { be_.barrier(); });
-            rec.check = "none";
-            return;
-        case Payload::GradientBucket:
-        case Payload::GradientSlices:
-            return gradient_reduction(op, rec);
-        case Payload::GradientShards:
-            return stage3_reduce_scatter(op, rec);
-        case Payload::ParameterShards:
-            return shard_gather(op, rec);
-        case Payload::ParameterPartitions:
-            return partition_gather(op, rec);
-        case Payload::ParameterBroadcast:
-            return parameter_broadcast(op, rec);
-        case Payload::OverflowFlag:
-        case Payload::GradientNorm:
-        case Payload::TraceCheck:
-            return pattern_op(op, rec);
-        case Payload::Compute:
-            broken(op, "a compute payload on a collective");
-        case Payload::GradientPartitions:
-            return mics_replica_all_reduce(op, rec);
-        case Payload::QuantizedShards:
-            return qwz_gather_data(op, rec);
-        case Payload::QuantScales:
-            return op.kind == OpKind::AllGather ? qwz_gather_scales(op, rec) : qgz_exchange(op, rec);
-        case Payload::QuantizedGradient:
-            return qgz_exchange(op, rec);
-    }
-}
 
 void Executor::finish(OpRecord& rec, const Check& c, bool has_output) {
     rec.checked = c.checked;
@@ -107,29 +57,40 @@ void Executor::check_weight(Check& c, const Op& op, int p, int64_t i, double got
 
 // Payloads the runtime does not model (norms and overflow flags, all_reduced; trace lengths,
 // broadcast): the IR's size, dtype, redop and root with a known pattern, checked exactly.
-void Executor::pattern_op(const Op& op, OpRecord& rec) {
+void PatternHandler::stage(const Op& op) {
     const DType t = op.dtype;
-    const int64_t n = op.elements;
-    Check c;
-    Buffer b = comm_buffer(n, t);
+    in_ = x.comm_buffer(op.elements, t);
     if (op.kind == OpKind::AllReduce) {
-        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, check_pattern_value(t, rank_, i));
-        timed_call(rec, [&] { be_.all_reduce(b.data(), b.data(), n, t, op.redop); });
-        for (int64_t i = 0; i < n; ++i) {
-            double want = op.redop == zerosim::ReduceOp::Max ? -1e300 : 0.0;
-            for (int r : group_of(op).members)
-                want = op.redop == zerosim::ReduceOp::Max ? std::max(want, check_pattern_value(t, r, i))
-                                                          : want + check_pattern_value(t, r, i);
-            c.see(load_element(b.data(), t, i) == round_to(t, want));
-        }
+        for (int64_t i = 0; i < op.elements; ++i) store_element(in_.data(), t, i, check_pattern_value(t, x.rank_, i));
     } else if (op.kind == OpKind::Broadcast) {
-        for (int64_t i = 0; i < n; ++i) store_element(b.data(), t, i, group_of(op).index == op.root ? check_pattern_value(t, op.root, i) : 77.0);
-        timed_call(rec, [&] { be_.broadcast(b.data(), n, t, op.root); });
-        for (int64_t i = 0; i < n; ++i) c.see(load_element(b.data(), t, i) == check_pattern_value(t, op.root, i));
+        const bool root = x.group_of(op).index == op.root;
+        for (int64_t i = 0; i < op.elements; ++i) store_element(in_.data(), t, i, root ? check_pattern_value(t, op.root, i) : 77.0);
     } else {
         broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " in a " + zerosim::op_record_name(op.kind));
     }
-    finish(rec, c);
+}
+
+void PatternHandler::call(const Op& op) {
+    if (op.kind == OpKind::AllReduce) x.be_.all_reduce(in_.data(), in_.data(), op.elements, op.dtype, op.redop);
+    else x.be_.broadcast(in_.data(), op.elements, op.dtype, op.root);
+}
+
+Check PatternHandler::take(const Op& op) {
+    const DType t = op.dtype;
+    const bool max = op.redop == zerosim::ReduceOp::Max;
+    Check c;
+    for (int64_t i = 0; i < op.elements; ++i) {
+        double want = 0.0;
+        if (op.kind == OpKind::Broadcast) {
+            want = check_pattern_value(t, op.root, i);
+        } else {
+            want = max ? -1e300 : 0.0;
+            for (int r : x.group_of(op).members) want = max ? std::max(want, check_pattern_value(t, r, i)) : want + check_pattern_value(t, r, i);
+            want = round_to(t, want);
+        }
+        c.see(load_element(in_.data(), t, i) == want);
+    }
+    return c;
 }
 
 }  // namespace detail

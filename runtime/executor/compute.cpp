@@ -4,28 +4,32 @@
 #include <cmath>
 
 #include "backends/dtype.hpp"
-#include "rank_executor.hpp"
+#include "handlers.hpp"
 
 namespace zerorun {
 namespace detail {
 
 using zerosim::ComputeKind;
 
-void Executor::run_compute(const Op& op, OpRecord& rec) {
+void ComputeHandler::run(const Op& op, OpRecord& rec) {
+    if (op.kind != zerosim::OpKind::Compute) broken(op, "a compute payload on a collective");
     switch (op.compute) {
         case ComputeKind::Forward:
-            require_current(op);
-            rec.flops_run = gemm(op.flops);
+            x.require_current(op);
+            rec.flops_run = gemm_.run(op.flops);
             rec.check = "none";
             break;
         case ComputeKind::Backward:
-            require_current(op);
-            rec.flops_run = gemm(op.flops);
-            backward_gradients(op);
+            x.require_current(op);
+            rec.flops_run = gemm_.run(op.flops);
+            x.backward_gradients(op);
             rec.check = "none";
             break;
         case ComputeKind::OptimizerStep:
-            optimizer_step(op, rec);
+            // The optimizer's state traffic as GEMM work, after the update.
+            x.optimizer_step(op);
+            rec.flops_run = gemm_.run(op.flops);
+            rec.check = "none";
             break;
         case ComputeKind::None:
             break;
@@ -44,24 +48,24 @@ void Executor::require_current(const Op& op) {
 
 // Real GEMM work of the segment's FLOPs times --compute-scale: square matrices of at most
 // 512, repeated as needed (2 n^3 FLOPs each).
-double Executor::gemm(double flops) {
-    double want = flops * a_.compute_scale;
+double GemmWorkspace::run(double flops) {
+    double want = flops * compute_scale_;
     if (want < 2.0 * 16 * 16 * 16) return 0.0;
     constexpr int64_t kMax = 512;
     int64_t n = std::min<int64_t>(kMax, static_cast<int64_t>(std::cbrt(want / 2.0)));
-    if (gemm_n_ < n) {
+    if (n_ < n) {
         size_t b = static_cast<size_t>(n * n) * 4;
-        gemm_a_ = Buffer(mem_, MemCat::Workspace, b);
-        gemm_b_ = Buffer(mem_, MemCat::Workspace, b);
-        gemm_c_ = Buffer(mem_, MemCat::Workspace, b);
+        a_ = Buffer(mem_, MemCat::Workspace, b);
+        b_ = Buffer(mem_, MemCat::Workspace, b);
+        c_ = Buffer(mem_, MemCat::Workspace, b);
         for (int64_t i = 0; i < n * n; ++i) {
-            gemm_a_.as<float>()[i] = static_cast<float>(i % 13) * 0.01f;
-            gemm_b_.as<float>()[i] = static_cast<float>(i % 7) * 0.01f;
+            a_.as<float>()[i] = static_cast<float>(i % 13) * 0.01f;
+            b_.as<float>()[i] = static_cast<float>(i % 7) * 0.01f;
         }
-        gemm_n_ = n;
+        n_ = n;
     }
     using Mat = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>>;
-    Mat A(gemm_a_.as<float>(), n, n), B(gemm_b_.as<float>(), n, n), C(gemm_c_.as<float>(), n, n);
+    Mat A(a_.as<float>(), n, n), B(b_.as<float>(), n, n), C(c_.as<float>(), n, n);
     double per = 2.0 * static_cast<double>(n * n * n);
     int64_t reps = std::max<int64_t>(1, std::llround(want / per));
     for (int64_t r = 0; r < reps; ++r) C.noalias() = A * B;

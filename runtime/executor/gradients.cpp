@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "backends/dtype.hpp"
-#include "rank_executor.hpp"
+#include "handlers.hpp"
 
 namespace zerorun {
 namespace detail {
@@ -21,7 +21,7 @@ float Executor::my_gradient(int p, int64_t i) const { return acc_[p].empty() ? 0
 // contribution is reproducible from the shared working copy and its targets), summed in rank
 // order in the op's dtype. Returns {expected, tolerance}.
 std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i) const {
-    return expected_sum(op, p, i, groups_.at("dp").members);
+    return expected_sum(op, p, i, world_group_.members);
 }
 
 // The same over a set of ranks (a sub-group's reduction: MiCS's shard group).
@@ -66,107 +66,127 @@ void Executor::consume(int p, int64_t n) {
 // Gradient slices (stage 0-2 bucket reductions) and gradient buckets (stage 3's all_reduce
 // flush): the buffer holds the op's segments, or its whole parameters, in order, then zeros up to
 // `elements` (the BF16 optimizer's group padding).
-void Executor::gradient_reduction(const Op& op, OpRecord& rec) {
-    std::vector<Segment> segs;
-    if (op.payload == zerosim::Payload::GradientBucket)
-        for (int p : op.params) segs.push_back({p, 0, numel(p)});
+void GradientReduction::stage(const Op& op) {
+    segs_.clear();
+    expect_.clear();
+    if (op.payload == Payload::GradientBucket)
+        for (int p : op.params) segs_.push_back({p, 0, x.numel(p)});
     else
-        segs = op.segments;
+        segs_ = op.segments;
     const DType t = op.dtype;
-    Buffer b = comm_buffer(op.elements, t);
+    in_ = x.comm_buffer(op.elements, t);
     int64_t pos = 0;
-    for (const auto& sg : segs) {
-        if (acc_[sg.param].empty())
-            broken(op, "reduces the gradient of " + s_.params[sg.param].name + " before any backward computed it");
-        pack_floats(acc_[sg.param].as<float>() + sg.offset, static_cast<char*>(b.data()) + pos * zerosim::dtype_size(t),
+    for (const auto& sg : segs_) {
+        if (x.acc_[sg.param].empty())
+            broken(op, "reduces the gradient of " + x.s_.params[sg.param].name + " before any backward computed it");
+        pack_floats(x.acc_[sg.param].as<float>() + sg.offset, static_cast<char*>(in_.data()) + pos * zerosim::dtype_size(t),
                     t, sg.numel);
         pos += sg.numel;
     }
-    const bool is_reduce = op.kind == OpKind::Reduce;
-    const bool has_output = !is_reduce || rank_ == op.root;
     // Expected values are computed before the call (the accumulators are consumed after).
-    std::vector<std::pair<double, double>> expect;
-    if (verify_ && has_output) {
-        expect.reserve(static_cast<size_t>(pos));
-        for (const auto& sg : segs)
-            for (int64_t i = 0; i < sg.numel; ++i) expect.push_back(expected_sum(op, sg.param, sg.offset + i));
+    if (x.verify_ && has_output(op)) {
+        expect_.reserve(static_cast<size_t>(pos));
+        for (const auto& sg : segs_)
+            for (int64_t i = 0; i < sg.numel; ++i) expect_.push_back(x.expected_sum(op, sg.param, sg.offset + i));
     }
-    if (is_reduce) timed_call(rec, [&] { be_.reduce(b.data(), b.data(), op.elements, t, op.redop, op.root); });
-    else timed_call(rec, [&] { be_.all_reduce(b.data(), b.data(), op.elements, t, op.redop); });
+}
+
+bool GradientReduction::has_output(const Op& op) const { return op.kind != OpKind::Reduce || x.rank_ == op.root; }
+
+void GradientReduction::call(const Op& op) {
+    if (op.kind == OpKind::Reduce) x.be_.reduce(in_.data(), in_.data(), op.elements, op.dtype, op.redop, op.root);
+    else x.be_.all_reduce(in_.data(), in_.data(), op.elements, op.dtype, op.redop);
+}
+
+Check GradientReduction::take(const Op& op) {
+    const DType t = op.dtype;
+    const bool output = has_output(op);
     Check c;
-    pos = 0;
-    for (const auto& sg : segs) {
+    int64_t pos = 0;
+    for (const auto& sg : segs_) {
         for (int64_t i = 0; i < sg.numel; ++i, ++pos) {
-            if (!has_output) {
-                const Owned& o = owned_[sg.param];
+            if (!output) {
+                const Owned& o = x.owned_[sg.param];
                 if (sg.offset + i >= o.lo && sg.offset + i < o.hi)
                     broken(op, "reduces to rank " + std::to_string(op.root) + " a gradient element rank " +
-                                   std::to_string(rank_) + " owns");
+                                   std::to_string(x.rank_) + " owns");
                 continue;
             }
-            double v = load_element(b.data(), t, pos);
-            if (!expect.empty()) c.see(std::fabs(v - expect[pos].first) <= expect[pos].second);
-            apply_gradient(op, sg.param, sg.offset + i, static_cast<float>(v));
+            double v = load_element(in_.data(), t, pos);
+            if (!expect_.empty()) c.see(std::fabs(v - expect_[pos].first) <= expect_[pos].second);
+            x.apply_gradient(op, sg.param, sg.offset + i, static_cast<float>(v));
         }
-        consume(sg.param, sg.numel);
+        x.consume(sg.param, sg.numel);
     }
-    for (int64_t i = pos; i < op.elements && has_output && verify_; ++i) c.see(load_element(b.data(), t, i) == 0.0);
-    finish(rec, c, has_output);
+    for (int64_t i = pos; i < op.elements && output && x.verify_; ++i) c.see(load_element(in_.data(), t, i) == 0.0);
+    return c;
 }
 
 // Stage 3: each gradient padded to cut * shard and interleaved by group rank (DeepSpeed's
 // reduce_scatter_coalesced): member r's part holds chunk r of every parameter, in op order. The
 // group is the world, or MiCS's shard group, whose result is the shard group's partial sum: the
 // world's sum each element must reach after the replication all_reduce is kept for that op.
-void Executor::stage3_reduce_scatter(const Op& op, OpRecord& rec) {
+void GradientShardReduction::stage(const Op& op) {
     const DType t = op.dtype;
     const int es = zerosim::dtype_size(t);
-    const GroupView& g = group_of(op);
-    if (g.size() != shard_group_->size()) broken(op, "reduce-scatters on group " + op.group + ", not the one parameters are cut among");
-    const bool partial = g.size() < world_;
-    int64_t per_rank = 0;
-    for (int p : op.params) per_rank += part_[p];
-    Buffer in = comm_buffer(op.elements, t), out = comm_buffer(per_rank, t);
-    char* base = static_cast<char*>(in.data());
+    const GroupView& g = x.group_of(op);
+    if (g.size() != x.shard_group_->size()) broken(op, "reduce-scatters on group " + op.group + ", not the one parameters are cut among");
+    per_rank_ = 0;
+    for (int p : op.params) per_rank_ += x.part_[p];
+    in_ = x.comm_buffer(op.elements, t);
+    out_ = x.comm_buffer(per_rank_, t);
+    char* base = static_cast<char*>(in_.data());
     for (int r = 0; r < g.size(); ++r) {
-        int64_t pos = r * per_rank;
+        int64_t pos = r * per_rank_;
         for (int p : op.params) {
-            if (acc_[p].empty()) broken(op, "reduces the gradient of " + s_.params[p].name + " before any backward");
-            int64_t lo = std::min(numel(p), r * part_[p]), hi = std::min(numel(p), (r + 1) * part_[p]);
-            pack_floats(acc_[p].as<float>() + lo, base + pos * es, t, hi - lo);   // padding stays zero
-            pos += part_[p];
+            if (x.acc_[p].empty()) broken(op, "reduces the gradient of " + x.s_.params[p].name + " before any backward");
+            int64_t lo = std::min(x.numel(p), r * x.part_[p]), hi = std::min(x.numel(p), (r + 1) * x.part_[p]);
+            pack_floats(x.acc_[p].as<float>() + lo, base + pos * es, t, hi - lo);   // padding stays zero
+            pos += x.part_[p];
         }
     }
-    std::vector<std::pair<double, double>> expect;
-    if (verify_)
-        for (int p : op.params) {
-            if (partial && mics_expect_step_[p] != op.step) {
-                mics_expect_[p].assign(static_cast<size_t>(part_[p]), {0.0, 0.0});
-                mics_expect_step_[p] = static_cast<int>(op.step);
-            }
-            for (int64_t j = 0; j < part_[p]; ++j) {
-                int64_t i = g.index * part_[p] + j;
-                expect.push_back(i < numel(p) ? expected_sum(op, p, i, g.members) : std::make_pair(0.0, 0.0));
-                if (partial && i < numel(p)) {
-                    auto whole = expected_sum(op, p, i);
-                    mics_expect_[p][j].first += whole.first;
-                    mics_expect_[p][j].second += whole.second;
-                }
+    expect(op, g);
+}
+
+// This rank's expected shard of the group's sum; on MiCS's shard group (a partial sum) also the
+// world's sum, which the replication all_reduce must reach.
+void GradientShardReduction::expect(const Op& op, const GroupView& g) {
+    expect_.clear();
+    if (!x.verify_) return;
+    const bool partial = g.size() < x.world_;
+    for (int p : op.params) {
+        if (partial && sums_.step[p] != op.step) {
+            sums_.sum[p].assign(static_cast<size_t>(x.part_[p]), {0.0, 0.0});
+            sums_.step[p] = static_cast<int>(op.step);
+        }
+        for (int64_t j = 0; j < x.part_[p]; ++j) {
+            int64_t i = g.index * x.part_[p] + j;
+            expect_.push_back(i < x.numel(p) ? x.expected_sum(op, p, i, g.members) : std::make_pair(0.0, 0.0));
+            if (partial && i < x.numel(p)) {
+                auto whole = x.expected_sum(op, p, i);
+                sums_.sum[p][j].first += whole.first;
+                sums_.sum[p][j].second += whole.second;
             }
         }
-    timed_call(rec, [&] { be_.reduce_scatter(in.data(), out.data(), per_rank, t, op.redop); });
+    }
+}
+
+void GradientShardReduction::call(const Op& op) { x.be_.reduce_scatter(in_.data(), out_.data(), per_rank_, op.dtype, op.redop); }
+
+Check GradientShardReduction::take(const Op& op) {
+    const GroupView& g = x.group_of(op);
     Check c;
     int64_t pos = 0;
     for (int p : op.params) {
-        for (int64_t j = 0; j < part_[p]; ++j, ++pos) {
-            double v = load_element(out.data(), t, pos);
-            if (!expect.empty()) c.see(std::fabs(v - expect[pos].first) <= expect[pos].second);
-            int64_t i = g.index * part_[p] + j;
-            if (i < numel(p)) apply_gradient(op, p, i, static_cast<float>(v));
+        for (int64_t j = 0; j < x.part_[p]; ++j, ++pos) {
+            double v = load_element(out_.data(), op.dtype, pos);
+            if (!expect_.empty()) c.see(std::fabs(v - expect_[pos].first) <= expect_[pos].second);
+            int64_t i = g.index * x.part_[p] + j;
+            if (i < x.numel(p)) x.apply_gradient(op, p, i, static_cast<float>(v));
         }
-        consume(p, numel(p));
+        x.consume(p, x.numel(p));
     }
-    finish(rec, c);
+    return c;
 }
 
 }  // namespace detail

@@ -3,24 +3,35 @@
 // gradient partitions.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <stdexcept>
 
 #include "backends/dtype.hpp"
-#include "rank_executor.hpp"
+#include "handlers.hpp"
 
 namespace zerorun {
 namespace detail {
 
-// "dp" is the world. Every other group kind of meta.groups cuts the world into disjoint sets;
+std::optional<GroupRole> group_role(const std::string& group) {
+    static const std::map<std::string, GroupRole> roles = {
+        {"dp", GroupRole::World},          {"hpz", GroupRole::HpzSecondary},      {"qgz_intra", GroupRole::QgzIntraNode},
+        {"qgz_inter", GroupRole::QgzInterNode}, {"mics_shard", GroupRole::MicsShard}, {"mics_replica", GroupRole::MicsReplica},
+    };
+    auto it = roles.find(group);
+    if (it == roles.end()) return std::nullopt;
+    return it->second;
+}
+
+// The world is every rank. Every group kind of meta.groups cuts the world into disjoint sets;
 // each rank joins the set holding it, as DeepSpeed v0.14.2 creates one torch process group per
 // set (utils/groups.py _create_zero_param_parallel_group for hpZ, runtime/zero/mics_utils.py
 // create_mics_comm_groups for MiCS's shard and replication groups).
 void Executor::build_groups() {
-    GroupView dp;
-    dp.index = rank_;
-    for (int r = 0; r < world_; ++r) dp.members.push_back(r);
-    groups_["dp"] = dp;
+    world_group_.index = rank_;
+    for (int r = 0; r < world_; ++r) world_group_.members.push_back(r);
     for (const auto& g : s_.meta.groups) {
         GroupView v;
+        v.role = group_role(g.name).value_or(GroupRole::Other);
         int color = -1;
         for (size_t k = 0; k < g.members.size(); ++k) {
             auto it = std::find(g.members[k].begin(), g.members[k].end(), rank_);
@@ -36,49 +47,60 @@ void Executor::build_groups() {
         groups_[g.name] = v;
     }
     quantized_ = s_.meta.variants.qwz || s_.meta.variants.qgz;
-    work_qerr_.assign(s_.params.size(), 0.0);
-    auto mics = groups_.find("mics_shard");
-    shard_group_ = mics == groups_.end() ? &groups_.at("dp") : &mics->second;
+    const GroupView* mics = group_with(GroupRole::MicsShard);
+    shard_group_ = mics ? mics : &world_group_;
 }
 
 const GroupView& Executor::group_of(const Op& op) const {
+    if (group_role(op.group) == GroupRole::World) return world_group_;
     auto it = groups_.find(op.group);
     if (it == groups_.end()) broken(op, "names group " + op.group + ", not in meta.groups");
     return it->second;
+}
+
+const GroupView* Executor::group_with(GroupRole role) const {
+    for (const auto& g : s_.meta.groups) {
+        auto it = groups_.find(g.name);
+        if (it != groups_.end() && it->second.role == role) return &it->second;
+    }
+    return nullptr;
 }
 
 // MiCS at the accumulation boundary (DeepSpeed v0.14.2 mics.py allreduce_mics_shard_grads): each
 // rank's gradient partition of every parameter of the op, which the shard-group reduce-scatter
 // left holding its shard group's sum, all-reduced over the replication group ({i, i+s, ...}) so it
 // holds the whole world's sum. Checked against that sum, recomputed from the loss.
-void Executor::mics_replica_all_reduce(const Op& op, OpRecord& rec) {
+void MicsReplicaReduction::stage(const Op& op) {
     const DType t = op.dtype;
     const int es = zerosim::dtype_size(t);
     int64_t n = 0;
-    for (int p : op.params) n += part_[p];
+    for (int p : op.params) n += x.part_[p];
     if (n != op.elements) broken(op, "carries " + std::to_string(op.elements) + " elements, the partitions hold " + std::to_string(n));
-    Buffer b = comm_buffer(n, t);
+    in_ = x.comm_buffer(n, t);
     int64_t pos = 0;
     for (int p : op.params) {
-        const Owned& o = owned_[p];
-        Unit& u = units_[o.unit];
-        if (u.grad_step != op.step) broken(op, "all-reduces the partition of " + s_.params[p].name + " before its reduce-scatter");
-        pack_floats(u.grad.as<float>(), static_cast<char*>(b.data()) + pos * es, t, part_[p]);
-        pos += part_[p];
+        const Unit& u = x.units_[x.owned_[p].unit];
+        if (u.grad_step != op.step) broken(op, "all-reduces the partition of " + x.s_.params[p].name + " before its reduce-scatter");
+        pack_floats(u.grad.as<float>(), static_cast<char*>(in_.data()) + pos * es, t, x.part_[p]);
+        pos += x.part_[p];
     }
-    timed_call(rec, [&] { be_.all_reduce(b.data(), b.data(), n, t, op.redop); });
+}
+
+void MicsReplicaReduction::call(const Op& op) { x.be_.all_reduce(in_.data(), in_.data(), op.elements, op.dtype, op.redop); }
+
+Check MicsReplicaReduction::take(const Op& op) {
     Check c;
-    pos = 0;
+    int64_t pos = 0;
     for (int p : op.params) {
-        Unit& u = units_[owned_[p].unit];
-        const bool have = verify_ && mics_expect_step_[p] == op.step;
-        for (int64_t j = 0; j < part_[p]; ++j, ++pos) {
-            double v = load_element(b.data(), t, pos);
+        Unit& u = x.units_[x.owned_[p].unit];
+        const bool have = x.verify_ && sums_.step[p] == op.step;
+        for (int64_t j = 0; j < x.part_[p]; ++j, ++pos) {
+            double v = load_element(in_.data(), op.dtype, pos);
             u.grad.as<float>()[j] = static_cast<float>(v);
-            if (have) c.see(std::fabs(v - mics_expect_[p][j].first) <= mics_expect_[p][j].second);
+            if (have) c.see(std::fabs(v - sums_.sum[p][j].first) <= sums_.sum[p][j].second);
         }
     }
-    finish(rec, c);
+    return c;
 }
 
 }  // namespace detail

@@ -1,12 +1,16 @@
 // The executor's internals, private to runtime/executor: one rank's ZeRO state and the methods
-// that drive it, one source file per concern:
+// that drive it, one source file per concern; each op is run by the handler of its payload kind
+// (handlers.hpp), which reads and writes this state:
 //   state.cpp        the state layout: working copies, shards, owned optimizer partitions
 //   scheduling.cpp   the worker threads, their waits and the test hooks (plan_waits.cpp: the waits)
+//   handlers.cpp     the handler table (one handler per payload) and the collective protocol
 //   compute.cpp      forward/backward segments (real GEMMs, the loss's gradients)
 //   optimizer.cpp    Adam over this rank's partition
-//   collectives.cpp  checked collectives: dispatch by payload, staging buffers, the result check
+//   collectives.cpp  what every collective shares: the result check, staging buffers, tolerances;
+//                    the barrier and the payloads the runtime does not model
 //   gradients.cpp    gradient reductions (buckets, slices, stage-3 shards) and their expectations
 //   parameters.cpp   parameter gathers and broadcasts
+//   groups.cpp       process groups, MiCS's replication all_reduce
 //   quantized.cpp    ZeRO++ qwZ's int8 gathers and qgZ's int4 all_to_all reduction
 //   weights.cpp      the weight dump
 #pragma once
@@ -15,6 +19,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,35 +73,34 @@ struct Check {
     }
 };
 
+// The kinds of process group the executor treats apart (issue 17: hpZ, qgZ, MiCS); Other: a
+// group of meta.groups no rule of the executor singles out.
+enum class GroupRole { World, HpzSecondary, QgzIntraNode, QgzInterNode, MicsShard, MicsReplica, Other };
+// The role of the group an op or meta.groups entry names. The one place runtime/ reads a group's
+// name: when Op::group becomes an enum (issue 27 part 2) this is a lookup of it. Unknown: nullopt.
+std::optional<GroupRole> group_role(const std::string& group);
+
 // One process group as this rank sees it (issue 17: hpZ, MiCS): the backend's handle (-1: the
 // world), this rank's index in its set, and the set's world ranks in ascending order.
 struct GroupView {
+    GroupRole role = GroupRole::World;
     int handle = -1;
     int index = 0;
     std::vector<int> members;
     int size() const { return static_cast<int>(members.size()); }
 };
 
-// A quantized exchange between its data op and its scales op (quantized.cpp): what this rank sent
-// and what arrived. qwZ: one gather's int8 data; qgZ: one gradient's four all_to_alls.
-struct QuantExchange {
-    int64_t data_op = -1;                 // the op that sent the data
-    int64_t n = 0, blocks = 0;            // elements and scale blocks of this rank's input
-    std::vector<uint8_t> sent;            // this rank's quantized data
-    std::vector<float> sent_scales;
-    Buffer received;                      // every member's data, member order
-    std::vector<float> values;            // qgZ: this rank's node sum (after the intra exchange)
-    std::vector<int64_t> piece;           // qwZ: elements of each param in one member's input
-    std::vector<std::vector<float>> intra_scales;   // qgZ: every intra member's scales, member order
-};
+class HandlerTable;
 
+// One rank's ZeRO state and the methods every payload's handler shares. The state is public:
+// the handlers (handlers.hpp) are the code that reads and writes it, op by op.
 class Executor {
   public:
     Executor(Backend& be, const Schedule& s, const ExecOptions& o, MemoryTracker& mem);
+    ~Executor();
     RankResult run();
     void dump_weights(const std::string& prefix) const;
 
-  private:
     Backend& be_;
     const Schedule& s_;
     const ExecOptions& a_;
@@ -116,18 +120,13 @@ class Executor {
     std::vector<int64_t> updates_;         // optimizer updates applied to p (on every rank)
     std::vector<int64_t> work_version_;    // updates reflected in work_[p]
     std::vector<int64_t> part_;            // stage 3 shard size (ceil(numel / shard count))
-    // Process groups: "dp" and every group of meta.groups (groups.cpp).
+    // Process groups: the world and every group of meta.groups, by name (groups.cpp).
+    GroupView world_group_;
     std::map<std::string, GroupView> groups_;
-    const GroupView* shard_group_ = nullptr;   // whom a stage-3 parameter is cut among (dp or mics_shard)
-    // MiCS: the world-wide sum each owned gradient element must reach after the replication
-    // all_reduce, kept from the shard-group reduce-scatter (its result is a partial sum).
-    std::vector<std::vector<std::pair<double, double>>> mics_expect_;
-    std::vector<int> mics_expect_step_;
-    // ZeRO++ qwZ / qgZ (quantized.cpp): the exchange in flight, and whether any is in the schedule
-    // (received weights then drift from the unquantized reference as 16-bit ones do).
-    QuantExchange qx_;
+    const GroupView* shard_group_ = nullptr;   // whom a stage-3 parameter is cut among (world or MiCS shard)
+    // Whether ZeRO++ qwZ or qgZ is in the schedule: received weights then drift from the
+    // unquantized reference as 16-bit ones do (weight_tolerance).
     bool quantized_ = false;
-    std::vector<double> work_qerr_;        // qwZ: the most a weight of work_[p] is off by quantization
     // Gradients.
     std::vector<Buffer> acc_;              // fp32 local gradient, from backward until reduced
     std::vector<std::vector<int>> pending_;  // micro-steps accumulated in acc_
@@ -136,52 +135,25 @@ class Executor {
     // Optimizer state.
     std::vector<Unit> units_;
     std::vector<Owned> owned_;
-    // Compute workspace.
-    Buffer gemm_a_, gemm_b_, gemm_c_;
-    int64_t gemm_n_ = 0;
-
-    // Scheduling.
-    std::vector<std::vector<int64_t>> waits_;
-    std::unique_ptr<std::atomic<int>[]> done_;
-    std::vector<OpRecord> records_;
-    std::atomic<int64_t> comm_at_{-1};
-    Watchdog* watchdog_ = nullptr;
 
     int64_t numel(int p) const { return s_.params[p].numel; }
     DType mdt() const { return s_.meta.model_dtype; }
 
     // groups.cpp
-    void build_groups();
     const GroupView& group_of(const Op& op) const;
-    void mics_replica_all_reduce(const Op& op, OpRecord& rec);
+    const GroupView* group_with(GroupRole role) const;   // the first of meta.groups in this role, or null
 
-    // state.cpp
-    void build_state();
-    void take_initial_value(int p);
-    void refresh_shard(int p);
-
-    // scheduling.cpp, plan_waits.cpp
-    void plan_waits();
-    void worker(const std::vector<int64_t>& list);
-    void maybe_fail_on_purpose(const Op& op);
-
-    // compute.cpp
-    void run_compute(const Op& op, OpRecord& rec);
+    // compute.cpp, optimizer.cpp
     void require_current(const Op& op);
-    double gemm(double flops);
     void backward_gradients(const Op& op);
-
-    // optimizer.cpp
     std::vector<int> units_of_step(const Op& op);
-    void optimizer_step(const Op& op, OpRecord& rec);
+    void optimizer_step(const Op& op);
 
     // collectives.cpp
-    void run_collective(const Op& op, OpRecord& rec);
     void finish(OpRecord& rec, const Check& c, bool has_output = true);
     Buffer comm_buffer(int64_t elements, DType t);
     double weight_tolerance(DType t, double w, int64_t updates) const;
     void check_weight(Check& c, const Op& op, int p, int64_t i, double got);
-    void pattern_op(const Op& op, OpRecord& rec);
     // Times the backend call alone. With --sync-each-op every rank first meets at a fence (not an
     // IR op, not logged), as DeepSpeed's logger synchronises around each op, so one rank's
     // lateness is not counted as the collective's time.
@@ -194,19 +166,25 @@ class Executor {
     std::pair<double, double> expected_sum(const Op& op, int p, int64_t i, const std::vector<int>& ranks) const;
     void apply_gradient(const Op& op, int p, int64_t i, float v);
     void consume(int p, int64_t n);
-    void gradient_reduction(const Op& op, OpRecord& rec);
-    void stage3_reduce_scatter(const Op& op, OpRecord& rec);
 
-    // parameters.cpp
-    void shard_gather(const Op& op, OpRecord& rec);
-    void partition_gather(const Op& op, OpRecord& rec);
-    void parameter_broadcast(const Op& op, OpRecord& rec);
+    // state.cpp
+    void take_initial_value(int p);
+    void refresh_shard(int p);
 
-    // quantized.cpp
-    const Op& companion(const Op& op, int64_t ahead, const char* rule) const;
-    void qwz_gather_data(const Op& op, OpRecord& rec);
-    void qwz_gather_scales(const Op& op, OpRecord& rec);
-    void qgz_exchange(const Op& op, OpRecord& rec);
+  private:
+    // Scheduling.
+    std::vector<std::vector<int64_t>> waits_;
+    std::unique_ptr<std::atomic<int>[]> done_;
+    std::vector<OpRecord> records_;
+    std::atomic<int64_t> comm_at_{-1};
+    Watchdog* watchdog_ = nullptr;
+    std::unique_ptr<HandlerTable> handlers_;   // one handler per payload kind (handlers.cpp)
+
+    void build_groups();
+    void build_state();
+    void plan_waits();
+    void worker(const std::vector<int64_t>& list);
+    void maybe_fail_on_purpose(const Op& op);
 };
 
 template <class F>

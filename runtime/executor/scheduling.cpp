@@ -5,13 +5,12 @@
 #include <thread>
 #include <unistd.h>
 
-#include "rank_executor.hpp"
+#include "handlers.hpp"
 
 namespace zerorun {
 namespace detail {
 
 using zerosim::OpKind;
-using zerosim::Payload;
 
 RankResult Executor::run() {
     done_ = std::make_unique<std::atomic<int>[]>(s_.ops.size());
@@ -71,8 +70,7 @@ void Executor::worker(const std::vector<int64_t>& list) {
             maybe_fail_on_purpose(op);
             OpRecord& rec = records_[id];
             rec.start_us = wall_us();
-            if (op.payload == Payload::Compute) run_compute(op, rec);
-            else run_collective(op, rec);
+            handlers_->at(op).run(op, rec);   // by the op's payload kind (handlers.cpp)
             rec.end_us = wall_us();
             done_[id].store(1, std::memory_order_release);
             done_[id].notify_all();

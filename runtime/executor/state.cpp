@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "backends/dtype.hpp"
-#include "rank_executor.hpp"
+#include "handlers.hpp"
 #include "schedule/partition.hpp"
 
 namespace zerorun {
@@ -43,7 +43,10 @@ Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryT
     build_state();
     plan_waits();
     records_.resize(s.ops.size());
+    handlers_ = std::make_unique<HandlerTable>(*this);
 }
+
+Executor::~Executor() = default;
 
 // How the fp32 master weights, Adam moments and reduced gradients are cut:
 //  Replicated: every rank holds everything (stage 0 without the BF16 optimizer);
@@ -113,8 +116,6 @@ void Executor::build_state() {
         }
     } else {
         shard_.resize(P);
-        mics_expect_.resize(P);
-        mics_expect_step_.assign(P, -1000);
         const int64_t cut = shard_group_->size(), me = shard_group_->index;
         for (size_t p = 0; p < P; ++p) {
             part_[p] = zerosim::stage3_partition_numel(numel(p), cut);

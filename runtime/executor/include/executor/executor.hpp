@@ -49,6 +49,10 @@ std::vector<std::vector<int64_t>> executor_wait_plan(const zerosim::Schedule& s)
 // all_to_alls): one sentence naming the gradient, or nullopt (quantized.cpp).
 std::optional<std::string> quantized_schedule_problem(const zerosim::Schedule& s);
 
+// Whether the executor has a handler for ops of this payload kind (its handler table,
+// runtime/executor/handlers.cpp).
+bool executor_serves(zerosim::Payload p);
+
 RankResult execute_schedule(Backend& be, const zerosim::Schedule& s, const ExecOptions& opt, MemoryTracker& mem);
 
 // Where each rank's fp32 master elements live (for --dump-weights readers and tests):
