@@ -52,7 +52,8 @@ int running_tree_channels(const Topology& t, double buffer_bytes, int64_t world,
 }
 
 CollectivePlan as_run(const Topology& t, int64_t world, CollectivePlan plan) {
-    double f = channel_fraction(t, plan.buffer_bytes, std::max<int64_t>(world, 1), plan.algorithm, plan.protocol);
+    const NcclChoice c = plan.reported_pair();
+    double f = channel_fraction(t, plan.buffer_bytes, std::max<int64_t>(world, 1), c.algorithm, c.protocol);
     plan.intra_rate *= f;
     plan.inter_rate *= f;
     return plan;
