@@ -87,8 +87,12 @@ constexpr double kThreadsLL = 512, kThreadsLL128 = 640, kThreadsSimple = 512;
 // NCCL_SIMPLE_THREAD_THRESHOLD (src/include/comm.h); ring LL's is multiplied by the rank count
 // (ncclTopoTuneModel).
 constexpr double kThresholdLL = 8, kThresholdLL128 = 8, kThresholdSimple = 64;
-// MAXCHANNELS (32 in older releases).
-constexpr int kMaxChannels = 64;
+// MAXCHANNELS, the most channels a communicator runs: the cap on ncclTopoPostset doubling the
+// search's channels (src/graph/connect.cc, v2.28.9-1 line 452: "nChannels = comm->nChannels =
+// std::min(MAXCHANNELS,nChannels*2)"), on one node and across nodes alike. 32 through v2.24
+// (src/include/device.h, devcomm.h before v2.19), 64 since v2.25.1 (device.h line 86 in v2.28.9-1).
+constexpr int kMaxChannelsBeforeV225 = 32, kMaxChannelsSinceV225 = 64;
+inline int max_channels(const NcclVersion& v) { return v.at_least(2, 25) ? kMaxChannelsSinceV225 : kMaxChannelsBeforeV225; }
 // ncclTopoPostset (src/graph/connect.cc): the communicator runs twice the channels its ring search
 // found, each carrying half a search channel's bandwidth.
 constexpr int kRuntimeChannelsPerSearchChannel = 2;

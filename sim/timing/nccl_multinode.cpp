@@ -22,10 +22,11 @@ int log2_floor(int64_t v) {
 }
 
 // Channels NCCL runs across nodes: two per NIC a GPU owns (connect.cc doubles the search's
-// channels; the search puts one per NIC), at most 32.
+// channels; the search puts one per NIC), at most MAXCHANNELS (max_channels: until 2026-12-01 this
+// was 32, v2.24's MAXCHANNELS, for every release; no shipped topology reaches it).
 int net_channels(const Topology& t, int64_t g) {
     int64_t heads = std::max<int64_t>(1, std::min<int64_t>(t.nics_per_node, g));
-    return static_cast<int>(std::min<int64_t>(32, kRuntimeChannelsPerSearchChannel * heads));
+    return static_cast<int>(std::min<int64_t>(max_channels(t.nccl_version), kRuntimeChannelsPerSearchChannel * heads));
 }
 
 // Slows the plan so that `bus_bytes` take at least bus_bytes / cap (cap in B/s).

@@ -1,6 +1,6 @@
 // The collective-model seam (timing/collective_model.hpp): a model registered by name is what a
-// topology file picks and what the engine runs; the node count of a group of ranks. Expectations
-// derived by hand.
+// topology file picks and what the engine runs; the node count of a group of ranks; NCCL's
+// MAXCHANNELS by release. Expectations derived by hand.
 #include <gtest/gtest.h>
 
 #include "core/json_input.hpp"
@@ -108,4 +108,21 @@ TEST(CollectiveModel, NodesSpannedByRanksPlacedNodeByNode) {
     EXPECT_EQ(nodes_spanned(h, 17), 3);
     h.gpus_per_node = 1;
     EXPECT_EQ(nodes_spanned(h, 5), 5);
+}
+
+// MAXCHANNELS is 32 through NCCL v2.24 and 64 since v2.25 (src/include/device.h). dgx-h100 has 18
+// NVLink channels, 36 at run time, so v2.24 runs 32. A 1 MiB ring Simple all_reduce on 8 ranks keeps
+// 1 MiB / (512 threads x 64 B) = 32 channels: all of v2.24's, 32 of v2.28's 36, so v2.28 runs
+// at 32/36 of the rate v2.24 does.
+TEST(CollectiveModel, MaxChannelsFollowsTheRelease) {
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/dgx-h100.json");
+    ASSERT_TRUE(t.ok());
+    Topology old = t.value();
+    old.nccl_version = NcclVersion{2, 24};
+    Topology now = t.value();
+    now.nccl_version = NcclVersion{2, 28};
+    const double mib = 1048576;
+    CollectivePlan a = plan_collective_with(old, OpKind::AllReduce, mib, 8, Algorithm::Ring, Protocol::Simple);
+    CollectivePlan b = plan_collective_with(now, OpKind::AllReduce, mib, 8, Algorithm::Ring, Protocol::Simple);
+    EXPECT_NEAR(b.intra_rate / a.intra_rate, 32.0 / 36.0, 1e-12);
 }
