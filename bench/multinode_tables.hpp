@@ -134,7 +134,7 @@ inline TableResult evaluate(const TableCase& c, const std::string& reference_dir
         } else {
             OpKind kind = *collective_named(op);
             plan = plan_collective(t, kind, logged_bytes_of_buffer(kind, static_cast<double>(r.bytes), world), world, only);
-            row.algorithm = algorithm_protocol_name(plan.algorithm, plan.protocol);
+            row.algorithm = algorithm_protocol_name(plan);
         }
         row.predicted_us = plan.time_alone_s() * 1e6;
         double err = std::fabs(row.predicted_us - row.measured_us) / row.measured_us;

@@ -110,12 +110,13 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
                 // The plan's terms at scale 1.
                 const Measurement& m = *usable[i];
                 const CollectivePlan& plan = plans[i];
-                double rendezvous = plan.rendezvous_s / rs;
-                double lat = (plan.latency_s - plan.rendezvous_s) / t.latency_scale;
+                const OpenMpiTunedChoice mpi = openmpi_terms(plan);
+                double rendezvous = mpi.rendezvous_s / rs;
+                double lat = (plan.latency_s - mpi.rendezvous_s) / t.latency_scale;
                 double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale, beyond = 0;
-                if (plan.in_cache_bytes + plan.beyond_cache_bytes > 0) {
-                    transfer = (own_memory ? plan.in_cache_bytes : plan.in_cache_bytes + plan.beyond_cache_bytes) / raw_rate;
-                    beyond = plan.beyond_cache_bytes / raw_rate;
+                if (mpi.in_cache_bytes + mpi.beyond_cache_bytes > 0) {
+                    transfer = (own_memory ? mpi.in_cache_bytes : mpi.in_cache_bytes + mpi.beyond_cache_bytes) / raw_rate;
+                    beyond = mpi.beyond_cache_bytes / raw_rate;
                 }
                 double w = weight[i] / (m.time_us * 1e-6);
                 const auto row = static_cast<Eigen::Index>(i);
@@ -166,9 +167,10 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     bool eager_rows = false, rendezvous_rows = false;
     std::set<int64_t> within, beyond;
     for (size_t i = 0; i < usable.size(); ++i) {
-        (plans[i].rendezvous_s > 0 ? rendezvous_rows : eager_rows) = true;
-        if (plans[i].in_cache_bytes + plans[i].beyond_cache_bytes > 0)
-            (plans[i].beyond_cache_bytes > 0 ? beyond : within).insert(usable[i]->bytes);
+        const OpenMpiTunedChoice mpi = openmpi_terms(plans[i]);
+        (mpi.rendezvous_s > 0 ? rendezvous_rows : eager_rows) = true;
+        if (mpi.in_cache_bytes + mpi.beyond_cache_bytes > 0)
+            (mpi.beyond_cache_bytes > 0 ? beyond : within).insert(usable[i]->bytes);
     }
     const bool own_rendezvous = eager_rows && rendezvous_rows && sizes.size() >= 3;
     const bool own_memory = beyond.size() >= 2 && within.size() >= 2 && sizes.size() >= 4;

@@ -18,7 +18,7 @@ std::vector<BenchRow> predict_bench_rows(const Topology& t, OpKind kind, int64_t
         r.count = size / 4;
         CollectivePlan plan;
         r.time_us = back_to_back_call_us(t, simulate_single_collective(t, kind, logged, world, &plan, only, adjust) * 1e6, gpus_per_thread);
-        r.algorithm = algorithm_protocol_name(plan.algorithm, plan.protocol);
+        r.algorithm = algorithm_protocol_name(plan);
         r.algbw_gbs = r.time_us > 0 ? static_cast<double>(size) / (r.time_us * 1e3) : 0.0;
         r.busbw_gbs = r.algbw_gbs * info.bus_factor(world);
         rows.push_back(r);

@@ -146,8 +146,8 @@ struct Run {
                 if (adjust && adjust->collective) adjust->collective(op, plans[i]);   // fabric mode
                 compute_time[i] = quantization_seconds(t, op, s.meta);  // qwZ/qgZ kernels, on the op's stream
                 compute_time[i] = offload_seconds(t, op, s.meta, compute_time[i]);  // offload_param: host -> device
-                pred.ops[i].algorithm = plans[i].algorithm;
-                pred.ops[i].protocol = plans[i].protocol;
+                pred.ops[i].algorithm = plans[i].reported_pair().algorithm;
+                pred.ops[i].protocol = plans[i].reported_pair().protocol;
             } else {
                 compute_time[i] = compute_seconds(op, t, s.meta.model_dtype);
                 compute_time[i] = offload_seconds(t, op, s.meta, compute_time[i]);  // offload_optimizer: CPU step

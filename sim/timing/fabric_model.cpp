@@ -98,7 +98,7 @@ Result<std::shared_ptr<FabricModel>> FabricModel::build(const Topology& t, int64
     im.ideal.oversubscription = 1.0;
     im.background_load = t.background_spine_load;
     const int64_t g = std::max<int64_t>(t.gpus_per_node, 1);
-    const int64_t nodes = (world + g - 1) / g;
+    const int64_t nodes = nodes_spanned(t, world);
     FabricShape s;
     s.nodes = nodes;
     s.gpus_per_node = g;
@@ -199,7 +199,7 @@ EngineAdjust FabricModel::engine_adjust(const ScheduleMeta& meta) {
     groups["dp"] = {all};
     a.collective = [this, groups](const Op& op, CollectivePlan& plan) {
         if (op.kind == OpKind::Barrier || (plan.intra_bytes <= 0 && plan.inter_bytes <= 0)) return;
-        const FlowPattern p = flow_pattern(op.kind, plan.algorithm);
+        const FlowPattern p = flow_pattern(op.kind, plan.reported_pair().algorithm);
         static const char* names[] = {"ring", "tree", "all_to_all"};
         const std::string key = std::string(names[static_cast<int>(p)]) + " traffic on " + op.group;
         auto it = impl_->cache.find(key);

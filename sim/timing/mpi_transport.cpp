@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "timing/collective_model.hpp"
+
 namespace zerosim::mpi {
 
 namespace {
@@ -172,12 +174,12 @@ CollectivePlan plan_openmpi_tuned(const Topology& t, OpKind kind, double logged,
     const CollectiveInfo& info = collective_info(kind);
     const int64_t p = std::max<int64_t>(world, 1);
     CollectivePlan plan;
-    plan.algorithm = Algorithm::Ring;   // NCCL's names do not apply; the plan's cost is OpenMPI's
-    plan.protocol = Protocol::Simple;
     plan.buffer_bytes = info.buffer_bytes(logged, p);
     plan.bus_factor = info.bus_factor(p);
     const Topology::Scales sc = t.scales_for(info.name);
     AlgorithmCost c = openmpi_tuned_algorithm(kind, plan.buffer_bytes, p);
+    OpenMpiTunedChoice& choice = plan.choice.emplace<OpenMpiTunedChoice>();
+    choice.algorithm = c.name;
     plan.latency_s = (t.base_latency_us + c.steps * t.intra_step_latency_us) * 1e-6 * sc.latency;
     // A step whose message (the critical path's bytes over its steps) does not fit an eager
     // fragment with its header goes by rendezvous and single copy (vader: CMA), one handshake more.
@@ -185,8 +187,8 @@ CollectivePlan plan_openmpi_tuned(const Topology& t, OpKind kind, double logged,
     // 20-40 us from 8 KiB (all_gather's 4 KiB per-rank message, broadcast's 4 KiB buffer) on.
     const double message = c.steps > 0 ? c.bytes / c.steps : 0;
     if (t.intra_eager_limit_bytes > 0 && message >= t.intra_eager_limit_bytes) {
-        plan.rendezvous_s = c.steps * t.intra_rendezvous_latency_us * 1e-6 * sc.rendezvous_or_latency();
-        plan.latency_s += plan.rendezvous_s;
+        choice.rendezvous_s = c.steps * t.intra_rendezvous_latency_us * 1e-6 * sc.rendezvous_or_latency();
+        plan.latency_s += choice.rendezvous_s;
     }
     plan.intra_bytes = c.bytes;
     plan.intra_rate = t.intra_bandwidth_gbs * 1e9 * sc.bandwidth;
@@ -199,11 +201,39 @@ CollectivePlan plan_openmpi_tuned(const Topology& t, OpKind kind, double logged,
         const double splits = info.splits_buffer ? 1.0 + 1.0 / static_cast<double>(p) : 1.0;
         const double working_set = plan.buffer_bytes * splits;
         const double beyond = working_set > t.intra_cache_bytes ? c.bytes * (1 - t.intra_cache_bytes / working_set) : 0;
-        plan.in_cache_bytes = c.bytes - beyond;
-        plan.beyond_cache_bytes = beyond;
-        plan.intra_bytes = plan.in_cache_bytes + beyond * sc.bandwidth / sc.memory_or_bandwidth();
+        choice.in_cache_bytes = c.bytes - beyond;
+        choice.beyond_cache_bytes = beyond;
+        plan.intra_bytes = choice.in_cache_bytes + beyond * sc.bandwidth / sc.memory_or_bandwidth();
     }
     return plan;
 }
 
+namespace {
+
+// OpenMPI 4.1 coll/tuned over shared memory ("openmpi-4.1-tuned" in the registry): its fixed
+// rules choose the algorithm, so there is no NCCL pair to weigh or force.
+class OpenMpiTunedCollectiveModel final : public CollectiveModel {
+public:
+    bool runs_on(const Hardware& h) const override { return h.intra == IntraKind::SharedMemory; }
+    std::string choice_text() const override { return std::string(kOpenMpiTunedModelName) + " with kind shared_memory"; }
+    std::vector<TunerCandidate> candidates(const Topology&, OpKind, int64_t) const override { return {}; }
+    CollectivePlan plan(const Topology& t, OpKind kind, double logged, int64_t world, const TunerChoice&) const override {
+        return plan_openmpi_tuned(t, kind, logged, world);
+    }
+    CollectivePlan plan_with(const Topology& t, OpKind kind, double logged, int64_t world, Algorithm, Protocol) const override {
+        return plan_openmpi_tuned(t, kind, logged, world);
+    }
+};
+
+}  // namespace
+
 }  // namespace zerosim::mpi
+
+namespace zerosim {
+
+const CollectiveModel& openmpi_tuned_collective_model() {
+    static const mpi::OpenMpiTunedCollectiveModel model;
+    return model;
+}
+
+}  // namespace zerosim

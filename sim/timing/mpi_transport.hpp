@@ -3,7 +3,7 @@
 // the message size (ompi/mca/coll/tuned/coll_tuned_decision_fixed.c, v4.1.4 as Debian 12 ships
 // it), and each algorithm has its own number of sequential steps and bytes on the busiest rank.
 // A topology whose intra_node says "collectives": "openmpi-4.1-tuned" is planned here instead of by
-// NCCL's tuner (plan_collective's hook); calibration then fits its step latency and copy bandwidth
+// NCCL's tuner (its collective model, registered by that name: timing/collective_model.hpp); calibration then fits its step latency and copy bandwidth
 // to the transport actually used. docs/mpi-collectives.md lists the rules.
 #pragma once
 

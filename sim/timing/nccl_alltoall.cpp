@@ -13,8 +13,7 @@ namespace zerosim {
 
 CollectivePlan plan_all_to_all(const Topology& t, double buffer_bytes, int64_t world) {
     CollectivePlan plan;
-    plan.algorithm = Algorithm::Ring;   // NCCL names no algorithm for p2p; bench prints "p2p"
-    plan.protocol = Protocol::Simple;
+    plan.choice = NcclChoice{Algorithm::Ring, Protocol::Simple};   // NCCL names no algorithm for p2p; bench prints "p2p"
     const int64_t n = std::max<int64_t>(world, 1);
     const int64_t g = std::min<int64_t>(t.gpus_per_node, n);
     plan.buffer_bytes = buffer_bytes;
@@ -29,7 +28,8 @@ CollectivePlan plan_all_to_all(const Topology& t, double buffer_bytes, int64_t w
     if (n == 1) return plan;
     // One Simple send/receive round: the base latency, one NVLink step and, across nodes, one
     // network step with the NIC's latency and flush.
-    double lat = nccl::kBaseRing.v[2] + nccl::kNvlinkRing.v[2];
+    double lat = nccl::base_latency_table_us(Algorithm::Ring, Protocol::Simple) +
+                 nccl::hw_latency_table_us(nccl::kHwNvlink, Algorithm::Ring, Protocol::Simple);
     if (n > g) lat += nccl::inter_step_latency_us(t, Algorithm::Ring, Protocol::Simple);
     plan.latency_s = (lat + t.launch_overhead_us) * 1e-6 * sc.latency;
     return plan;

@@ -27,12 +27,13 @@ Channels ring_tree_channels(const Topology& t, double buffer_bytes, int64_t n, A
     double threads = p == Protocol::LL ? kThreadsLL : p == Protocol::LL128 ? kThreadsLL128 : kThreadsSimple;
     double threshold = p == Protocol::LL ? kThresholdLL : p == Protocol::LL128 ? kThresholdLL128 : kThresholdSimple;
     if (a == Algorithm::Ring && p == Protocol::LL) threshold *= static_cast<double>(n);
-    int channels = std::min(kMaxChannels, kRuntimeChannelsPerSearchChannel * std::max(1, t.intra_channels));
+    const int most = max_channels(t.nccl_version);
+    int channels = std::min(most, kRuntimeChannelsPerSearchChannel * std::max(1, t.intra_channels));
     // Across nodes the search puts a channel on each NIC a GPU owns (two at run time): the
     // channels to trim are those, not the NVLinks'.
     const int64_t g = std::min<int64_t>(t.gpus_per_node, n);
     if (n > g && t.nics_per_node > 0)
-        channels = std::min<int>(kMaxChannels, kRuntimeChannelsPerSearchChannel * static_cast<int>(std::min<int64_t>(t.nics_per_node, g)));
+        channels = std::min<int>(most, kRuntimeChannelsPerSearchChannel * static_cast<int>(std::min<int64_t>(t.nics_per_node, g)));
     int nc = channels;
     while (nc > 1 && buffer_bytes < nc * threads * threshold) --nc;
     return {channels, nc};
@@ -52,7 +53,8 @@ int running_tree_channels(const Topology& t, double buffer_bytes, int64_t world,
 }
 
 CollectivePlan as_run(const Topology& t, int64_t world, CollectivePlan plan) {
-    double f = channel_fraction(t, plan.buffer_bytes, std::max<int64_t>(world, 1), plan.algorithm, plan.protocol);
+    const NcclChoice c = plan.reported_pair();
+    double f = channel_fraction(t, plan.buffer_bytes, std::max<int64_t>(world, 1), c.algorithm, c.protocol);
     plan.intra_rate *= f;
     plan.inter_rate *= f;
     return plan;

@@ -1,7 +1,7 @@
 // The parts of the NCCL cost model (shared docs/collectives.md), one file each: the platform's
 // capacities and per-step latencies as NCCL sees them (nccl_platform.cpp), ring (nccl_ring.cpp),
 // tree (nccl_tree.cpp), NVLS (nccl_nvls.cpp), channel trimming (nccl_channels.cpp); the tuner
-// that weighs them is collectives.cpp. Private to sim/timing.
+// that weighs them is nccl_tuner.cpp (NCCL's collective model). Private to sim/timing.
 #pragma once
 
 #include <cstdint>

@@ -22,10 +22,11 @@ int log2_floor(int64_t v) {
 }
 
 // Channels NCCL runs across nodes: two per NIC a GPU owns (connect.cc doubles the search's
-// channels; the search puts one per NIC), at most 32.
+// channels; the search puts one per NIC), at most MAXCHANNELS (max_channels: until 2026-12-01 this
+// was 32, v2.24's MAXCHANNELS, for every release; no shipped topology reaches it).
 int net_channels(const Topology& t, int64_t g) {
     int64_t heads = std::max<int64_t>(1, std::min<int64_t>(t.nics_per_node, g));
-    return static_cast<int>(std::min<int64_t>(32, kRuntimeChannelsPerSearchChannel * heads));
+    return static_cast<int>(std::min<int64_t>(max_channels(t.nccl_version), kRuntimeChannelsPerSearchChannel * heads));
 }
 
 // Slows the plan so that `bus_bytes` take at least bus_bytes / cap (cap in B/s).
@@ -44,8 +45,7 @@ double nic_rate(const RankShare& r) { return std::min(r.cap.nic, r.cap.fabric); 
 }  // namespace
 
 double inter_step_latency_us(const Topology& t, Algorithm a, Protocol p) {
-    const LatencyRow& row = a == Algorithm::Tree ? kNetTree : kNetRing;
-    double lat = row.v[proto_index(p)];
+    double lat = hw_latency_table_us(kHwNet, a == Algorithm::Tree ? Algorithm::Tree : Algorithm::Ring, p);
     if (a == Algorithm::Tree && p == Protocol::Simple && t.nccl_version.at_least(2, 21) && !t.nccl_version.at_least(2, 23))
         lat = kTreeSimpleStepV221Us;
     // latencyInter is the NIC's; Simple pays it twice (the flush after a GPUDirect receive).
@@ -76,7 +76,7 @@ void add_across_nodes_candidates(const Topology& t, OpKind kind, int64_t g, std:
 
 double tuner_latency_offset_us(const Topology& t, Algorithm a, int64_t nodes) {
     if (a != Algorithm::NVLSTree || nodes <= 1) return 0;
-    StepLatency own = nvls_tree_latency(t.nccl_version), hw = kNvlsTreeStepOnHardware;
+    StepLatency own = nvls_tree_latency(t.nccl_version), hw = nvls_tree_step_on_hardware();
     return (own.nvlink - hw.nvlink) + 2.0 * log2_floor(nodes) * (own.net - hw.net);
 }
 
@@ -117,7 +117,7 @@ double across_nodes_estimate(const Topology& t, const CollectiveInfo& info, Algo
         double heads = static_cast<double>(std::max<int64_t>(1, std::min<int64_t>(t.nics_per_node, g)));
         double cap_bus_gbs = heads * kPerChMaxNVLSTree[gen][ni];
         if (cap_bus_gbs > 0) cap_bus(plan, S * 2.0 * static_cast<double>(n - 1) / static_cast<double>(n), cap_bus_gbs * 1e9);
-        StepLatency l = kNvlsTreeStepOnHardware;
+        StepLatency l = nvls_tree_step_on_hardware();
         return l.nvlink + 2.0 * log2_floor(nodes) * (l.net + nic_lat);
     }
     if (a == Algorithm::CollNetDirect || a == Algorithm::CollNetChain) {
@@ -146,7 +146,7 @@ double across_nodes_estimate(const Topology& t, const CollectiveInfo& info, Algo
     plan.inter_bytes = r.bus_bytes;
     plan.inter_rate *= kPatBandwidthFactor;
     (void)info;
-    return kPatBaseUs + log2_floor(nodes) * (kPatNetUs + nic_lat) / kPatLogDivisor + static_cast<double>(n) * kPatPerRankUs;
+    return pat_base_us() + log2_floor(nodes) * (pat_net_us() + nic_lat) / kPatLogDivisor + static_cast<double>(n) * kPatPerRankUs;
 }
 
 }  // namespace zerosim::nccl

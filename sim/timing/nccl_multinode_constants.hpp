@@ -3,6 +3,7 @@
 // to the cost model; the single-node constants are in nccl_constants.hpp.
 #pragma once
 
+#include "nccl_constants.hpp"
 #include "timing/nccl_version.hpp"
 
 namespace zerosim::nccl {
@@ -29,21 +30,31 @@ constexpr double kNetOverheadUs = 1.0;
 constexpr double kNetOverheadSimpleFactor = 3.0;
 
 // Simple-protocol latencies (µs) of the algorithms NCCL has across nodes, by release: one step
-// over NVLink and one across the network (hwLat[NVLINK] and hwLat[NET]); base latency 0 for
-// CollNet and NVLSTree, 8.0 for PAT.
+// over NVLink and one across the network (hwLat[NVLINK] and hwLat[NET]); the current release's
+// are the table's (nccl_constants.hpp), older releases' figures where they differ. Base latency
+// (baseLat) 0 for CollNet and NVLSTree, 8.0 for PAT.
 struct StepLatency {
     double nvlink, net;
 };
-inline StepLatency collnet_direct_latency(const NcclVersion& v) { return v.at_least(2, 21) ? StepLatency{3.7, 31} : StepLatency{8.0, 10.7}; }
-inline StepLatency collnet_chain_latency(const NcclVersion& v) { return v.at_least(2, 21) ? StepLatency{2.8, 30} : StepLatency{4.75, 14}; }
+inline StepLatency table_step_latency(NcclAlgoIndex a) {
+    return {kHwLatencyUs[kHwNvlink][a][kProtoCount - 1], kHwLatencyUs[kHwNet][a][kProtoCount - 1]};
+}
+inline StepLatency collnet_direct_latency(const NcclVersion& v) {
+    return v.at_least(2, 21) ? table_step_latency(kAlgoCollNetDirect) : StepLatency{8.0, 10.7};
+}
+inline StepLatency collnet_chain_latency(const NcclVersion& v) {
+    return v.at_least(2, 21) ? table_step_latency(kAlgoCollNetChain) : StepLatency{4.75, 14};
+}
 inline StepLatency nvls_tree_latency(const NcclVersion& v) {
-    return v.at_least(2, 28) ? StepLatency{25, 20.9} : v.at_least(2, 21) ? StepLatency{25, 14} : StepLatency{0, 19};
+    return v.at_least(2, 28) ? table_step_latency(kAlgoNvlsTree) : v.at_least(2, 21) ? StepLatency{25, 14} : StepLatency{0, 19};
 }
 // What an NVLSTree step costs on the hardware: v2.28's figures (25 µs through the switch, 20.9
 // across the network). Releases before v2.21 rated the switch step 0, which the p5 table (10:
 // 172-178 µs for 8 B on 2 nodes) contradicts; a release's own figures are what its tuner weighs.
-constexpr StepLatency kNvlsTreeStepOnHardware{25, 20.9};
-constexpr double kPatBaseUs = 8.0, kPatNetUs = 14.0;
+inline StepLatency nvls_tree_step_on_hardware() { return table_step_latency(kAlgoNvlsTree); }
+// PAT's base latency and network step (Simple).
+inline double pat_base_us() { return kBaseLatencyUs[kAlgoPat][kProtoCount - 1]; }
+inline double pat_net_us() { return kHwLatencyUs[kHwNet][kAlgoPat][kProtoCount - 1]; }
 // PAT's log-latency divisor and its per-rank linear term, µs (tuning.cc, NCCL_ALGO_PAT).
 constexpr double kPatLogDivisor = 3.5, kPatPerRankUs = 2.8;
 // PAT runs at 0.75 of the ring's bandwidth (tuning.cc: "busBw *= .75").

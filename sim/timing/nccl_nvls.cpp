@@ -14,7 +14,7 @@ namespace zerosim::nccl {
 double nvls_estimate(const Topology& t, const RankShare& r, CollectivePlan& plan) {
     plan.intra_bytes = r.buffer_bytes * (1.0 + 1.0 / static_cast<double>(r.ranks));
     plan.intra_rate = r.cap.intra * t.nvls_efficiency;
-    return kNvlsLatencyNvlinkUs;
+    return hw_latency_table_us(kHwNvlink, Algorithm::NVLS, Protocol::Simple);
 }
 
 }  // namespace zerosim::nccl

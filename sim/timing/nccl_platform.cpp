@@ -19,7 +19,7 @@ LinkCapacities scaled_link_capacities(const Topology& t, int64_t world, double s
     c.intra = ring * 1e9;
     // What one NCCL transfer reaches of the NICs' line rate (nics.efficiency; 1 unless the file says).
     c.nic = t.nic_bandwidth_per_gpu_gbs() * 1e9 * t.nic_efficiency;
-    int64_t nodes = (world + t.gpus_per_node - 1) / t.gpus_per_node;
+    int64_t nodes = nodes_spanned(t, world);
     c.fabric = c.nic;
     // Traffic between leaves of an oversubscribed fat tree shares the uplinks; a rail-optimised
     // fabric keeps ring traffic on its rail.
@@ -33,14 +33,13 @@ LinkCapacities scaled_link_capacities(const Topology& t, int64_t world, double s
 
 double intra_step_latency_us(const Topology& t, Algorithm a, Protocol p) {
     if (t.intra_step_latency_us > 0) return t.intra_step_latency_us;
-    const LatencyRow& row = nvlink(t) ? (a == Algorithm::Tree ? kNvlinkTree : kNvlinkRing)
-                                      : (a == Algorithm::Tree ? kPcieTree : kPcieRing);
-    return row.v[proto_index(p)];
+    // Algorithms other than the tree take the ring's figures here (their own are in their files).
+    return hw_latency_table_us(nvlink(t) ? kHwNvlink : kHwPci, a == Algorithm::Tree ? Algorithm::Tree : Algorithm::Ring, p);
 }
 
 double base_latency_us(const Topology& t, Algorithm a, Protocol p) {
     if (t.base_latency_us > 0) return t.base_latency_us;
-    return (a == Algorithm::Tree ? kBaseTree : kBaseRing).v[proto_index(p)];
+    return base_latency_table_us(a == Algorithm::Tree ? Algorithm::Tree : Algorithm::Ring, p);
 }
 
 }  // namespace zerosim::nccl

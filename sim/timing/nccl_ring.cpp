@@ -17,7 +17,7 @@ double ring_estimate(const Topology& t, const CollectiveInfo& info, Protocol p, 
     plan.inter_bytes = nodes > 1 ? r.bus_bytes * static_cast<double>(nodes) / static_cast<double>(n) : 0;
     if (nodes == 1) plan.intra_bytes = r.bus_bytes;
     double intra_us = intra_step_latency_us(t, Algorithm::Ring, p);
-    double inter_us = kNetRing.v[proto_index(p)] + t.nic_latency_us;
+    double inter_us = hw_latency_table_us(kHwNet, Algorithm::Ring, p) + t.nic_latency_us;
     if (nodes > 1) {
         // Across nodes (tuning.cc, ring latency): every step costs at least the network post
         // overhead (x3 for Simple); the network step is hwLat[NET] plus the NIC's latency, twice

@@ -40,7 +40,7 @@ double tree_estimate(const Topology& t, Protocol p, const RankShare& r, Collecti
     plan.intra_rate = r.cap.intra * f;
     plan.inter_rate = std::min(r.cap.nic, r.cap.fabric) * f;
     double log2n = nodes > 1 ? std::ceil(std::log2(static_cast<double>(nodes))) : 0;
-    double inter_us = kNetTree.v[proto_index(p)] + t.nic_latency_us;
+    double inter_us = hw_latency_table_us(kHwNet, Algorithm::Tree, p) + t.nic_latency_us;
     if (nodes > 1) {
         // Across nodes NCCL multiplies by log2i (the floor) and pays the NIC's latency twice for
         // Simple (the flush); v2.21's Simple step is 28 µs (nccl_multinode_constants.hpp).

@@ -6,10 +6,11 @@
 #include <sstream>
 
 #include "core/json_input.hpp"
+#include "timing/collective_model.hpp"
 
 namespace zerosim {
 
-double Topology::peak_flops(DType t) const {
+double Hardware::peak_flops(DType t) const {
     // Training GEMMs in fp32 run as TF32 on tensor cores where the GPU has them (PyTorch's
     // default for cuDNN; matmul needs allow_tf32) - use fp32 unless the file gives tf32.
     const char* key = t == DType::FP16 ? "fp16" : t == DType::BF16 ? "bf16" : "fp32";
@@ -163,11 +164,12 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         if (intra.has("base_latency_us")) t.base_latency_us = non_negative(intra.at("base_latency_us"));
         if (intra.has("collectives")) {
             std::string c = intra.at("collectives").as_string();
-            if (c == "openmpi-4.1-tuned" && t.intra == IntraKind::SharedMemory) t.openmpi_tuned = true;
-            else if (c != "nccl") intra.at("collectives").fail_here("expected nccl, or openmpi-4.1-tuned with kind shared_memory");
+            const CollectiveModel* model = collective_model_named(c);
+            if (model && model->runs_on(t)) t.collective_model = c;
+            else intra.at("collectives").fail_here("expected " + collective_model_choices());
         }
         for (const char* key : {"eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"})
-            if (intra.has(key) && !t.openmpi_tuned)
+            if (intra.has(key) && t.collective_model != kOpenMpiTunedModelName)
                 intra.at(key).fail_here("describes OpenMPI's shared-memory transport: only with \"collectives\": \"openmpi-4.1-tuned\"");
         if (intra.has("eager_limit_bytes")) t.intra_eager_limit_bytes = positive(intra.at("eager_limit_bytes"));
         if (intra.has("rendezvous_latency_us")) t.intra_rendezvous_latency_us = non_negative(intra.at("rendezvous_latency_us"));
@@ -313,6 +315,11 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
     }
 }
 
+int64_t nodes_spanned(const Hardware& h, int64_t ranks) {
+    const int64_t per_node = std::max<int64_t>(1, h.gpus_per_node);
+    return (std::max<int64_t>(ranks, 1) + per_node - 1) / per_node;
+}
+
 Result<Topology> load_topology(const std::string& path, int64_t nodes_override) {
     auto text = read_text_file(path, "topology file");
     if (!text) return text.error();
@@ -321,10 +328,9 @@ Result<Topology> load_topology(const std::string& path, int64_t nodes_override) 
 
 Status check_world_fits(const Topology& t, int64_t world) {
     if (world <= t.total_gpus()) return std::nullopt;
-    const int64_t per_node = std::max<int64_t>(1, t.gpus_per_node);
     return Error{t.source, "--world",
                  "world size " + std::to_string(world) + " needs more GPUs than " + std::to_string(t.nodes) + " nodes x " +
-                     std::to_string(t.gpus_per_node) + "; pass --nodes " + std::to_string((world + per_node - 1) / per_node)};
+                     std::to_string(t.gpus_per_node) + "; pass --nodes " + std::to_string(nodes_spanned(t, world))};
 }
 
 Result<int64_t> world_on(const Topology& t, int64_t asked) {

@@ -46,8 +46,8 @@ TEST(AlphaBeta, RingAllReduceOnTwoRanks) {
     auto ll = plan_collective_with(t, OpKind::AllReduce, 1e8, 2, Algorithm::Ring, Protocol::LL);
     EXPECT_NEAR(ll.time_alone_s(), 2.0078e-3, 1e-12);
     // The tuner takes the faster: Simple here, LL for 8 bytes (7.8 us against 15.2 us).
-    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 1e8, 2).protocol, Protocol::Simple);
-    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8, 2).protocol, Protocol::LL);
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 1e8, 2).nccl()->protocol, Protocol::Simple);
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8, 2).nccl()->protocol, Protocol::LL);
 }
 
 TEST(AlphaBeta, SmallCollectivesRunOnFewerChannels) {
@@ -62,7 +62,7 @@ TEST(AlphaBeta, SmallCollectivesRunOnFewerChannels) {
     // From 16 KiB both channels run: the alpha-beta rate is back.
     EXPECT_NEAR(plan_collective_with(t, OpKind::AllReduce, 16384, 2, Algorithm::Ring, Protocol::LL).intra_rate, 50e9, 1e-3);
     // The tuner chooses on the full-channel estimate, as NCCL does: LL here.
-    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 4096, 2).protocol, Protocol::LL);
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 4096, 2).nccl()->protocol, Protocol::LL);
 }
 
 TEST(AlphaBeta, TheEngineReproducesTheFormula) {
@@ -112,7 +112,7 @@ TEST(AlphaBeta, TreeAllReduceAcrossTwoNodes) {
     EXPECT_NEAR(tree.latency_s, 44.4e-6, 1e-12);
     EXPECT_NEAR(tree.time_alone_s(), 44.4e-6 + 4e7 / 7.36e9, 1e-12);
     // The ring of AlphaBeta.RingAcrossTwoNodes takes 6.07 ms: the tuner takes the tree.
-    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8e7, 4).algorithm, Algorithm::Tree);
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8e7, 4).nccl()->algorithm, Algorithm::Tree);
     // NCCL_ALGO=Tree leaves the tree's protocols. LL128 across nodes: 0.92 x 120/128 x 0.9 (its
     // correction at 20) = 0.77625 of 10 GB/s, 5.1530 ms, after 14.0 + 2 x (1.25 + 8.5) = 33.5 us:
     // faster than Simple's 5.4792 ms, so the tuner takes it.
@@ -120,8 +120,8 @@ TEST(AlphaBeta, TreeAllReduceAcrossTwoNodes) {
     only_tree.algorithm = Algorithm::Tree;
     CollectivePlan picked;
     double ll128 = simulate_single_collective(t, OpKind::AllReduce, 8e7, 4, &picked, only_tree);
-    EXPECT_EQ(picked.algorithm, Algorithm::Tree);
-    EXPECT_EQ(picked.protocol, Protocol::LL128);
+    EXPECT_EQ(picked.nccl()->algorithm, Algorithm::Tree);
+    EXPECT_EQ(picked.nccl()->protocol, Protocol::LL128);
     EXPECT_NEAR(ll128, 33.5e-6 + 4e7 / 7.7625e9, 1e-9);
     // NCCL_ALGO=Tree NCCL_PROTO=Simple: the plan above, through the engine.
     only_tree.protocol = Protocol::Simple;
@@ -172,7 +172,7 @@ TEST(AlphaBeta, NvlsAllReduceSendsEachShareThroughTheSwitch) {
     Topology two = nvls_topology(2);
     EXPECT_NEAR(plan_collective_with(two, OpKind::AllReduce, 1e8, 2, Algorithm::NVLS, Protocol::Simple).time_alone_s(),
                 1.9e-3, 1e-12);
-    EXPECT_EQ(plan_collective(two, OpKind::AllReduce, 1e8, 2).algorithm, Algorithm::Ring);
+    EXPECT_EQ(plan_collective(two, OpKind::AllReduce, 1e8, 2).nccl()->algorithm, Algorithm::Ring);
 }
 
 // A topology file under topologies/, loaded (also in test_nccl_tests_tables.cpp).

@@ -72,7 +72,7 @@ TEST(AcrossNodes, CollNetDirectAndChainOnASharpFabric) {
     EXPECT_NEAR(d.time_alone_s(), 2e8 / 8.5e9 + 40.8e-6, 1e-12);
     auto c = plan_collective_with(t, OpKind::AllReduce, 8e8, 8, Algorithm::CollNetChain, Protocol::Simple);
     EXPECT_NEAR(c.time_alone_s(), 20e-3 + 46.8e-6, 1e-12);
-    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8e8, 8, TunerChoice{Algorithm::CollNetChain, {}}).algorithm,
+    EXPECT_EQ(plan_collective(t, OpKind::AllReduce, 8e8, 8, TunerChoice{Algorithm::CollNetChain, {}}).nccl()->algorithm,
               Algorithm::CollNetChain);
     // NCCL 2.13 has Direct only, with its older latencies: 2 x (8.0 + 1.2) + 10.7 = 29.1 us.
     Topology old = hopper_pair(R"(, "sharp": true)", R"(, "nccl": {"version": "2.13"})");

@@ -41,10 +41,10 @@ TEST(MpiTransport, StepsAboveTheEagerLimitPayTheRendezvous) {
     ASSERT_TRUE(t.ok()) << t.error().what();
     auto plan = [&](OpKind k, double buffer) { return plan_collective(t.value(), k, logged_bytes_of_buffer(k, buffer, 2), 2); };
     CollectivePlan eager = plan(OpKind::AllGather, 4096);        // a 2048-byte message
-    EXPECT_DOUBLE_EQ(eager.rendezvous_s, 0.0);
+    EXPECT_DOUBLE_EQ(eager.openmpi()->rendezvous_s, 0.0);
     EXPECT_NEAR(eager.latency_s, 7e-6, 1e-15);
     CollectivePlan rendezvous = plan(OpKind::AllGather, 8192);   // a 4096-byte message
-    EXPECT_NEAR(rendezvous.rendezvous_s, 10e-6, 1e-15);
+    EXPECT_NEAR(rendezvous.openmpi()->rendezvous_s, 10e-6, 1e-15);
     EXPECT_NEAR(rendezvous.latency_s, 17e-6, 1e-15);
     CollectivePlan bcast = plan(OpKind::Broadcast, 4096);
     EXPECT_NEAR(bcast.latency_s, 17e-6, 1e-15);
@@ -96,13 +96,13 @@ TEST(MpiTransport, BytesBeyondTheCacheGoAtTheMemoryScale) {
         return plan_collective(top, OpKind::AllGather, logged_bytes_of_buffer(OpKind::AllGather, buffer, 2), 2);
     };
     CollectivePlan tied = plan(t.value(), 4 * mib);
-    EXPECT_NEAR(tied.beyond_cache_bytes, 4 * mib / 3, 1e-6);
-    EXPECT_NEAR(tied.in_cache_bytes, 2 * mib / 3, 1e-6);
+    EXPECT_NEAR(tied.openmpi()->beyond_cache_bytes, 4 * mib / 3, 1e-6);
+    EXPECT_NEAR(tied.openmpi()->in_cache_bytes, 2 * mib / 3, 1e-6);
     EXPECT_NEAR(tied.intra_bytes, 2 * mib, 1e-6);
     Topology slow = t.value();
     slow.collective_scales["all_gather"] = {1.0, 1.0, 0.0, 0.5};
     EXPECT_NEAR(plan(slow, 4 * mib).intra_bytes, 10 * mib / 3, 1e-6);
     CollectivePlan within = plan(slow, 1 * mib);
-    EXPECT_EQ(within.beyond_cache_bytes, 0.0);
+    EXPECT_EQ(within.openmpi()->beyond_cache_bytes, 0.0);
     EXPECT_NEAR(within.intra_bytes, 0.5 * mib, 1e-6);
 }

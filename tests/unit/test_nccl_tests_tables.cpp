@@ -190,11 +190,11 @@ std::vector<std::pair<double, Algorithm>> compare_by_gpu_count(const std::string
         double err = std::fabs(predicted - measured) / measured;
         double err_ring = std::fabs(predicted_ring - measured_ring) / measured_ring;
         std::printf("%4lld %6s %9s %12.0f %12.0f %6.1f%% %12.0f %12.0f %6.1f%%\n", static_cast<long long>(r.n),
-                    r.nccl_algorithm.c_str(), algorithm_name(plan.algorithm), measured, predicted, 100 * err,
+                    r.nccl_algorithm.c_str(), algorithm_name(plan.nccl()->algorithm), measured, predicted, 100 * err,
                     measured_ring, predicted_ring, 100 * err_ring);
         EXPECT_LE(err, 0.10) << title << ", " << r.n << " GPUs";
         EXPECT_LE(err_ring, 0.10) << title << ", " << r.n << " GPUs, NVLS off";
-        out.emplace_back(S * factor / (predicted * 1e3), plan.algorithm);
+        out.emplace_back(S * factor / (predicted * 1e3), plan.nccl()->algorithm);
     }
     return out;
 }

@@ -1,17 +1,21 @@
-// How one collective becomes network activity, NCCL style (shared docs/collectives.md): for each
-// algorithm (ring, tree, NVLS) and protocol (LL, LL128, Simple) a latency and the bytes each rank
-// moves over its intra-node link and its share of the NICs; NCCL's tuner picks the fastest.
+// How one collective becomes network activity (shared docs/collectives.md): the collective model
+// the topology names (timing/collective_model.hpp: NCCL's, or OpenMPI 4.1 coll/tuned's) gives it a
+// latency and the bytes each rank moves over its intra-node link and its share of the NICs. NCCL's
+// model weighs, for each algorithm (ring, tree, NVLS...) and protocol (LL, LL128, Simple), its own
+// estimate and its tuner picks the fastest.
 //
 // The collective table (schedule/collective_table.hpp) describes each collective (its buffer size,
 // bus factor and ring rounds, as nccl-tests and NCCL define them); plan_collective() is the one
-// harness that turns a table entry and a topology into a plan. Ranks are symmetric, so a plan
-// describes every rank's traffic at once. NCCL's constants, each algorithm and the channel
-// trimming are private files beside collectives.cpp (nccl_model.hpp lists them).
+// harness that turns a table entry and a topology into a plan, through the topology's model. Ranks
+// are symmetric, so a plan describes every rank's traffic at once. NCCL's constants, each
+// algorithm and the channel trimming are private files beside collectives.cpp (nccl_model.hpp
+// lists them).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "schedule/collective_table.hpp"
@@ -29,16 +33,31 @@ const char* algorithm_name(Algorithm a);
 const char* protocol_name(Protocol p);
 // "ring/LL128": a pair as NCCL_DEBUG_SUBSYS=TUNING and bench's tables name it.
 std::string algorithm_protocol_name(Algorithm a, Protocol p);
+struct CollectivePlan;
+// A plan's pair as bench's tables name it (CollectivePlan::reported_pair).
+std::string algorithm_protocol_name(const CollectivePlan& plan);
 
-struct CollectivePlan {
+// NCCL's choice: the algorithm/protocol pair its tuner picked (or NCCL_ALGO / NCCL_PROTO forced).
+struct NcclChoice {
     Algorithm algorithm = Algorithm::Ring;
     Protocol protocol = Protocol::Simple;
-    double latency_s = 0;       // start-up and per-step latencies
-    double rendezvous_s = 0;    // the part of latency_s that steps too large for an eager fragment pay (MPI on shared memory)
-    // MPI on shared memory with a cache size: the critical path's bytes within and beyond the
-    // cache (intra_bytes is their sum, the latter weighted by bandwidth / memory scale); 0 and 0
-    // without the cache term.
+};
+// OpenMPI coll/tuned's choice (timing/mpi_transport.hpp): the algorithm its fixed rules picked, and
+// the terms calibrate fits apart. rendezvous_s: the part of latency_s that steps too large for an
+// eager fragment pay. With a cache size: the critical path's bytes within and beyond the cache
+// (the plan's intra_bytes is their sum, the latter weighted by bandwidth / memory scale); 0 and 0
+// without the cache term.
+struct OpenMpiTunedChoice {
+    std::string algorithm;   // coll/tuned's name: "ring", "recursive_doubling", "bruck", ...
+    double rendezvous_s = 0;
     double in_cache_bytes = 0, beyond_cache_bytes = 0;
+};
+
+// What one collective puts on the links, whichever model planned it: the model's own choice, and the
+// latency, bytes and rates the engine runs.
+struct CollectivePlan {
+    std::variant<NcclChoice, OpenMpiTunedChoice> choice;
+    double latency_s = 0;       // start-up and per-step latencies
     double intra_bytes = 0;     // bytes each rank sends over its intra-node link
     double inter_bytes = 0;     // bytes each rank sends through its share of the NICs
     double intra_rate = 0;      // B/s this algorithm/protocol reaches on the intra link alone
@@ -46,9 +65,25 @@ struct CollectivePlan {
     double buffer_bytes = 0;    // nccl-tests' size S
     double bus_factor = 1;
 
+    // The model's choice, or null when another model planned it.
+    const NcclChoice* nccl() const { return std::get_if<NcclChoice>(&choice); }
+    const OpenMpiTunedChoice* openmpi() const { return std::get_if<OpenMpiTunedChoice>(&choice); }
+    // The pair the algorithm/protocol columns of predicted logs, traces and bench tables print:
+    // NCCL's choice; for another model's plan ring/Simple, what those NCCL-named columns have said
+    // for OpenMPI's shared-memory path since it was added (the outputs stay byte for byte).
+    NcclChoice reported_pair() const {
+        const NcclChoice* c = nccl();
+        return c ? *c : NcclChoice{};
+    }
     // Time alone on an idle platform: latency plus the slower of the two transfers.
     double time_alone_s() const;
 };
+
+// OpenMPI's terms of a plan, zero for another model's (what calibrate fits apart).
+inline OpenMpiTunedChoice openmpi_terms(const CollectivePlan& plan) {
+    const OpenMpiTunedChoice* c = plan.openmpi();
+    return c ? *c : OpenMpiTunedChoice{};
+}
 
 // The link capacities the engine gives SimGrid (B/s): what NCCL can push through one rank's
 // intra-node link, its share of the NICs, and its share of the fabric above the leaf switches.
@@ -79,10 +114,12 @@ struct TunerChoice {
 std::optional<Algorithm> algorithm_named(const std::string& name);
 std::optional<Protocol> protocol_named(const std::string& name);
 
-// The pairs NCCL's tuner weighs for this collective on this platform and world size.
+// The pairs NCCL's tuner weighs for this collective on this platform and world size (the
+// topology's model's; none where the model has no NCCL choice).
 std::vector<TunerCandidate> tuner_candidates(const Topology& t, OpKind kind, int64_t world);
 
-// Picks algorithm and protocol as NCCL's tuner does (lowest estimated time) for `logged_bytes`
+// The topology's collective model's plan; NCCL's picks algorithm and protocol as its tuner does
+// (lowest estimated time) for `logged_bytes`
 // (DeepSpeed's convention: the shard for all_gather) on `world` ranks placed node by node, among
 // the pairs `only` allows (check it leaves one with tuner_candidates).
 CollectivePlan plan_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
