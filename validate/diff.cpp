@@ -70,21 +70,9 @@ std::string describe(const LoggedOp& op) {
     return ds_record_key(op.record, op.caller) + " " + op.size_text + " (line " + std::to_string(op.line) + ")";
 }
 
-}  // namespace
-
-DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, DiffScope scope, double min_time_ms,
-                     double min_bytes) {
-    DiffReport r;
-    r.pred_name = pred.path;
-    r.meas_name = meas.path;
-    r.pred_format = pred.format;
-    r.meas_format = meas.format;
-    r.pred_ops = pred.ops.size();
-    r.meas_ops = meas.ops.size();
-    r.tolerance = tolerance;
-    r.scope = scope;
-    auto entries = align_ops(pred.ops, meas.ops);
-    // Per breakdown (op kind, phase, step): each key's totals and its ops' relative errors.
+// Per breakdown (op kind, phase, step): each key's totals and its ops' relative errors; and
+// every timed op's error and each step's communication, predicted and measured.
+struct DiffTimeBreakdown {
     struct Group {
         TimeStats stats;
         std::vector<double> errors;
@@ -92,7 +80,11 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
     std::map<std::string, Group> groups[3];   // by op, by phase, by step
     std::vector<double> all_err;
     std::map<std::string, std::pair<double, double>> step_comm;
-    auto account = [&](const LoggedOp& p, const LoggedOp& m) {
+    double min_time_ms = 0, min_bytes = 0;
+
+    // A matched pair of ops: its step's communication, and its error where the op is long and
+    // large enough to judge.
+    void account(const LoggedOp& p, const LoggedOp& m, TimeStats& overall) {
         std::string ph = !p.phase.empty() ? p.phase : m.phase;
         if (ph.rfind("step", 0) == 0) {
             auto& sc = step_comm[step_of(ph)];
@@ -110,45 +102,51 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
             g.stats.meas_ms += m.time_ms;
             g.errors.push_back(e);
         }
-        r.overall.count++;
-        r.overall.pred_ms += p.time_ms;
-        r.overall.meas_ms += m.time_ms;
+        overall.count++;
+        overall.pred_ms += p.time_ms;
+        overall.meas_ms += m.time_ms;
         all_err.push_back(e);
-    };
-    for (const auto& e : entries) {
-        switch (e.kind) {
-            case DiffKind::Match:
-                ++r.matched;
-                account(pred.ops[static_cast<size_t>(e.pred)], meas.ops[static_cast<size_t>(e.meas)]);
-                break;
-            case DiffKind::Resized:
-                ++r.resized;
-                r.differences.push_back("resized: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]) +
-                                        ", measured " + describe(meas.ops[static_cast<size_t>(e.meas)]));
-                break;
-            case DiffKind::Missing:
-                ++r.missing;
-                r.differences.push_back("missing from the measured log: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]));
-                break;
-            case DiffKind::Extra:
-                ++r.extra;
-                r.differences.push_back("extra in the measured log: " + describe(meas.ops[static_cast<size_t>(e.meas)]));
-                break;
-            case DiffKind::Swapped:
-                ++r.swapped;
-                r.matched += 2;
-                account(pred.ops[static_cast<size_t>(e.pred)], meas.ops[static_cast<size_t>(e.meas2)]);
-                account(pred.ops[static_cast<size_t>(e.pred2)], meas.ops[static_cast<size_t>(e.meas)]);
-                r.differences.push_back("swapped: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]) + " then " +
-                                        describe(pred.ops[static_cast<size_t>(e.pred2)]) + "; measured the other way round");
-                break;
-        }
     }
+};
+
+// One entry of the alignment in the report: matched ops timed, every other one listed.
+void record_diff_entry(DiffReport& r, DiffTimeBreakdown& t, const DiffEntry& e, const MeasuredLog& pred, const MeasuredLog& meas) {
+    switch (e.kind) {
+        case DiffKind::Match:
+            ++r.matched;
+            t.account(pred.ops[static_cast<size_t>(e.pred)], meas.ops[static_cast<size_t>(e.meas)], r.overall);
+            break;
+        case DiffKind::Resized:
+            ++r.resized;
+            r.differences.push_back("resized: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]) +
+                                    ", measured " + describe(meas.ops[static_cast<size_t>(e.meas)]));
+            break;
+        case DiffKind::Missing:
+            ++r.missing;
+            r.differences.push_back("missing from the measured log: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]));
+            break;
+        case DiffKind::Extra:
+            ++r.extra;
+            r.differences.push_back("extra in the measured log: " + describe(meas.ops[static_cast<size_t>(e.meas)]));
+            break;
+        case DiffKind::Swapped:
+            ++r.swapped;
+            r.matched += 2;
+            t.account(pred.ops[static_cast<size_t>(e.pred)], meas.ops[static_cast<size_t>(e.meas2)], r.overall);
+            t.account(pred.ops[static_cast<size_t>(e.pred2)], meas.ops[static_cast<size_t>(e.meas)], r.overall);
+            r.differences.push_back("swapped: predicted " + describe(pred.ops[static_cast<size_t>(e.pred)]) + " then " +
+                                    describe(pred.ops[static_cast<size_t>(e.pred2)]) + "; measured the other way round");
+            break;
+    }
+}
+
+// The breakdown's medians into the report: overall, communication per step, and per key.
+void finish_diff_breakdown(DiffReport& r, DiffTimeBreakdown& t) {
     r.overall.key = "all";
-    r.overall.median_abs_error = median(all_err);
+    r.overall.median_abs_error = median(t.all_err);
     {
         std::vector<double> ps, ms_, es;
-        for (const auto& [k, v] : step_comm) {
+        for (const auto& [k, v] : t.step_comm) {
             ps.push_back(v.first);
             ms_.push_back(v.second);
             double e = 0;
@@ -160,10 +158,30 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
     }
     std::vector<TimeStats>* out[3] = {&r.by_op, &r.by_phase, &r.by_step};
     for (int k = 0; k < 3; ++k)
-        for (auto& [key, g] : groups[k]) {
+        for (auto& [key, g] : t.groups[k]) {
             g.stats.median_abs_error = median(g.errors);
             out[k]->push_back(g.stats);
         }
+}
+
+}  // namespace
+
+DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, DiffScope scope, double min_time_ms,
+                     double min_bytes) {
+    DiffReport r;
+    r.pred_name = pred.path;
+    r.meas_name = meas.path;
+    r.pred_format = pred.format;
+    r.meas_format = meas.format;
+    r.pred_ops = pred.ops.size();
+    r.meas_ops = meas.ops.size();
+    r.tolerance = tolerance;
+    r.scope = scope;
+    DiffTimeBreakdown times;
+    times.min_time_ms = min_time_ms;
+    times.min_bytes = min_bytes;
+    for (const auto& e : align_ops(pred.ops, meas.ops)) record_diff_entry(r, times, e, pred, meas);
+    finish_diff_breakdown(r, times);
     r.structure_ok = r.missing == 0 && r.extra == 0 && r.resized == 0 && r.swapped == 0;
     r.time_ok = r.overall.count > 0 && r.overall.median_abs_error <= tolerance;
     r.mismatch = stated_difference(pred, meas);

@@ -172,27 +172,34 @@ void judge_repeats(RepeatReport& r) {
     }
 }
 
-RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const MeasuredLog*>& meas, double tolerance,
-                          double min_time_ms, double min_bytes) {
-    RepeatReport r;
-    r.logs = meas.size();
-    r.tolerance = tolerance;
-    const bool by_log = meas.size() >= 2;
-    r.unit = by_log ? "runs" : "steps";
+namespace {
+
+// A key of the repeat statistics: the op (its comms-logger name) and its size in bytes.
+using RepeatOpKey = std::pair<std::string, int64_t>;
+// Per unit (a run, or a step of one run), the times of a key's ops in it.
+using TimesPerUnit = std::map<int, std::vector<double>>;
+
+// The matched ops' times of every measured log against the prediction.
+struct RepeatSamples {
     // key -> unit -> measured times; key -> predicted times.
-    std::map<std::pair<std::string, int64_t>, std::map<int, std::vector<double>>> samples;
-    std::map<std::pair<std::string, int64_t>, std::map<int, std::vector<double>>> predicted;
+    std::map<RepeatOpKey, TimesPerUnit> samples;
+    std::map<RepeatOpKey, TimesPerUnit> predicted;
     // unit -> step -> (predicted, measured) sums of every matched op (no size filter, as
     // diff_logs' communication per step).
     std::map<int, std::map<int, std::pair<double, double>>> steps;
     size_t outside_steps = 0;
+};
+
+RepeatSamples collect_repeat_samples(const MeasuredLog& pred, const std::vector<const MeasuredLog*>& meas, bool by_log,
+                                     double min_time_ms, double min_bytes) {
+    RepeatSamples rs;
     for (size_t j = 0; j < meas.size(); ++j) {
         const MeasuredLog& m = *meas[j];
         auto take = [&](const LoggedOp& p, const LoggedOp& q) {
             int step = step_number(!p.phase.empty() ? p.phase : q.phase);
             int unit = by_log ? static_cast<int>(j) : step;
             if (step >= 0) {
-                auto& s = steps[unit][step];
+                auto& s = rs.steps[unit][step];
                 s.first += p.time_ms;
                 s.second += q.time_ms;
             }
@@ -200,12 +207,12 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
                 !std::isfinite(q.time_ms))
                 return;
             if (!by_log && step < 0) {
-                ++outside_steps;
+                ++rs.outside_steps;
                 return;
             }
             auto key = std::make_pair(p.record, p.bytes);
-            samples[key][unit].push_back(q.time_ms);
-            predicted[key][unit].push_back(p.time_ms);
+            rs.samples[key][unit].push_back(q.time_ms);
+            rs.predicted[key][unit].push_back(p.time_ms);
         };
         for (const auto& e : align_ops(pred.ops, m.ops)) {
             if (e.kind == DiffKind::Match) take(pred.ops[static_cast<size_t>(e.pred)], m.ops[static_cast<size_t>(e.meas)]);
@@ -215,56 +222,46 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
             }
         }
     }
-    std::map<int, bool> units_seen;
-    for (const auto& [key, per_unit] : samples) {
-        size_t n = 0;
-        for (const auto& [u, v] : per_unit) n += v.size();
-        if (per_unit.size() < 2) {
-            r.ops_without_repeats += n;
-            continue;
-        }
-        RepeatKey k;
-        k.op = key.first;
-        k.bytes = key.second;
-        k.ops = n;
-        k.repeats = per_unit.size();
-        // Per repeat the ratio of the medians, measured over predicted: the comparison is paired,
-        // so a prediction that follows the measurement step by step (a log against itself, or
-        // scaled) carries none of its noise; a prediction that does not move leaves all of it.
-        std::vector<double> medians, pred_medians, ratios, per_op;
-        for (const auto& [u, v] : per_unit) {
-            const std::vector<double>& pv = predicted[key][u];
-            medians.push_back(median(v));
-            pred_medians.push_back(median(pv));
-            if (pred_medians.back() > 0) ratios.push_back(std::log(medians.back() / pred_medians.back()));
-            for (size_t i = 0; i < v.size() && i < pv.size(); ++i)
-                if (pv[i] > 0) per_op.push_back(std::log(v[i] / pv[i]));
-        }
-        auto [mean, sd] = mean_sd(medians);
-        k.meas_ms = mean;
-        k.floor = mean > 0 ? sd / mean : 0;
-        k.pred_ms = mean_sd(pred_medians).first;
-        if (ratios.size() < 2 || per_op.empty()) {
-            r.ops_without_repeats += n;   // no prediction above zero to compare with
-            continue;
-        }
-        auto [c, csd] = mean_sd(ratios);
-        k.error = std::exp(-c) - 1;
-        k.paired_floor = csd;
-        double med = median(per_op);
-        std::vector<double> dev;
-        for (double x : per_op) dev.push_back(std::fabs(x - med));
-        k.mad = median(dev);
-        // The 10th percentile of measured / predicted (lower order statistic): the fastest calls.
-        std::vector<double> sorted_ops = per_op;
-        std::sort(sorted_ops.begin(), sorted_ops.end());
-        k.fast_error = std::exp(-sorted_ops[sorted_ops.size() / 10]) - 1;
-        std::tie(k.error_lo, k.error_hi) = key_interval(k, 1.0);
-        for (const auto& [u, v] : per_unit) units_seen[u] = true;
-        r.keys.push_back(k);
+    return rs;
+}
+
+// Key k's statistics from its measured and predicted times per unit (at least two units); false
+// when no prediction above zero leaves two repeats to compare with.
+bool fill_repeat_key(RepeatKey& k, const TimesPerUnit& per_unit, TimesPerUnit& predicted) {
+    // Per repeat the ratio of the medians, measured over predicted: the comparison is paired,
+    // so a prediction that follows the measurement step by step (a log against itself, or
+    // scaled) carries none of its noise; a prediction that does not move leaves all of it.
+    std::vector<double> medians, pred_medians, ratios, per_op;
+    for (const auto& [u, v] : per_unit) {
+        const std::vector<double>& pv = predicted[u];
+        medians.push_back(median(v));
+        pred_medians.push_back(median(pv));
+        if (pred_medians.back() > 0) ratios.push_back(std::log(medians.back() / pred_medians.back()));
+        for (size_t i = 0; i < v.size() && i < pv.size(); ++i)
+            if (pv[i] > 0) per_op.push_back(std::log(v[i] / pv[i]));
     }
-    r.ops_without_repeats += outside_steps;
-    r.repeats = by_log ? meas.size() : units_seen.size();
+    auto [mean, sd] = mean_sd(medians);
+    k.meas_ms = mean;
+    k.floor = mean > 0 ? sd / mean : 0;
+    k.pred_ms = mean_sd(pred_medians).first;
+    if (ratios.size() < 2 || per_op.empty()) return false;
+    auto [c, csd] = mean_sd(ratios);
+    k.error = std::exp(-c) - 1;
+    k.paired_floor = csd;
+    double med = median(per_op);
+    std::vector<double> dev;
+    for (double x : per_op) dev.push_back(std::fabs(x - med));
+    k.mad = median(dev);
+    // The 10th percentile of measured / predicted (lower order statistic): the fastest calls.
+    std::vector<double> sorted_ops = per_op;
+    std::sort(sorted_ops.begin(), sorted_ops.end());
+    k.fast_error = std::exp(-sorted_ops[sorted_ops.size() / 10]) - 1;
+    std::tie(k.error_lo, k.error_hi) = key_interval(k, 1.0);
+    return true;
+}
+
+// The op-weighted medians over the keys: error, floor, spread and the fastest calls' error.
+void summarise_repeat_keys(RepeatReport& r) {
     std::vector<std::pair<double, size_t>> err, floor, mad;
     for (const auto& k : r.keys) {
         err.push_back({std::fabs(k.error), k.ops});
@@ -279,7 +276,10 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
         for (const auto& k : r.keys) fast.push_back({k.fast_error, k.ops});
         r.fast_error = weighted_median(fast);
     }
-    // Communication per step: per repeat, the median over its steps of measured / predicted.
+}
+
+// Communication per step: per repeat, the median over its steps of measured / predicted.
+void repeat_step_communication(RepeatReport& r, const std::map<int, std::map<int, std::pair<double, double>>>& steps) {
     std::vector<double> ratios, preds, measured;
     for (const auto& [u, per_step] : steps) {
         std::vector<double> q, p, m;
@@ -303,6 +303,42 @@ RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const Measu
         r.step_hi = std::exp(-mq + half) - 1;
         r.step_floor = sq;
     }
+}
+
+}  // namespace
+
+RepeatReport repeat_stats(const MeasuredLog& pred, const std::vector<const MeasuredLog*>& meas, double tolerance,
+                          double min_time_ms, double min_bytes) {
+    RepeatReport r;
+    r.logs = meas.size();
+    r.tolerance = tolerance;
+    const bool by_log = meas.size() >= 2;
+    r.unit = by_log ? "runs" : "steps";
+    RepeatSamples rs = collect_repeat_samples(pred, meas, by_log, min_time_ms, min_bytes);
+    std::map<int, bool> units_seen;
+    for (const auto& [key, per_unit] : rs.samples) {
+        size_t n = 0;
+        for (const auto& [u, v] : per_unit) n += v.size();
+        if (per_unit.size() < 2) {
+            r.ops_without_repeats += n;
+            continue;
+        }
+        RepeatKey k;
+        k.op = key.first;
+        k.bytes = key.second;
+        k.ops = n;
+        k.repeats = per_unit.size();
+        if (!fill_repeat_key(k, per_unit, rs.predicted[key])) {
+            r.ops_without_repeats += n;   // no prediction above zero to compare with
+            continue;
+        }
+        for (const auto& [u, v] : per_unit) units_seen[u] = true;
+        r.keys.push_back(k);
+    }
+    r.ops_without_repeats += rs.outside_steps;
+    r.repeats = by_log ? meas.size() : units_seen.size();
+    summarise_repeat_keys(r);
+    repeat_step_communication(r, rs.steps);
     judge_repeats(r);
     return r;
 }

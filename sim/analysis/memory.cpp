@@ -32,34 +32,50 @@ int64_t zero_paper_bytes(int stage, double psi, double n) {
     }
 }
 
-MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedule& s) {
-    MemoryEstimate e;
+namespace {
+
+// What a rank's model states are counted from: the model's size, the training dtype's bytes, and
+// this rank's share under each partitioning.
+struct RankStateSizes {
+    int64_t N = 1, b = 0, psi = 0;
+    bool mixed = false;
+    int64_t part = 0, padded = 0;   // stage-1/2 partitions: the largest rank's share, and the padded total
+    int64_t part3 = 0;              // stage-3 shards
+    bool bf16_optimizer = false;
+    int64_t bucket_bytes = 0;
+};
+
+RankStateSizes rank_state_sizes(const Model& m, const DsConfig& cfg, const Schedule& s) {
     const auto& z = cfg.zero;
-    e.stage = z.stage;
-    e.world = s.meta.world;
-    const int64_t N = s.meta.world;
-    const int64_t b = dtype_size(cfg.model_dtype);
-    const int64_t psi = m.total_numel();
-    const bool mixed = cfg.model_dtype != DType::FP32;
+    RankStateSizes r;
+    r.N = s.meta.world;
+    r.b = dtype_size(cfg.model_dtype);
+    r.psi = m.total_numel();
+    r.mixed = cfg.model_dtype != DType::FP32;
+    // Stage-1/2 style partitions (largest rank's share, padding included).
+    for (int g = 0; g < m.num_groups; ++g) {
+        auto L = flat_group_layout(m, g, r.N, z.round_robin_gradients);
+        r.part += L.partition_size;
+        r.padded += L.padded_numel;
+    }
+    for (const auto& p : m.params) r.part3 += stage3_partition_numel(p.numel, s.meta.shard_count());  // MiCS: / s
+    // Stage 0's optimizer as the schedule chose it (from v0.17.6, #7515, bf16 without ZeRO runs the
+    // BF16 optimizer only with grad_accum_dtype fp32; schedule/release_rules.hpp).
+    r.bf16_optimizer = cfg.model_dtype == DType::BF16 &&
+                       ((z.stage == 0 && s.meta.partition.kind == PartitionKind::FlatGroups) ||
+                        (z.stage == 1 && cfg.grad_accum_dtype == DType::FP32));
+    r.bucket_bytes = z.reduce_bucket_size * r.b;
+    return r;
+}
+
+// The model states' items as the stage keeps them (and the optimizer DeepSpeed runs for it).
+void add_model_state_items(MemoryEstimate& e, const Model& m, const DsConfig& cfg, const Schedule& s, const RankStateSizes& r) {
+    const auto& z = cfg.zero;
+    const int64_t b = r.b, psi = r.psi, part = r.part, padded = r.padded, part3 = r.part3, bucket_bytes = r.bucket_bytes;
+    const bool mixed = r.mixed, bf16_optimizer = r.bf16_optimizer;
     auto add = [&](std::string name, std::string cat, int64_t bytes, std::string why) {
         e.items.push_back({std::move(name), std::move(cat), bytes, std::move(why)});
     };
-    // Stage-1/2 style partitions (largest rank's share, padding included).
-    int64_t part = 0, padded = 0;
-    for (int g = 0; g < m.num_groups; ++g) {
-        auto L = flat_group_layout(m, g, N, z.round_robin_gradients);
-        part += L.partition_size;
-        padded += L.padded_numel;
-    }
-    int64_t part3 = 0;
-    for (const auto& p : m.params) part3 += stage3_partition_numel(p.numel, s.meta.shard_count());  // MiCS: / s
-    // Stage 0's optimizer as the schedule chose it (from v0.17.6, #7515, bf16 without ZeRO runs the
-    // BF16 optimizer only with grad_accum_dtype fp32; schedule/release_rules.hpp).
-    bool bf16_optimizer = cfg.model_dtype == DType::BF16 &&
-                          ((z.stage == 0 && s.meta.partition.kind == PartitionKind::FlatGroups) ||
-                           (z.stage == 1 && cfg.grad_accum_dtype == DType::FP32));
-    int64_t bucket_bytes = z.reduce_bucket_size * b;
-
     if (z.stage == 0 && !bf16_optimizer) {
         add("parameters", "parameters", psi * b, "every rank holds the whole model in the training dtype");
         add("gradients", "gradients", psi * b, "every rank holds every gradient");
@@ -98,23 +114,34 @@ MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedu
         add_variant_memory(e, m, cfg, s);  // ZeRO++ / MiCS
     }
 
-    move_offloaded_to_host(e, cfg);  // offload_optimizer / offload_param
-    e.paper_bytes = zero_paper_bytes(z.stage, static_cast<double>(psi), static_cast<double>(N));
+}
+
+// The ZeRO paper's count of the model states, and DeepSpeed's own estimator where it has one.
+void add_reference_estimates(MemoryEstimate& e, const Model& m, int stage, const RankStateSizes& r) {
+    const int64_t psi = r.psi, N = r.N;
+    e.paper_bytes = zero_paper_bytes(stage, static_cast<double>(psi), static_cast<double>(N));
     static const char* formulas[] = {"(2 + 2 + K) Ψ", "2Ψ + 2Ψ + KΨ/N", "2Ψ + (2 + K)Ψ/N", "(2 + 2 + K)Ψ/N"};
-    e.paper_formula = std::string(formulas[std::clamp(z.stage, 0, 3)]) + ", K = 12";
+    e.paper_formula = std::string(formulas[std::clamp(stage, 0, 3)]) + ", K = 12";
     int64_t largest = 0;
     for (const auto& mod : m.modules) {
         int64_t n = 0;
         for (int p : mod.params) n += m.params[p].numel;
         largest = std::max(largest, n);
     }
-    if (z.stage == 2 || z.stage == 1) {
+    if (stage == 2 || stage == 1) {
         e.deepspeed_estimator_bytes = 4 * psi + 16 * psi / N;
         e.deepspeed_estimator_formula = "estimate_zero2_model_states_mem_needs: 4Ψ + 16Ψ/N";
-    } else if (z.stage == 3) {
+    } else if (stage == 3) {
         e.deepspeed_estimator_bytes = 4 * largest + 18 * psi / N;
         e.deepspeed_estimator_formula = "estimate_zero3_model_states_mem_needs: 4 x largest layer + 18Ψ/N";
     }
+}
+
+// Where zerosim's count departs from the paper's, and why.
+void add_memory_differences(MemoryEstimate& e, const DsConfig& cfg, const Schedule& s, const RankStateSizes& r) {
+    const auto& z = cfg.zero;
+    const int64_t psi = r.psi, padded = r.padded;
+    const bool mixed = r.mixed, bf16_optimizer = r.bf16_optimizer;
     if (bf16_optimizer)
         e.differences.push_back("bf16 without ZeRO runs DeepSpeed's BF16 optimizer: fp32 gradient buffers on every rank, "
                                 "but the fp32 weights and moments partitioned as in stage 1");
@@ -131,6 +158,19 @@ MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedu
         e.differences.push_back("stage 3 must gather whole parameters to use them: the peak gathered set (" +
                                 std::to_string(s.meta.stage3_peak_gathered_elements) +
                                 " elements, persistent ones included) comes on top of the partitions");
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const Model& m, const DsConfig& cfg, const Schedule& s) {
+    MemoryEstimate e;
+    e.stage = cfg.zero.stage;
+    e.world = s.meta.world;
+    const RankStateSizes sizes = rank_state_sizes(m, cfg, s);
+    add_model_state_items(e, m, cfg, s, sizes);
+    move_offloaded_to_host(e, cfg);  // offload_optimizer / offload_param
+    add_reference_estimates(e, m, cfg.zero.stage, sizes);
+    add_memory_differences(e, cfg, s, sizes);
     return e;
 }
 

@@ -131,6 +131,134 @@ Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& n
     return log;
 }
 
+// What the reader has seen of a text log so far: the phase the lines are in, how many lines of
+// each format and where each began, and the log_summary table it may be in.
+struct TextLogScan {
+    std::string phase, record;
+    int nccl_rows = 0, ds_lines = 0, first_ds = 0, first_nccl = 0;
+    bool in_summary = false;
+    int record_line = 0;
+    size_t rows_under_record = 0;
+
+    // A summary record whose table ends before any of its rows: the file was cut short.
+    bool record_has_no_rows() const { return record_line && rows_under_record == 0; }
+    Error no_rows_error(const std::string& name) const {
+        return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)");
+    }
+};
+
+// A "comm op:" line: one op of the phase, timed within reason (a barrier of log_summary is none).
+Status scan_comm_op_line(const std::string& line, int n, const std::string& name, TextLogScan& scan, MeasuredLog& log) {
+    auto p = parse_ds_verbose_line(line);
+    if (!p) return at(name, n, "malformed comm op line: expected 'comm op: <op> | ... | msg size: <size> | ...'");
+    if (!scan.first_ds) scan.first_ds = n;
+    ++scan.ds_lines;
+    if (scan.in_summary) {
+        if (scan.record_has_no_rows()) return scan.no_rows_error(name);
+        scan.in_summary = false;
+    }
+    if (p->op.record == "log_summary_barrier") return std::nullopt;
+    if (const char* problem = time_problem(p->op.time_ms))
+        return at(name, n, time_error("comm op time (ms)", p->op.time_ms, problem));
+    for (double bw : {p->op.algbw_gbps, p->op.busbw_gbps})
+        if (const char* problem = rate_problem(bw))
+            return at(name, n, std::string("comm op bandwidth ") + problem + ": expected a finite rate, 0 or more");
+    LoggedOp op = std::move(p->op);
+    op.line = n;
+    op.phase = scan.phase;
+    log.ops.push_back(std::move(op));
+    return std::nullopt;
+}
+
+// A row of a log_summary table under `record`: size, count, total, average, tput, busbw.
+Result<SummaryRow> parse_summary_row(const std::string& line, const std::string& record, int n, const std::string& name) {
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    std::string t;
+    while (ls >> t) tok.push_back(t);
+    SummaryRow r;
+    r.record_key = record;
+    r.line = n;
+    size_t k = 0;
+    if (!tok.empty() && tok[0] == "0B") {
+        r.size_text = "0B";
+        k = 1;
+    } else if (tok.size() >= 2) {
+        r.size_text = tok[0] + " " + tok[1];
+        k = 2;
+    }
+    if (record.empty() || tok.size() != k + 5 || !parse_ds_size_string(r.size_text))
+        return at(name, n, "malformed log_summary row: expected size, count, total, average, tput and busbw columns");
+    try {
+        r.count = std::stoll(tok[k]);
+        r.total_ms = std::stod(tok[k + 1]);
+        r.avg_ms = std::stod(tok[k + 2]);
+        r.tput_gbps = std::stod(tok[k + 3]);
+        r.busbw_gbps = std::stod(tok[k + 4]);
+    } catch (const std::exception&) {
+        return at(name, n, "malformed log_summary row: a column is not a number");
+    }
+    // The row summarises `count` ops: at least one, each timed within reason.
+    if (r.count < 1) return at(name, n, "log_summary row: count " + std::to_string(r.count) + " is not 1 or more");
+    if (const char* problem = time_problem(r.avg_ms))
+        return at(name, n, time_error("log_summary average latency (ms)", r.avg_ms, problem));
+    if (const char* problem = time_problem(r.total_ms, kMaxOpTimeMs * static_cast<double>(r.count)))
+        return at(name, n, time_error("log_summary total latency (ms)", r.total_ms, problem));
+    for (double bw : {r.tput_gbps, r.busbw_gbps})
+        if (const char* problem = rate_problem(bw))
+            return at(name, n, std::string("log_summary bandwidth ") + problem + ": expected a finite rate, 0 or more");
+    return r;
+}
+
+// A line inside a log_summary table: a record's name, one of its rows, or the table's end.
+Status scan_summary_line(const std::string& line, int n, const std::string& name, TextLogScan& scan, MeasuredLog& log) {
+    if (line.empty()) return std::nullopt;
+    if (line[0] != ' ') {
+        if (scan.record_has_no_rows()) return scan.no_rows_error(name);
+        if (line.rfind("#", 0) == 0 || line.rfind("[", 0) == 0) {  // the table has ended
+            scan.in_summary = false;
+            return std::nullopt;
+        }
+        scan.record = line;
+        while (!scan.record.empty() && scan.record.back() == ' ') scan.record.pop_back();
+        scan.record_line = n;
+        scan.rows_under_record = 0;
+        return std::nullopt;
+    }
+    auto r = parse_summary_row(line, scan.record, n, name);
+    if (!r) return r.error();
+    log.summary.push_back(r.value());
+    ++scan.rows_under_record;
+    return std::nullopt;
+}
+
+// The text log read to its end: DeepSpeed's lines or nccl-tests' rows, never both; nccl-tests'
+// tables read whole.
+Result<MeasuredLog> finish_text_log(MeasuredLog& log, const TextLogScan& scan, const std::string& text, const std::string& name) {
+    if (scan.in_summary && scan.record_has_no_rows()) return scan.no_rows_error(name);
+    if (scan.ds_lines > 0 && scan.nccl_rows > 0)
+        return at(name, std::max(scan.first_ds, scan.first_nccl),
+                  "mixed formats: DeepSpeed comms_logger lines (from line " + std::to_string(scan.first_ds) +
+                      ") and nccl-tests rows (from line " + std::to_string(scan.first_nccl) + ") in one file");
+    if (scan.nccl_rows > 0) {
+        log.format = LogFormat::NcclTests;
+        auto tables = parse_nccl_tests(text, name);
+        if (!tables) return tables.error();
+        log.tables = std::move(tables).value();
+        if (log.tables.empty())
+            return at(name, scan.first_nccl, "nccl-tests rows without a '#  size  count  type ...' header");
+        size_t parsed = 0;
+        for (const auto& t : log.tables) parsed += t.rows.size();
+        if (parsed < static_cast<size_t>(scan.nccl_rows))
+            return Error{name, "", "only " + std::to_string(parsed) + " of " + std::to_string(scan.nccl_rows) +
+                                       " nccl-tests rows could be read (truncated or malformed rows)"};
+        return std::move(log);
+    }
+    if (scan.ds_lines == 0 && log.summary.empty())
+        return Error{name, "", "no DeepSpeed comms_logger lines ('comm op: ...'), log_summary table or nccl-tests table found"};
+    return std::move(log);
+}
+
 }  // namespace
 
 Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) {
@@ -140,14 +268,9 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
 
     MeasuredLog log;
     log.path = name;
-    std::string line, phase, record;
-    int n = 0, nccl_rows = 0, ds_lines = 0, first_ds = 0, first_nccl = 0;
-    bool in_summary = false;
-    int record_line = 0;
-    size_t rows_under_record = 0;
-    // A summary record whose table ends before any of its rows: the file was cut short.
-    auto record_has_no_rows = [&] { return record_line && rows_under_record == 0; };
-    auto no_rows_error = [&] { return at(name, record_line, "summary record '" + record + "' has no rows (truncated table?)"); };
+    std::string line;
+    int n = 0;
+    TextLogScan scan;
     // One allocation for the ops (a log of a long run holds millions: growing by doubling would
     // hold the old array beside the new one, and up to twice the room needed).
     {
@@ -165,115 +288,28 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
         if (!log.log_dist_line) log.log_dist_line = log_dist_line_of(line);
         if (line.rfind("##### PHASE ", 0) == 0) {
             auto end = line.find(" #####", 12);
-            phase = line.substr(12, end == std::string::npos ? std::string::npos : end - 12);
+            scan.phase = line.substr(12, end == std::string::npos ? std::string::npos : end - 12);
             continue;
         }
         if (line.find("comm op:") != std::string::npos) {
-            auto p = parse_ds_verbose_line(line);
-            if (!p) return at(name, n, "malformed comm op line: expected 'comm op: <op> | ... | msg size: <size> | ...'");
-            if (!first_ds) first_ds = n;
-            ++ds_lines;
-            if (in_summary) {
-                if (record_has_no_rows()) return no_rows_error();
-                in_summary = false;
-            }
-            if (p->op.record == "log_summary_barrier") continue;
-            if (const char* problem = time_problem(p->op.time_ms))
-                return at(name, n, time_error("comm op time (ms)", p->op.time_ms, problem));
-            for (double bw : {p->op.algbw_gbps, p->op.busbw_gbps})
-                if (const char* problem = rate_problem(bw))
-                    return at(name, n, std::string("comm op bandwidth ") + problem + ": expected a finite rate, 0 or more");
-            LoggedOp op = std::move(p->op);
-            op.line = n;
-            op.phase = phase;
-            log.ops.push_back(std::move(op));
+            if (auto failed = scan_comm_op_line(line, n, name, scan, log)) return *failed;
             continue;
         }
         if (line.rfind("Comm. Op", 0) == 0 && line.find("Message Size") != std::string::npos) {
-            in_summary = true;
-            record_line = 0;
+            scan.in_summary = true;
+            scan.record_line = 0;
             continue;
         }
-        if (in_summary) {
-            if (line.empty()) continue;
-            if (line[0] != ' ') {
-                if (record_has_no_rows()) return no_rows_error();
-                if (line.rfind("#", 0) == 0 || line.rfind("[", 0) == 0) {  // the table has ended
-                    in_summary = false;
-                    continue;
-                }
-                record = line;
-                while (!record.empty() && record.back() == ' ') record.pop_back();
-                record_line = n;
-                rows_under_record = 0;
-                continue;
-            }
-            std::istringstream ls(line);
-            std::vector<std::string> tok;
-            std::string t;
-            while (ls >> t) tok.push_back(t);
-            SummaryRow r;
-            r.record_key = record;
-            r.line = n;
-            size_t k = 0;
-            if (!tok.empty() && tok[0] == "0B") {
-                r.size_text = "0B";
-                k = 1;
-            } else if (tok.size() >= 2) {
-                r.size_text = tok[0] + " " + tok[1];
-                k = 2;
-            }
-            if (record.empty() || tok.size() != k + 5 || !parse_ds_size_string(r.size_text))
-                return at(name, n, "malformed log_summary row: expected size, count, total, average, tput and busbw columns");
-            try {
-                r.count = std::stoll(tok[k]);
-                r.total_ms = std::stod(tok[k + 1]);
-                r.avg_ms = std::stod(tok[k + 2]);
-                r.tput_gbps = std::stod(tok[k + 3]);
-                r.busbw_gbps = std::stod(tok[k + 4]);
-            } catch (const std::exception&) {
-                return at(name, n, "malformed log_summary row: a column is not a number");
-            }
-            // The row summarises `count` ops: at least one, each timed within reason.
-            if (r.count < 1) return at(name, n, "log_summary row: count " + std::to_string(r.count) + " is not 1 or more");
-            if (const char* problem = time_problem(r.avg_ms))
-                return at(name, n, time_error("log_summary average latency (ms)", r.avg_ms, problem));
-            if (const char* problem = time_problem(r.total_ms, kMaxOpTimeMs * static_cast<double>(r.count)))
-                return at(name, n, time_error("log_summary total latency (ms)", r.total_ms, problem));
-            for (double bw : {r.tput_gbps, r.busbw_gbps})
-                if (const char* problem = rate_problem(bw))
-                    return at(name, n, std::string("log_summary bandwidth ") + problem + ": expected a finite rate, 0 or more");
-            log.summary.push_back(r);
-            ++rows_under_record;
+        if (scan.in_summary) {
+            if (auto failed = scan_summary_line(line, n, name, scan, log)) return *failed;
             continue;
         }
         if (looks_like_nccl_row(line)) {
-            if (!first_nccl) first_nccl = n;
-            ++nccl_rows;
+            if (!scan.first_nccl) scan.first_nccl = n;
+            ++scan.nccl_rows;
         }
     }
-    if (in_summary && record_has_no_rows()) return no_rows_error();
-    if (ds_lines > 0 && nccl_rows > 0)
-        return at(name, std::max(first_ds, first_nccl),
-                  "mixed formats: DeepSpeed comms_logger lines (from line " + std::to_string(first_ds) +
-                      ") and nccl-tests rows (from line " + std::to_string(first_nccl) + ") in one file");
-    if (nccl_rows > 0) {
-        log.format = LogFormat::NcclTests;
-        auto tables = parse_nccl_tests(text, name);
-        if (!tables) return tables.error();
-        log.tables = std::move(tables).value();
-        if (log.tables.empty())
-            return at(name, first_nccl, "nccl-tests rows without a '#  size  count  type ...' header");
-        size_t parsed = 0;
-        for (const auto& t : log.tables) parsed += t.rows.size();
-        if (parsed < static_cast<size_t>(nccl_rows))
-            return Error{name, "", "only " + std::to_string(parsed) + " of " + std::to_string(nccl_rows) +
-                                       " nccl-tests rows could be read (truncated or malformed rows)"};
-        return log;
-    }
-    if (ds_lines == 0 && log.summary.empty())
-        return Error{name, "", "no DeepSpeed comms_logger lines ('comm op: ...'), log_summary table or nccl-tests table found"};
-    return log;
+    return finish_text_log(log, scan, text, name);
 }
 
 namespace {

@@ -114,14 +114,100 @@ std::string without_digit_groups(const std::string& tok) {
 // author kept only those columns); any other bare "size ..." header is one the reader cannot map.
 bool bare_header(const std::vector<std::string>& tok) { return !tok.empty() && tok[0] == "size"; }
 
-}  // namespace
-
-Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, const std::string& name) {
+// What the reader has found so far: the tables, the title the next one takes, and the columns
+// of the table it is in.
+struct NcclTestsScan {
     std::vector<NcclTestsTable> tables;
-    std::string raw, title;
+    std::string title;
     bool has_root = true;
     bool trimmed = false;   // size time algbw busbw only
     bool open = false;
+};
+
+std::vector<std::string> nccl_tests_words(const std::string& line) {
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    std::string t;
+    while (ls >> t) tok.push_back(t);
+    return tok;
+}
+
+// A line starting with '#' or '=': a table's header, or the title of the tables after it.
+void nccl_tests_comment_line(NcclTestsScan& scan, const std::string& line) {
+    // "#  size  count  type  redop  root  time ..." starts a table.
+    if (line.find("size") != std::string::npos && line.find("count") != std::string::npos &&
+        line.find("type") != std::string::npos) {
+        scan.has_root = line.find("root") != std::string::npos;
+        scan.trimmed = false;
+        scan.tables.push_back(NcclTestsTable{scan.title, {}});
+        scan.open = true;
+    } else if (line.find("(B)") == std::string::npos && line.find("out-of-place") == std::string::npos) {
+        scan.title = line;
+    }
+}
+
+// A row of a trimmed table, its four columns there and its size whole.
+Result<NcclTestsRow> nccl_tests_trimmed_row(const std::vector<std::string>& tok, const std::string& name, int n) {
+    // size time algbw busbw: the size may carry digit groups; no count, type or in-place.
+    NcclTestsRow r;
+    std::string size = without_digit_groups(tok[0]);
+    if (const char* p = count_problem(size, r.bytes)) return row_error(name, n, "size " + tok[0] + " " + p + ": expected bytes, 0 or more");
+    if (!number(tok[1], r.time_us) || !number(tok[2], r.algbw_gbs) || !number(tok[3], r.busbw_gbs))
+        return row_error(name, n, "the time, algbw and busbw columns must be numbers");
+    if (const char* p = time_problem(r.time_us / 1e3)) return row_error(name, n, time_error("time (us)", r.time_us, p));
+    r.line = n;
+    return r;
+}
+
+// The in-place columns of a full row, from column k + 4 on, where the row has them.
+Status nccl_tests_inplace_columns(const std::vector<std::string>& tok, size_t k, NcclTestsRow& r, const std::string& name, int n) {
+    double ip = 0;
+    if (!(tok.size() >= k + 5 && number(tok[k + 4], ip))) return std::nullopt;
+    if (const char* p = time_problem(ip / 1e3)) return row_error(name, n, time_error("in-place time (us)", ip, p));
+    r.inplace_time_us = ip;
+    double alg = 0, bus = 0;
+    if (tok.size() >= k + 7 && number(tok[k + 5], alg) && number(tok[k + 6], bus)) {
+        for (double bw : {alg, bus})
+            if (const char* p = rate_problem(bw))
+                return row_error(name, n, std::string("in-place bandwidth ") + p + ": expected a finite rate, 0 or more");
+        r.inplace_algbw_gbs = alg;
+        r.inplace_busbw_gbs = bus;
+    }
+    if (tok.size() >= k + 8) r.inplace_wrong = count_or(tok[k + 7], -1);
+    return std::nullopt;
+}
+
+// A row of a full table (it starts with two whole numbers); it must be whole and possible.
+Result<NcclTestsRow> nccl_tests_full_row(const std::vector<std::string>& tok, bool has_root, const std::string& name, int n) {
+    // size count type redop [root] time algbw busbw #wrong [time algbw busbw #wrong]
+    size_t need = has_root ? 9 : 8;
+    if (tok.size() < need)
+        return row_error(name, n, "expected at least " + std::to_string(need) + " columns (size, count, type, redop" +
+                                      (has_root ? ", root" : "") + ", time, algbw, busbw, #wrong), found " +
+                                      std::to_string(tok.size()) + " (truncated?)");
+    NcclTestsRow r;
+    if (const char* p = count_problem(tok[0], r.bytes)) return row_error(name, n, "size " + tok[0] + " " + p + ": expected bytes, 0 or more");
+    if (const char* p = count_problem(tok[1], r.count)) return row_error(name, n, "count " + tok[1] + " " + p + ": expected elements, 0 or more");
+    r.type = tok[2];
+    r.redop = tok[3];
+    if (has_root) r.root = count_or(tok[4], -1);
+    size_t k = has_root ? 5 : 4;
+    if (!number(tok[k], r.time_us) || !number(tok[k + 1], r.algbw_gbs) || !number(tok[k + 2], r.busbw_gbs))
+        return row_error(name, n, "the time, algbw and busbw columns must be numbers");
+    if (const char* p = time_problem(r.time_us / 1e3)) return row_error(name, n, time_error("time (us)", r.time_us, p));
+    for (double bw : {r.algbw_gbs, r.busbw_gbs})
+        if (const char* p = rate_problem(bw)) return row_error(name, n, std::string("bandwidth ") + p + ": expected a finite rate, 0 or more");
+    r.wrong = count_or(tok[k + 3], -1);
+    if (auto failed = nccl_tests_inplace_columns(tok, k, r, name, n)) return *failed;
+    r.line = n;
+    return r;
+}
+
+}  // namespace
+
+Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, const std::string& name) {
+    NcclTestsScan scan;
+    std::string raw;
     int n = 0;
     for (size_t pos = 0; pos < text.size();) {
         size_t eol = text.find('\n', pos);
@@ -129,22 +215,10 @@ Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, co
         pos = eol == std::string::npos ? text.size() : eol + 1;
         ++n;
         std::string line = strip_launcher_prefix(raw);
-        std::istringstream ls(line);
-        std::vector<std::string> tok;
-        std::string t;
-        while (ls >> t) tok.push_back(t);
+        std::vector<std::string> tok = nccl_tests_words(line);
         if (tok.empty()) continue;
         if (tok[0][0] == '#' || tok[0][0] == '=') {
-            // "#  size  count  type  redop  root  time ..." starts a table.
-            if (line.find("size") != std::string::npos && line.find("count") != std::string::npos &&
-                line.find("type") != std::string::npos) {
-                has_root = line.find("root") != std::string::npos;
-                trimmed = false;
-                tables.push_back(NcclTestsTable{title, {}});
-                open = true;
-            } else if (line.find("(B)") == std::string::npos && line.find("out-of-place") == std::string::npos) {
-                title = line;
-            }
+            nccl_tests_comment_line(scan, line);
             continue;
         }
         if (bare_header(tok)) {
@@ -152,22 +226,16 @@ Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, co
                 return row_error(name, n, "a table header with columns '" + line.substr(line.find("size")) +
                                               "': the reader knows nccl-tests' full columns (size count type redop [root] time "
                                               "algbw busbw ...) and the trimmed 'size time algbw busbw'");
-            trimmed = true;
-            tables.push_back(NcclTestsTable{title, {}});
-            open = true;
+            scan.trimmed = true;
+            scan.tables.push_back(NcclTestsTable{scan.title, {}});
+            scan.open = true;
             continue;
         }
-        if (trimmed) {
-            // size time algbw busbw: the size may carry digit groups; no count, type or in-place.
-            if (!open || tok.size() != 4 || !integer_like(without_digit_groups(tok[0]))) continue;
-            NcclTestsRow r;
-            std::string size = without_digit_groups(tok[0]);
-            if (const char* p = count_problem(size, r.bytes)) return row_error(name, n, "size " + tok[0] + " " + p + ": expected bytes, 0 or more");
-            if (!number(tok[1], r.time_us) || !number(tok[2], r.algbw_gbs) || !number(tok[3], r.busbw_gbs))
-                return row_error(name, n, "the time, algbw and busbw columns must be numbers");
-            if (const char* p = time_problem(r.time_us / 1e3)) return row_error(name, n, time_error("time (us)", r.time_us, p));
-            r.line = n;
-            tables.back().rows.push_back(r);
+        if (scan.trimmed) {
+            if (!scan.open || tok.size() != 4 || !integer_like(without_digit_groups(tok[0]))) continue;
+            auto row = nccl_tests_trimmed_row(tok, name, n);
+            if (!row) return row.error();
+            scan.tables.back().rows.push_back(row.value());
             continue;
         }
         // A row starts with two whole numbers (size, count); any other line inside a table (a
@@ -175,50 +243,18 @@ Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, co
         if (tok.size() < 2 || !integer_like(tok[0]) || !integer_like(tok[1])) continue;
         // Some pastes leave out the column headers: a row of nccl-tests' full current layout (13
         // columns: size count type redop root, then time algbw busbw #wrong twice) opens a table.
-        if (!open && tok.size() == 13) {
-            has_root = true;
-            tables.push_back(NcclTestsTable{title, {}});
-            open = true;
+        if (!scan.open && tok.size() == 13) {
+            scan.has_root = true;
+            scan.tables.push_back(NcclTestsTable{scan.title, {}});
+            scan.open = true;
         }
-        if (!open) continue;
-        // size count type redop [root] time algbw busbw #wrong [time algbw busbw #wrong]
-        size_t need = has_root ? 9 : 8;
-        if (tok.size() < need)
-            return row_error(name, n, "expected at least " + std::to_string(need) + " columns (size, count, type, redop" +
-                                          (has_root ? ", root" : "") + ", time, algbw, busbw, #wrong), found " +
-                                          std::to_string(tok.size()) + " (truncated?)");
-        NcclTestsRow r;
-        if (const char* p = count_problem(tok[0], r.bytes)) return row_error(name, n, "size " + tok[0] + " " + p + ": expected bytes, 0 or more");
-        if (const char* p = count_problem(tok[1], r.count)) return row_error(name, n, "count " + tok[1] + " " + p + ": expected elements, 0 or more");
-        r.type = tok[2];
-        r.redop = tok[3];
-        if (has_root) r.root = count_or(tok[4], -1);
-        size_t k = has_root ? 5 : 4;
-        if (!number(tok[k], r.time_us) || !number(tok[k + 1], r.algbw_gbs) || !number(tok[k + 2], r.busbw_gbs))
-            return row_error(name, n, "the time, algbw and busbw columns must be numbers");
-        if (const char* p = time_problem(r.time_us / 1e3)) return row_error(name, n, time_error("time (us)", r.time_us, p));
-        for (double bw : {r.algbw_gbs, r.busbw_gbs})
-            if (const char* p = rate_problem(bw)) return row_error(name, n, std::string("bandwidth ") + p + ": expected a finite rate, 0 or more");
-        r.wrong = count_or(tok[k + 3], -1);
-        double ip = 0;
-        if (tok.size() >= k + 5 && number(tok[k + 4], ip)) {
-            if (const char* p = time_problem(ip / 1e3)) return row_error(name, n, time_error("in-place time (us)", ip, p));
-            r.inplace_time_us = ip;
-            double alg = 0, bus = 0;
-            if (tok.size() >= k + 7 && number(tok[k + 5], alg) && number(tok[k + 6], bus)) {
-                for (double bw : {alg, bus})
-                    if (const char* p = rate_problem(bw))
-                        return row_error(name, n, std::string("in-place bandwidth ") + p + ": expected a finite rate, 0 or more");
-                r.inplace_algbw_gbs = alg;
-                r.inplace_busbw_gbs = bus;
-            }
-            if (tok.size() >= k + 8) r.inplace_wrong = count_or(tok[k + 7], -1);
-        }
-        r.line = n;
-        tables.back().rows.push_back(r);
+        if (!scan.open) continue;
+        auto row = nccl_tests_full_row(tok, scan.has_root, name, n);
+        if (!row) return row.error();
+        scan.tables.back().rows.push_back(row.value());
     }
     std::vector<NcclTestsTable> nonempty;
-    for (auto& t : tables)
+    for (auto& t : scan.tables)
         if (!t.rows.empty()) nonempty.push_back(std::move(t));
     return nonempty;
 }

@@ -68,6 +68,93 @@ bool section_enabled(const JsonField& root, const std::string& key) {
     return flag(sec.at("enabled"));
 }
 
+// The batch and clipping keys at the top level.
+void read_ds_batch_keys(const JsonField& root, DsConfig& c) {
+    if (root.has("train_micro_batch_size_per_gpu")) c.micro_batch = positive_count(root.at("train_micro_batch_size_per_gpu"));
+    if (root.has("gradient_accumulation_steps")) c.grad_accum = positive_count(root.at("gradient_accumulation_steps"));
+    c.activation_checkpointing = root.has("activation_checkpointing");
+    if (root.has("train_batch_size")) c.train_batch = positive_count(root.at("train_batch_size"));
+    if (root.has("gradient_clipping")) {
+        auto g = root.at("gradient_clipping");
+        reject_auto(g);
+        // DeepSpeed clips when the value is > 0; a negative norm is no clipping written wrongly.
+        c.gradient_clipping = g.as_number_in(0.0, std::numeric_limits<double>::max());
+    }
+}
+
+// The training dtype (fp16, bf16 or fp32), the communication dtype and the gradient
+// accumulation dtype.
+void read_ds_dtypes(const JsonField& root, DsConfig& c) {
+    bool fp16 = section_enabled(root, "fp16");
+    bool bf16 = section_enabled(root, "bf16") || section_enabled(root, "bfloat16");
+    if (fp16 && bf16)
+        root.at(root.has("bf16") ? "bf16" : "bfloat16").fail_here("fp16 and bf16 are both enabled; DeepSpeed accepts only one");
+    c.model_dtype = fp16 ? DType::FP16 : bf16 ? DType::BF16 : DType::FP32;
+    if (root.has("communication_data_type")) {
+        auto f = root.at("communication_data_type");
+        if (!f.is_null()) {
+            std::string v = f.as_string();
+            auto t = dtype_from_name(v);
+            if (!t || (*t != DType::FP32 && *t != DType::FP16 && *t != DType::BF16))
+                f.fail_here("expected \"fp32\", \"fp16\" or \"bf16\", found \"" + v + "\"");
+            c.communication_data_type = *t;
+        }
+    }
+
+    if (root.has("data_types")) {
+        auto dt = root.at("data_types");
+        dt.expect_object();
+        if (dt.has("grad_accum_dtype") && !dt.at("grad_accum_dtype").is_null()) {
+            auto f = dt.at("grad_accum_dtype");
+            auto t = dtype_from_name(f.as_string());
+            if (!t || (*t != DType::FP32 && *t != DType::FP16 && *t != DType::BF16))
+                f.fail_here("expected \"fp32\", \"fp16\" or \"bf16\", found \"" + f.as_string() + "\"");
+            c.grad_accum_dtype = *t;
+        }
+    }
+}
+
+// The zero_optimization section: the stage, its flags and sizes, offload, and the keys each
+// release has.
+void read_ds_zero_optimization(const JsonField& root, DsConfig& c) {
+    auto z = root.at("zero_optimization");
+    z.expect_object();
+    auto& zc = c.zero;
+    if (z.has("stage")) {
+        auto s = z.at("stage");
+        reject_auto(s);
+        int64_t v = s.as_integer();
+        if (v < 0 || v > 3) s.fail_here("expected a ZeRO stage 0, 1, 2 or 3, found " + std::to_string(v));
+        zc.stage = static_cast<int>(v);
+    }
+    auto read_bool = [&](const char* key, bool& out) {
+        if (z.has(key)) out = flag(z.at(key));
+    };
+    auto read_count = [&](std::initializer_list<const char*> keys, int64_t& out, bool allow_zero) {
+        for (const char* key : keys)
+            if (z.has(key)) out = allow_zero ? non_negative_count(z.at(key)) : positive_count(z.at(key));
+    };
+    read_bool("contiguous_gradients", zc.contiguous_gradients);
+    read_bool("reduce_scatter", zc.reduce_scatter);
+    read_bool("use_multi_rank_bucket_allreduce", zc.use_multi_rank_bucket_allreduce);
+    read_bool("allgather_partitions", zc.allgather_partitions);
+    read_bool("round_robin_gradients", zc.round_robin_gradients);
+    if (z.has("overlap_comm") && !z.at("overlap_comm").is_null()) zc.overlap_comm_written = flag(z.at("overlap_comm"));
+    read_count({"reduce_bucket_size"}, zc.reduce_bucket_size, false);
+    read_count({"allgather_bucket_size"}, zc.allgather_bucket_size, false);
+    read_count({"sub_group_size"}, zc.sub_group_size, false);
+    read_count({"prefetch_bucket_size", "stage3_prefetch_bucket_size"}, zc.prefetch_bucket_size, true);
+    read_count({"param_persistence_threshold", "stage3_param_persistence_threshold"},
+               zc.param_persistence_threshold, true);
+    read_count({"model_persistence_threshold", "stage3_model_persistence_threshold"},
+               zc.model_persistence_threshold, true);
+    read_count({"max_live_parameters", "stage3_max_live_parameters"}, zc.max_live_parameters, true);
+    read_count({"max_reuse_distance", "stage3_max_reuse_distance"}, zc.max_reuse_distance, true);
+    zc.offload_optimizer = offload_enabled(z, "offload_optimizer", c.release);
+    zc.offload_param = offload_enabled(z, "offload_param", c.release);
+    check_zero_keys(z, c);
+}
+
 }  // namespace
 
 Result<DsConfig> parse_ds_config(const std::string& file, const std::string& text, Release release) {
@@ -80,84 +167,9 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
         c.source = file;
         c.release = release;
         note_top_level_keys(root, c);
-
-        if (root.has("train_micro_batch_size_per_gpu")) c.micro_batch = positive_count(root.at("train_micro_batch_size_per_gpu"));
-        if (root.has("gradient_accumulation_steps")) c.grad_accum = positive_count(root.at("gradient_accumulation_steps"));
-        c.activation_checkpointing = root.has("activation_checkpointing");
-        if (root.has("train_batch_size")) c.train_batch = positive_count(root.at("train_batch_size"));
-        if (root.has("gradient_clipping")) {
-            auto g = root.at("gradient_clipping");
-            reject_auto(g);
-            // DeepSpeed clips when the value is > 0; a negative norm is no clipping written wrongly.
-            c.gradient_clipping = g.as_number_in(0.0, std::numeric_limits<double>::max());
-        }
-
-        bool fp16 = section_enabled(root, "fp16");
-        bool bf16 = section_enabled(root, "bf16") || section_enabled(root, "bfloat16");
-        if (fp16 && bf16)
-            root.at(root.has("bf16") ? "bf16" : "bfloat16").fail_here("fp16 and bf16 are both enabled; DeepSpeed accepts only one");
-        c.model_dtype = fp16 ? DType::FP16 : bf16 ? DType::BF16 : DType::FP32;
-        if (root.has("communication_data_type")) {
-            auto f = root.at("communication_data_type");
-            if (!f.is_null()) {
-                std::string v = f.as_string();
-                auto t = dtype_from_name(v);
-                if (!t || (*t != DType::FP32 && *t != DType::FP16 && *t != DType::BF16))
-                    f.fail_here("expected \"fp32\", \"fp16\" or \"bf16\", found \"" + v + "\"");
-                c.communication_data_type = *t;
-            }
-        }
-
-        if (root.has("data_types")) {
-            auto dt = root.at("data_types");
-            dt.expect_object();
-            if (dt.has("grad_accum_dtype") && !dt.at("grad_accum_dtype").is_null()) {
-                auto f = dt.at("grad_accum_dtype");
-                auto t = dtype_from_name(f.as_string());
-                if (!t || (*t != DType::FP32 && *t != DType::FP16 && *t != DType::BF16))
-                    f.fail_here("expected \"fp32\", \"fp16\" or \"bf16\", found \"" + f.as_string() + "\"");
-                c.grad_accum_dtype = *t;
-            }
-        }
-
-        if (root.has("zero_optimization")) {
-            auto z = root.at("zero_optimization");
-            z.expect_object();
-            auto& zc = c.zero;
-            if (z.has("stage")) {
-                auto s = z.at("stage");
-                reject_auto(s);
-                int64_t v = s.as_integer();
-                if (v < 0 || v > 3) s.fail_here("expected a ZeRO stage 0, 1, 2 or 3, found " + std::to_string(v));
-                zc.stage = static_cast<int>(v);
-            }
-            auto read_bool = [&](const char* key, bool& out) {
-                if (z.has(key)) out = flag(z.at(key));
-            };
-            auto read_count = [&](std::initializer_list<const char*> keys, int64_t& out, bool allow_zero) {
-                for (const char* key : keys)
-                    if (z.has(key)) out = allow_zero ? non_negative_count(z.at(key)) : positive_count(z.at(key));
-            };
-            read_bool("contiguous_gradients", zc.contiguous_gradients);
-            read_bool("reduce_scatter", zc.reduce_scatter);
-            read_bool("use_multi_rank_bucket_allreduce", zc.use_multi_rank_bucket_allreduce);
-            read_bool("allgather_partitions", zc.allgather_partitions);
-            read_bool("round_robin_gradients", zc.round_robin_gradients);
-            if (z.has("overlap_comm") && !z.at("overlap_comm").is_null()) zc.overlap_comm_written = flag(z.at("overlap_comm"));
-            read_count({"reduce_bucket_size"}, zc.reduce_bucket_size, false);
-            read_count({"allgather_bucket_size"}, zc.allgather_bucket_size, false);
-            read_count({"sub_group_size"}, zc.sub_group_size, false);
-            read_count({"prefetch_bucket_size", "stage3_prefetch_bucket_size"}, zc.prefetch_bucket_size, true);
-            read_count({"param_persistence_threshold", "stage3_param_persistence_threshold"},
-                       zc.param_persistence_threshold, true);
-            read_count({"model_persistence_threshold", "stage3_model_persistence_threshold"},
-                       zc.model_persistence_threshold, true);
-            read_count({"max_live_parameters", "stage3_max_live_parameters"}, zc.max_live_parameters, true);
-            read_count({"max_reuse_distance", "stage3_max_reuse_distance"}, zc.max_reuse_distance, true);
-            zc.offload_optimizer = offload_enabled(z, "offload_optimizer", c.release);
-            zc.offload_param = offload_enabled(z, "offload_param", c.release);
-            check_zero_keys(z, c);
-        }
+        read_ds_batch_keys(root, c);
+        read_ds_dtypes(root, c);
+        if (root.has("zero_optimization")) read_ds_zero_optimization(root, c);
         read_release_keys(root, c);
         return c.with_stage(c.zero.stage);
     } catch (const InputFailure& f) {

@@ -137,13 +137,38 @@ ModuleKind guess_kind(const Model& m, const Module& mod) {
     return ModuleKind::Other;
 }
 
-}  // namespace
+using ModuleIndex = std::unordered_map<std::string, int>;
 
-Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names,
-                    const std::vector<TiedUse>& tied) {
-    if (m.params.empty()) return Error{m.source, "parameters", "the model has no parameters"};
-    std::unordered_map<std::string, int> module_index;
-    for (const auto& mod : m.modules) module_index[mod.name] = static_cast<int>(&mod - m.modules.data());
+// Parameter `p`'s element count, within what zerosim takes for one parameter and, added to
+// `total`, for the model.
+Status count_parameter_elements(const Model& m, Parameter& p, const std::string& field, int64_t& total) {
+    p.numel = 1;
+    long double elements = 1;  // exact for the powers of two the message names
+    bool wrapped = false;
+    for (auto d : p.shape) {
+        if (d <= 0)
+            return Error{m.source, field + ".shape",
+                         "dimensions must be positive, found " + std::to_string(d) + " in '" + p.name + "'"};
+        elements *= static_cast<long double>(d);
+        wrapped = __builtin_mul_overflow(p.numel, d, &p.numel) || wrapped;
+    }
+    if (wrapped || p.numel > kMaxModelElements)
+        return Error{m.source, field + ".shape",
+                     element_count_text(elements) + " elements in '" + p.name + "' exceed " +
+                         element_count_text(kMaxModelElements) + ", the most zerosim takes for a model"};
+    int64_t before = total;
+    if (__builtin_add_overflow(before, p.numel, &total) || total > kMaxModelElements)
+        return Error{m.source, field + ".shape",
+                     "the parameters up to '" + p.name + "' hold " +
+                         element_count_text(static_cast<long double>(before) + p.numel) +
+                         " elements, more than " + element_count_text(kMaxModelElements) +
+                         ", the most zerosim takes for a model"};
+    return std::nullopt;
+}
+
+// Every parameter checked (named once, shaped), given its optimizer group, and placed in the
+// module its name says (a module created for it where there is none yet).
+Status register_parameters(Model& m, GroupPolicy policy, ModuleIndex& module_index) {
     std::set<std::string> seen;
     int64_t total = 0;
     for (size_t i = 0; i < m.params.size(); ++i) {
@@ -153,27 +178,7 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
         if (!seen.insert(p.name).second)
             return Error{m.source, field + ".name", "parameter '" + p.name + "' appears twice"};
         if (p.shape.empty()) return Error{m.source, field + ".shape", "expected at least one dimension"};
-        p.numel = 1;
-        long double elements = 1;  // exact for the powers of two the message names
-        bool wrapped = false;
-        for (auto d : p.shape) {
-            if (d <= 0)
-                return Error{m.source, field + ".shape",
-                             "dimensions must be positive, found " + std::to_string(d) + " in '" + p.name + "'"};
-            elements *= static_cast<long double>(d);
-            wrapped = __builtin_mul_overflow(p.numel, d, &p.numel) || wrapped;
-        }
-        if (wrapped || p.numel > kMaxModelElements)
-            return Error{m.source, field + ".shape",
-                         element_count_text(elements) + " elements in '" + p.name + "' exceed " +
-                             element_count_text(kMaxModelElements) + ", the most zerosim takes for a model"};
-        int64_t before = total;
-        if (__builtin_add_overflow(before, p.numel, &total) || total > kMaxModelElements)
-            return Error{m.source, field + ".shape",
-                         "the parameters up to '" + p.name + "' hold " +
-                             element_count_text(static_cast<long double>(before) + p.numel) +
-                             " elements, more than " + element_count_text(kMaxModelElements) +
-                             ", the most zerosim takes for a model"};
+        if (auto failed = count_parameter_elements(m, p, field, total)) return failed;
         if (policy == GroupPolicy::DecayNoDecay && p.group < 0) p.group = p.shape.size() == 1 ? 1 : 0;
         if (p.group < 0) p.group = 0;
         std::string mod = module_of(p.name);
@@ -185,9 +190,13 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
         p.module = it->second;
         m.modules[it->second].params.push_back(static_cast<int>(i));
     }
-    // Tied parameters: another module also uses a parameter registered elsewhere (an LM head
-    // sharing the token embedding). named_parameters() lists it once; ZeRO-3 fetches it for every
-    // module that uses it.
+    return std::nullopt;
+}
+
+// Tied parameters: another module also uses a parameter registered elsewhere (an LM head
+// sharing the token embedding). named_parameters() lists it once; ZeRO-3 fetches it for every
+// module that uses it.
+Status attach_tied_uses(Model& m, const std::vector<TiedUse>& tied, ModuleIndex& module_index) {
     for (size_t i = 0; i < tied.size(); ++i) {
         std::string field = "tied[" + std::to_string(i) + "]";
         auto pit = std::find_if(m.params.begin(), m.params.end(),
@@ -201,15 +210,23 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
         }
         m.modules[it->second].params.push_back(static_cast<int>(pit - m.params.begin()));
     }
-    // Empty optimizer groups are dropped (DeepSpeed removes param groups with no params); the
-    // remaining ids keep their order.
+    return std::nullopt;
+}
+
+// Empty optimizer groups are dropped (DeepSpeed removes param groups with no params); the
+// remaining ids keep their order.
+void compact_group_ids(Model& m) {
     std::set<int> ids;
     for (const auto& p : m.params) ids.insert(p.group);
     std::map<int, int> compact;
     for (int id : ids) compact[id] = static_cast<int>(compact.size());
     for (auto& p : m.params) p.group = compact[p.group];
     m.num_groups = static_cast<int>(compact.size());
+}
 
+// The forward order from the names given (else the modules in registration order), every
+// module in it.
+Status resolve_forward_order(Model& m, const std::vector<std::string>& forward_order_names, const ModuleIndex& module_index) {
     if (!forward_order_names.empty()) {
         m.forward_order.clear();
         for (size_t i = 0; i < forward_order_names.size(); ++i) {
@@ -232,6 +249,20 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
                      "module '" + m.modules[i].name + (owns ? "' owns parameters" : "' uses a tied parameter") +
                          " but never runs" + (forward_order_names.empty() ? "" : "; forward_order must list it")};
     }
+    return std::nullopt;
+}
+
+}  // namespace
+
+Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names,
+                    const std::vector<TiedUse>& tied) {
+    if (m.params.empty()) return Error{m.source, "parameters", "the model has no parameters"};
+    ModuleIndex module_index;
+    for (const auto& mod : m.modules) module_index[mod.name] = static_cast<int>(&mod - m.modules.data());
+    if (auto failed = register_parameters(m, policy, module_index)) return failed;
+    if (auto failed = attach_tied_uses(m, tied, module_index)) return failed;
+    compact_group_ids(m);
+    if (auto failed = resolve_forward_order(m, forward_order_names, module_index)) return failed;
     for (auto& mod : m.modules)
         if (mod.kind == ModuleKind::Other) mod.kind = guess_kind(m, mod);
     if (m.calls.empty()) {

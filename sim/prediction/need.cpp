@@ -116,59 +116,62 @@ Result<NeedPoint> need_evaluate(const NeedProblem& p, double x) {
     return pt;
 }
 
-Result<NeedAnswer> solve_need(const NeedProblem& p) {
-    NeedAnswer a;
-    a.lo = p.lo, a.hi = p.hi;
-    if (a.lo <= 0 && a.hi <= 0) need_default_range(p.quantity, a.lo, a.hi);
-    if (!(a.lo > 0 && a.hi > a.lo)) return Error{"", "--range", "expected LO:HI with 0 < LO < HI"};
-    if (integral(p.quantity)) a.lo = std::ceil(a.lo), a.hi = std::floor(a.hi);
-    auto met = [&](const NeedPoint& pt) { return metric(p, pt) <= p.target_value; };
-    auto eval = [&](double x) -> Result<NeedPoint> {
-        ++a.predictions;
-        return need_evaluate(p, x);
-    };
-    auto at_lo = eval(a.lo);
-    if (!at_lo) return at_lo.error();
-    auto at_hi = eval(a.hi);
-    if (!at_hi) return at_hi.error();
+namespace {
+
+// One more prediction of the search, counted in the answer.
+Result<NeedPoint> need_evaluate_counted(const NeedProblem& p, NeedAnswer& a, double x) {
+    ++a.predictions;
+    return need_evaluate(p, x);
+}
+
+bool need_target_met(const NeedProblem& p, const NeedPoint& pt) { return metric(p, pt) <= p.target_value; }
+
+// Neither end of the range meets the target: the error says what each end gives.
+Error need_unreachable_error(const NeedProblem& p, const NeedAnswer& a, const NeedPoint& at_lo, const NeedPoint& at_hi) {
     const char* unit = p.target == NeedTarget::ExposedPercent ? "% exposed" : " ms per step";
-    if (!met(at_lo.value()) && !met(at_hi.value())) {
-        char msg[400];
-        std::snprintf(msg, sizeof msg, "cannot be reached in %g..%g %s: %.4g%s at %g, %.4g%s at %g (target %g%s)", a.lo, a.hi,
-                      need_quantity_unit(p.quantity), metric(p, at_lo.value()), unit, a.lo, metric(p, at_hi.value()), unit, a.hi,
-                      p.target_value, unit);
-        return Error{"", p.target == NeedTarget::ExposedPercent ? "--exposed-below" : "--step-below", msg};
-    }
-    NeedPoint good, bad;
-    if (met(at_lo.value()) && met(at_hi.value())) {
+    char msg[400];
+    std::snprintf(msg, sizeof msg, "cannot be reached in %g..%g %s: %.4g%s at %g, %.4g%s at %g (target %g%s)", a.lo, a.hi,
+                  need_quantity_unit(p.quantity), metric(p, at_lo), unit, a.lo, metric(p, at_hi), unit, a.hi,
+                  p.target_value, unit);
+    return Error{"", p.target == NeedTarget::ExposedPercent ? "--exposed-below" : "--step-below", msg};
+}
+
+// The answer between the range's ends, at least one of which meets the target: the cheaper end
+// when both do, else the boundary the bisection finds.
+Status need_find_answer(const NeedProblem& p, NeedAnswer& a, const NeedPoint& at_lo, const NeedPoint& at_hi) {
+    if (need_target_met(p, at_lo) && need_target_met(p, at_hi)) {
         a.outcome = NeedOutcome::MetEverywhere;
         // The cheaper end: the least bandwidth or bucket, the most nodes.
         a.met_above = p.quantity != NeedQuantity::Nodes;
-        a.at = a.met_above ? at_lo.value() : at_hi.value();
+        a.at = a.met_above ? at_lo : at_hi;
         a.answer = a.at.x;
-    } else {
-        a.met_above = met(at_hi.value());
-        good = a.met_above ? at_hi.value() : at_lo.value();
-        bad = a.met_above ? at_lo.value() : at_hi.value();
-        // Geometric bisection (the quantities span decades) until the bracket is within the
-        // tolerance of its value, or one apart for integers.
-        while (true) {
-            double g = good.x, b = bad.x;
-            if (exact(p.quantity) ? std::fabs(g - b) <= 1 : std::max(g, b) / std::min(g, b) <= 1 + p.tolerance) break;
-            double mid = std::sqrt(g * b);
-            if (integral(p.quantity)) {
-                mid = std::round(mid);
-                if (mid == g || mid == b) mid = std::floor((g + b) / 2);
-                if (mid == g || mid == b) break;
-            }
-            auto m = eval(mid);
-            if (!m) return m.error();
-            (met(m.value()) ? good : bad) = m.value();
-        }
-        a.at = good;
-        a.answer = good.x;
+        return std::nullopt;
     }
-    // The curve: the range's ends, factors of 2 and 4 either side of the answer, the answer.
+    a.met_above = need_target_met(p, at_hi);
+    NeedPoint good = a.met_above ? at_hi : at_lo;
+    NeedPoint bad = a.met_above ? at_lo : at_hi;
+    // Geometric bisection (the quantities span decades) until the bracket is within the
+    // tolerance of its value, or one apart for integers.
+    while (true) {
+        double g = good.x, b = bad.x;
+        if (exact(p.quantity) ? std::fabs(g - b) <= 1 : std::max(g, b) / std::min(g, b) <= 1 + p.tolerance) break;
+        double mid = std::sqrt(g * b);
+        if (integral(p.quantity)) {
+            mid = std::round(mid);
+            if (mid == g || mid == b) mid = std::floor((g + b) / 2);
+            if (mid == g || mid == b) break;
+        }
+        auto m = need_evaluate_counted(p, a, mid);
+        if (!m) return m.error();
+        (need_target_met(p, m.value()) ? good : bad) = m.value();
+    }
+    a.at = good;
+    a.answer = good.x;
+    return std::nullopt;
+}
+
+// The curve: the range's ends, factors of 2 and 4 either side of the answer, the answer.
+Status need_fill_curve(const NeedProblem& p, NeedAnswer& a, const NeedPoint& at_lo, const NeedPoint& at_hi) {
     std::vector<double> xs = {a.lo, a.hi, a.answer};
     for (double f : {0.25, 0.5, 2.0, 4.0}) {
         double x = a.answer * f;
@@ -178,25 +181,48 @@ Result<NeedAnswer> solve_need(const NeedProblem& p) {
     std::sort(xs.begin(), xs.end());
     xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
     for (double x : xs) {
-        if (x == a.lo) a.curve.push_back(at_lo.value());
-        else if (x == a.hi) a.curve.push_back(at_hi.value());
+        if (x == a.lo) a.curve.push_back(at_lo);
+        else if (x == a.hi) a.curve.push_back(at_hi);
         else if (x == a.at.x) a.curve.push_back(a.at);
         else {
-            auto m = eval(x);
+            auto m = need_evaluate_counted(p, a, x);
             if (!m) return m.error();
             a.curve.push_back(m.value());
         }
     }
-    // Monotone within 0.5% of the metric's range: else the bisection found one crossing of several.
+    return std::nullopt;
+}
+
+// Monotone within 0.5% of the metric's range: else the bisection found one crossing of several.
+bool need_curve_monotone(const NeedProblem& p, const std::vector<NeedPoint>& curve) {
     double span = 0;
-    for (const auto& c : a.curve) span = std::max(span, std::fabs(metric(p, c) - metric(p, a.curve.front())));
+    for (const auto& c : curve) span = std::max(span, std::fabs(metric(p, c) - metric(p, curve.front())));
     int up = 0, down = 0;
-    for (size_t i = 1; i < a.curve.size(); ++i) {
-        double d = metric(p, a.curve[i]) - metric(p, a.curve[i - 1]);
+    for (size_t i = 1; i < curve.size(); ++i) {
+        double d = metric(p, curve[i]) - metric(p, curve[i - 1]);
         if (d > 0.005 * span) ++up;
         if (d < -0.005 * span) ++down;
     }
-    a.monotone = up == 0 || down == 0;
+    return up == 0 || down == 0;
+}
+
+}  // namespace
+
+Result<NeedAnswer> solve_need(const NeedProblem& p) {
+    NeedAnswer a;
+    a.lo = p.lo, a.hi = p.hi;
+    if (a.lo <= 0 && a.hi <= 0) need_default_range(p.quantity, a.lo, a.hi);
+    if (!(a.lo > 0 && a.hi > a.lo)) return Error{"", "--range", "expected LO:HI with 0 < LO < HI"};
+    if (integral(p.quantity)) a.lo = std::ceil(a.lo), a.hi = std::floor(a.hi);
+    auto at_lo = need_evaluate_counted(p, a, a.lo);
+    if (!at_lo) return at_lo.error();
+    auto at_hi = need_evaluate_counted(p, a, a.hi);
+    if (!at_hi) return at_hi.error();
+    if (!need_target_met(p, at_lo.value()) && !need_target_met(p, at_hi.value()))
+        return need_unreachable_error(p, a, at_lo.value(), at_hi.value());
+    if (auto failed = need_find_answer(p, a, at_lo.value(), at_hi.value())) return *failed;
+    if (auto failed = need_fill_curve(p, a, at_lo.value(), at_hi.value())) return *failed;
+    a.monotone = need_curve_monotone(p, a.curve);
     return a;
 }
 

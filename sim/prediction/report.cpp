@@ -76,6 +76,43 @@ void gathered_svg(std::ostream& out, const Schedule& s, const Prediction& p, dou
     out << " (each line to its own peak, all steps)</text></svg>\n";
 }
 
+// The lanes' time axis at height `axis_y`: ticks of 1, 2 or 5 x 10^k ms from the step's start, and
+// a caption saying where the window [t0, t1] of step `st` starts and how much it shows.
+void lanes_time_axis_svg(std::ostream& out, const StepTiming& st, double t0, double t1, double W, double L, double axis_y) {
+    const double span_ms = (t1 - t0) * 1e3;
+    double step_ms = std::pow(10.0, std::floor(std::log10(span_ms / 6)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (span_ms / (m * step_ms) <= 8) {
+            step_ms *= m;
+            break;
+        }
+    out << "<line class='time-axis' x1='" << L << "' x2='" << W << "' y1='" << axis_y << "' y2='" << axis_y << "' stroke='#555'/>";
+    for (double v = 0; v <= span_ms * 1.0001; v += step_ms) {
+        double x = L + v / span_ms * (W - L);
+        out << "<line x1='" << num("%.1f", x) << "' x2='" << num("%.1f", x) << "' y1='" << axis_y << "' y2='" << axis_y + 4
+            << "' stroke='#555'/><text class='tick' x='" << num("%.1f", x) << "' y='" << axis_y + 15 << "' text-anchor='"
+            << (v == 0 ? "start" : v + step_ms > span_ms * 1.0001 ? "end" : "middle") << "'>" << num("%g", v) << "</text>";
+    }
+    out << "<text class='xlabel' x='" << (L + W) / 2 << "' y='" << axis_y + 30 << "' text-anchor='middle'>ms from "
+        << (t0 == st.start_s ? "the start of step " + std::to_string(st.step) : ms_caption((t0 - st.start_s) * 1e3) + " ms into step " + std::to_string(st.step))
+        << " (" << ms_caption(span_ms) << " ms shown)</text>\n";
+}
+
+// The lanes' legend under the time axis: one swatch per colour lanes_svg gives an op.
+void lanes_legend_svg(std::ostream& out, double L, double axis_y) {
+    const std::pair<const char*, const char*> legend[] = {{"#9ecae1", "forward"},     {"#6baed6", "backward"},
+                                                          {"#31a354", "optimizer"},   {"#fd8d3c", "all_gather"},
+                                                          {"#e6550d", "reduce_scatter"}, {"#de2d26", "all_reduce, broadcast, other"}};
+    double lx = L;
+    out << "<g class='legend'>";
+    for (const auto& [color, name] : legend) {
+        out << "<rect x='" << lx << "' y='" << axis_y + 40 << "' width='12' height='12' fill='" << color << "'/><text x='" << lx + 16
+            << "' y='" << axis_y + 50 << "'>" << name << "</text>";
+        lx += 30 + 7.0 * static_cast<double>(std::string(name).size());
+    }
+    out << "</g>";
+}
+
 // The stream lanes of step `st` over [t0, t1] (ops clamped to it), with a time axis and a legend.
 void lanes_svg(std::ostream& out, const Schedule& s, const Prediction& p, const StepTiming& st, double t0, double t1,
                const std::string& id) {
@@ -133,36 +170,10 @@ void lanes_svg(std::ostream& out, const Schedule& s, const Prediction& p, const 
     }
     for (int l = 0; l < 4; ++l)
         if (!lanes[l].empty() && lanes[l].back().w < 1e9) flush_bar(l, lanes[l].back());
-    // Time axis: ticks of 1, 2 or 5 x 10^k ms from the step's start.
-    const double span_ms = (t1 - t0) * 1e3, axis_y = 20 + 4 * lane_h;
-    double step_ms = std::pow(10.0, std::floor(std::log10(span_ms / 6)));
-    for (double m : {1.0, 2.0, 5.0, 10.0})
-        if (span_ms / (m * step_ms) <= 8) {
-            step_ms *= m;
-            break;
-        }
-    out << "<line class='time-axis' x1='" << L << "' x2='" << W << "' y1='" << axis_y << "' y2='" << axis_y << "' stroke='#555'/>";
-    for (double v = 0; v <= span_ms * 1.0001; v += step_ms) {
-        double x = L + v / span_ms * (W - L);
-        out << "<line x1='" << num("%.1f", x) << "' x2='" << num("%.1f", x) << "' y1='" << axis_y << "' y2='" << axis_y + 4
-            << "' stroke='#555'/><text class='tick' x='" << num("%.1f", x) << "' y='" << axis_y + 15 << "' text-anchor='"
-            << (v == 0 ? "start" : v + step_ms > span_ms * 1.0001 ? "end" : "middle") << "'>" << num("%g", v) << "</text>";
-    }
-    out << "<text class='xlabel' x='" << (L + W) / 2 << "' y='" << axis_y + 30 << "' text-anchor='middle'>ms from "
-        << (t0 == st.start_s ? "the start of step " + std::to_string(st.step) : ms_caption((t0 - st.start_s) * 1e3) + " ms into step " + std::to_string(st.step))
-        << " (" << ms_caption(span_ms) << " ms shown)</text>\n";
-    // Legend.
-    const std::pair<const char*, const char*> legend[] = {{"#9ecae1", "forward"},     {"#6baed6", "backward"},
-                                                          {"#31a354", "optimizer"},   {"#fd8d3c", "all_gather"},
-                                                          {"#e6550d", "reduce_scatter"}, {"#de2d26", "all_reduce, broadcast, other"}};
-    double lx = L;
-    out << "<g class='legend'>";
-    for (const auto& [color, name] : legend) {
-        out << "<rect x='" << lx << "' y='" << axis_y + 40 << "' width='12' height='12' fill='" << color << "'/><text x='" << lx + 16
-            << "' y='" << axis_y + 50 << "'>" << name << "</text>";
-        lx += 30 + 7.0 * static_cast<double>(std::string(name).size());
-    }
-    out << "</g></svg>\n";
+    const double axis_y = 20 + 4 * lane_h;
+    lanes_time_axis_svg(out, st, t0, t1, W, L, axis_y);
+    lanes_legend_svg(out, L, axis_y);
+    out << "</svg>\n";
 }
 
 void timeline_svg(std::ostream& out, const Schedule& s, const Prediction& p) {
@@ -292,11 +303,9 @@ void explanation_html(std::ostream& out, const std::string& text) {
     close();
 }
 
-}  // namespace
-
-void write_html_report(std::ostream& out, const ReportInput& in) {
-    const auto& s = in.schedule;
-    const auto& m = s.meta;
+// The page's head and style, and the run it reports: model, stage, ranks, topology, batch.
+void report_head_html(std::ostream& out, const ReportInput& in) {
+    const auto& m = in.schedule.meta;
     out << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>zerosim report: " << html_escape(m.model_name)
         << "</title><style>.nofit{color:#b00}.fits{color:#070}body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
            "td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}"
@@ -307,7 +316,10 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
         << in.topology.gpus_per_node << "), " << dtype_name(m.model_dtype) << ", micro batch " << m.micro_batch
         << ", gradient accumulation " << m.grad_accum << ", sequence " << m.seq_len << ". DeepSpeed dialect " << html_escape(m.dialect)
         << ".</p>\n";
+}
 
+// The step table of the overlapped prediction, and the what-if's when there is one.
+void report_steps_html(std::ostream& out, const ReportInput& in) {
     out << "<section id='steps'><h2>Step time</h2><table><tr><th>step</th><th>compute ms</th><th>communication ms</th>"
            "<th>exposed communication ms</th><th>step ms</th></tr>\n";
     for (const auto& st : in.overlapped.steps)
@@ -316,8 +328,12 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
     out << "</table><p>Engine start: " << num("%.3f", in.overlapped.init_s * 1e3) << " ms.</p></section>\n";
     if (!in.what_if_text.empty())   // --what-if: prediction/what_if_compare.hpp's table
         out << "<section id='what-if'><h2>What-if (NOT DeepSpeed's schedule)</h2><pre>" << html_escape(in.what_if_text) << "</pre></section>\n";
+}
 
-    // Issue 17: what hpZ, qgZ and MiCS move off the NICs, as analysis/zero_variants.hpp counts it.
+// Issue 17: what hpZ, qgZ and MiCS move off the NICs, as analysis/zero_variants.hpp counts it.
+void report_traffic_html(std::ostream& out, const ReportInput& in) {
+    const auto& s = in.schedule;
+    const auto& m = s.meta;
     out << "<section id='traffic'><h2>Traffic per rank: inside the node and across nodes</h2><table><tr><th>step</th>"
            "<th>intra-node</th><th>inter-node</th><th>inter-node share</th></tr>\n";
     for (int st = 0; st < m.steps; ++st) {
@@ -328,13 +344,10 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
     }
     out << "</table><p>Bytes one rank receives per step, each collective's on its own process group, split by whether "
            "the sender sits on another node (ranks placed in order, " << in.topology.gpus_per_node << " per node).</p></section>\n";
+}
 
-    out << "<section id='timeline'><h2>Timeline of the last step</h2><p>One group of identical ranks, one track per stream; "
-           "hover a bar for the op.</p>\n";
-    timeline_svg(out, s, in.overlapped);
-    out << "</section>\n";
-    layer_zoom_svg(out, s, in.overlapped);
-
+// Memory per rank item by item, against the ZeRO paper's and DeepSpeed's estimators, and the fit.
+void report_memory_html(std::ostream& out, const ReportInput& in) {
     out << "<section id='memory'><h2>Memory per rank</h2><table><tr><th class='l'>item</th><th>GiB</th><th class='l'>why</th></tr>\n";
     for (const auto& it : in.memory.items)
         out << "<tr><td class='l'>" << html_escape(it.name) << "</td><td>" << num("%.3f", static_cast<double>(it.bytes) / (1 << 30))
@@ -353,13 +366,12 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
             << html_escape(fit_sentence(*in.fit)) << "</b></p><p>Activations: " << html_escape(in.activation_formula)
             << ". The reserve is zerosim's assumed CUDA context, NCCL buffers and allocator fragmentation.</p>";
     out << "</section>\n";
+}
 
-    out << "<section id='explain'><h2>Why these collectives</h2>\n";
-    explanation_html(out, in.explanation);
-    out << "</section>\n";
-
-    // Every collective, grouped per step and phase, each group folded but the last step's; none
-    // left out, so the step the timeline shows is always there.
+// Every collective, grouped per step and phase, each group folded but the last step's; none
+// left out, so the step the timeline shows is always there.
+void report_ops_html(std::ostream& out, const ReportInput& in) {
+    const auto& s = in.schedule;
     out << "<section id='ops'><h2>Collectives</h2><p>Every collective of the schedule, per step and phase (the last step "
            "unfolded). Logged ms: as the comms logger times it; start and end: as the hardware overlaps them.</p>\n";
     const int last_step = s.meta.steps - 1;
@@ -395,39 +407,60 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
         i = j;
     }
     out << "<p>" << total << " collectives in all.</p></section>\n";
+}
 
-    if (in.measured) {
-        // Matched in order by (op, printed size): a structural diff is the validator's job; this
-        // section sets predicted beside measured for the ops both logs have.
-        std::vector<std::pair<double, double>> pts;
-        size_t j = 0, matched = 0, missing = 0;
-        out << "<section id='measured'><h2>Predicted against measured: " << html_escape(in.measured_name)
-            << "</h2><table><tr><th>#</th><th class='l'>op</th><th>size</th><th>predicted ms</th><th>measured ms</th><th>error</th></tr>\n";
-        for (size_t i = 0; i < s.ops.size(); ++i) {
-            const Op& op = s.ops[i];
-            if (!is_collective(op.kind)) continue;
-            const LoggedOp want = logged_op(s, op);
-            size_t k = j;
-            while (k < in.measured->size() && !((*in.measured)[k].record == want.record &&
-                                                 ds_size_string((*in.measured)[k].bytes) == want.size_text))
-                ++k;
-            if (k == in.measured->size()) {
-                ++missing;
-                continue;
-            }
-            j = k + 1;
-            ++matched;
-            double p = in.logged.ops[i].duration() * 1e3, mm = (*in.measured)[k].time_ms;
-            pts.emplace_back(p, mm);
-            out << "<tr><td>" << op.id << "</td><td class='l'>" << want.record_key() << "</td><td>" << want.size_text
-                << "</td><td>" << num("%.3f", p) << "</td><td>" << num("%.2f", mm) << "</td><td>"
-                << (mm > 0 ? num("%+.1f%%", (p - mm) / mm * 100) : "-") << "</td></tr>\n";
+// Matched in order by (op, printed size): a structural diff is the validator's job; this
+// section sets predicted beside measured for the ops both logs have.
+void report_measured_html(std::ostream& out, const ReportInput& in) {
+    const auto& s = in.schedule;
+    std::vector<std::pair<double, double>> pts;
+    size_t j = 0, matched = 0, missing = 0;
+    out << "<section id='measured'><h2>Predicted against measured: " << html_escape(in.measured_name)
+        << "</h2><table><tr><th>#</th><th class='l'>op</th><th>size</th><th>predicted ms</th><th>measured ms</th><th>error</th></tr>\n";
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        const Op& op = s.ops[i];
+        if (!is_collective(op.kind)) continue;
+        const LoggedOp want = logged_op(s, op);
+        size_t k = j;
+        while (k < in.measured->size() && !((*in.measured)[k].record == want.record &&
+                                             ds_size_string((*in.measured)[k].bytes) == want.size_text))
+            ++k;
+        if (k == in.measured->size()) {
+            ++missing;
+            continue;
         }
-        out << "</table><p>" << matched << " ops matched, " << missing << " predicted ops not found in the measured log.</p>\n";
-        measured_chart(out, pts);
-        if (!in.diff_text.empty()) out << "<h3>Validation (zerosim validate)</h3><pre>" << html_escape(in.diff_text) << "</pre>\n";
-        out << "</section>\n";
+        j = k + 1;
+        ++matched;
+        double p = in.logged.ops[i].duration() * 1e3, mm = (*in.measured)[k].time_ms;
+        pts.emplace_back(p, mm);
+        out << "<tr><td>" << op.id << "</td><td class='l'>" << want.record_key() << "</td><td>" << want.size_text
+            << "</td><td>" << num("%.3f", p) << "</td><td>" << num("%.2f", mm) << "</td><td>"
+            << (mm > 0 ? num("%+.1f%%", (p - mm) / mm * 100) : "-") << "</td></tr>\n";
     }
+    out << "</table><p>" << matched << " ops matched, " << missing << " predicted ops not found in the measured log.</p>\n";
+    measured_chart(out, pts);
+    if (!in.diff_text.empty()) out << "<h3>Validation (zerosim validate)</h3><pre>" << html_escape(in.diff_text) << "</pre>\n";
+    out << "</section>\n";
+}
+
+}  // namespace
+
+void write_html_report(std::ostream& out, const ReportInput& in) {
+    const auto& s = in.schedule;
+    report_head_html(out, in);
+    report_steps_html(out, in);
+    report_traffic_html(out, in);
+    out << "<section id='timeline'><h2>Timeline of the last step</h2><p>One group of identical ranks, one track per stream; "
+           "hover a bar for the op.</p>\n";
+    timeline_svg(out, s, in.overlapped);
+    out << "</section>\n";
+    layer_zoom_svg(out, s, in.overlapped);
+    report_memory_html(out, in);
+    out << "<section id='explain'><h2>Why these collectives</h2>\n";
+    explanation_html(out, in.explanation);
+    out << "</section>\n";
+    report_ops_html(out, in);
+    if (in.measured) report_measured_html(out, in);
     out << "<footer><p>Made by zerosim; self-contained: no network access needed.</p></footer></body></html>\n";
 }
 

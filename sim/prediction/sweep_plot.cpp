@@ -77,9 +77,9 @@ double memory_gib(const SweepResult& r) {
     return static_cast<double>(r.memory_bytes + r.activation_bytes + kFrameworkReserveBytes) / static_cast<double>(int64_t{1} << 30);
 }
 
-}  // namespace
-
-void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows) {
+// The series of a sweep, one per topology, stage and settings (and what-if), ordered by
+// topology, stage and first point's grid order; each series' points by ranks.
+std::vector<Series> sweep_plot_series(const SweepSpec& spec, const std::vector<SweepResult>& rows) {
     std::map<std::string, Series> by_key;   // ordered by topology, stage, settings
     for (const auto& r : rows) {
         if (!r.error.empty()) continue;
@@ -102,141 +102,214 @@ void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector
         std::sort(s.points.begin(), s.points.end(), [](auto* a, auto* b) { return a->world < b->world; });
         series.push_back(std::move(s));
     }
+    return series;
+}
+
+// What both panels share: the page's sizes, the ranks' log-scale x axis, the GPU's memory, and
+// each series' line width and marker size.
+struct SweepPlotFrame {
+    double W = 920, H = 360, L = 90, R = 24, T = 46, B = 56, legend_row = 22;
+    double pw = W - L - R, ph = H - T - B;
     double wmin = 1e300, wmax = 0, gpu_gib = 0;
-    for (const auto& s : series)
-        for (const auto* r : s.points) {
-            wmin = std::min(wmin, static_cast<double>(r->world));
-            wmax = std::max(wmax, static_cast<double>(r->world));
-            gpu_gib = std::max(gpu_gib, static_cast<double>(r->gpu_memory_bytes) / static_cast<double>(int64_t{1} << 30));
-        }
-    if (wmax <= 0) wmin = wmax = 1;
-    const bool one_world = wmax == wmin;
-    if (one_world) wmin /= 2, wmax *= 2;
-    const double W = 920, H = 360, L = 90, R = 24, T = 46, B = 56, legend_row = 22;
-    const double total_h = 2 * H + 40 + legend_row * static_cast<double>(series.size() + 2);
-    out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << total_h << "' viewBox='0 0 " << W << " "
-        << total_h << "' font-family='sans-serif' font-size='12'>\n";
-    out << "<defs><clipPath id='plot-area'><rect x='" << L << "' y='" << T << "' width='" << W - L - R << "' height='" << H - T - B
-        << "'/></clipPath></defs>\n";
-    const double pw = W - L - R, ph = H - T - B;
+    double n_series = 1;
+
     // 4% of the width either side, so the end markers sit inside the frame.
-    auto X = [&](double w) {
+    double x_of(double w) const {
         return L + pw * (0.04 + 0.92 * (std::log2(w) - std::log2(wmin)) / (std::log2(wmax) - std::log2(wmin)));
-    };
+    }
     // Earlier series are drawn wider and with bigger markers, so a later series on top of an
     // identical one leaves it visible as a border.
-    const double n_series = static_cast<double>(std::max<size_t>(series.size(), 1));
-    auto width_of = [&](size_t k) { return 1.6 + 2.4 * (n_series - 1 - static_cast<double>(k)) / std::max(1.0, n_series - 1); };
-    auto radius_of = [&](size_t k) { return 4.0 + 2.5 * (n_series - 1 - static_cast<double>(k)) / std::max(1.0, n_series - 1); };
-    auto panel = [&](const char* id, double y0, const std::string& title, auto value, bool from_zero, bool is_time) {
-        double lo = 1e300, hi = -1e300;
-        for (const auto& s : series)
-            for (const auto* r : s.points) lo = std::min(lo, value(*r)), hi = std::max(hi, value(*r));
-        if (!is_time && gpu_gib > 0) hi = std::max(hi, gpu_gib), lo = std::min(lo, gpu_gib);
-        if (hi < lo) lo = 0, hi = 1;
-        // Start at 0 unless the values sit far above it: then a range around them shows the
-        // differences, and the plot says where the axis starts.
-        if (from_zero || lo < 0.35 * hi) lo = 0;
-        double span = hi - lo > 0 ? hi - lo : std::max(std::fabs(hi), 1.0);
-        double step = nice_step(span, 5);
-        double ylo = lo == 0 ? 0 : std::floor((lo - 0.05 * span) / step) * step;
-        double yhi = std::ceil((hi + 0.02 * span) / step) * step;
-        if (ylo < 0) ylo = 0;
-        if (yhi <= ylo) yhi = ylo + step;
-        // At least 9 px between the extreme values and the frame, so markers stay inside it.
-        for (int i = 0; i < 8 && (yhi - hi) / (yhi - ylo) * ph < 9; ++i) yhi += step;
-        for (int i = 0; i < 8 && ylo > 0 && (lo - ylo) / (yhi - ylo) * ph < 9; ++i) ylo = std::max(0.0, ylo - step);
-        auto Y = [&](double v) { return y0 + T + ph - (v - ylo) / (yhi - ylo) * ph; };
-        const AxisUnit unit = is_time ? time_unit(yhi) : memory_unit(yhi);
-        out << "<g class='panel' id='" << id << "'>\n";
-        out << "<text class='title' x='" << L << "' y='" << y0 + 24 << "' font-size='15' font-weight='bold'>" << html_escape(title) << "</text>\n";
-        out << "<rect class='frame' x='" << L << "' y='" << y0 + T << "' width='" << pw << "' height='" << ph
-            << "' fill='none' stroke='#777'/>\n";
-        for (double w = std::exp2(std::ceil(std::log2(wmin))); w <= wmax * 1.0001; w *= 2) {
-            out << "<line x1='" << X(w) << "' x2='" << X(w) << "' y1='" << y0 + T << "' y2='" << y0 + T + ph << "' stroke='#eee'/>";
-            out << "<text class='tick xtick' x='" << X(w) << "' y='" << y0 + T + ph + 16 << "' text-anchor='middle'>"
-                << static_cast<int64_t>(w) << "</text>\n";
+    double line_width(size_t k) const { return 1.6 + 2.4 * (n_series - 1 - static_cast<double>(k)) / std::max(1.0, n_series - 1); }
+    double marker_radius(size_t k) const { return 4.0 + 2.5 * (n_series - 1 - static_cast<double>(k)) / std::max(1.0, n_series - 1); }
+};
+
+SweepPlotFrame sweep_plot_frame(const std::vector<Series>& series) {
+    SweepPlotFrame f;
+    for (const auto& s : series)
+        for (const auto* r : s.points) {
+            f.wmin = std::min(f.wmin, static_cast<double>(r->world));
+            f.wmax = std::max(f.wmax, static_cast<double>(r->world));
+            f.gpu_gib = std::max(f.gpu_gib, static_cast<double>(r->gpu_memory_bytes) / static_cast<double>(int64_t{1} << 30));
         }
-        out << "<text class='xlabel' x='" << L + pw / 2 << "' y='" << y0 + T + ph + 38
-            << "' text-anchor='middle'>data-parallel ranks (log scale)</text>\n";
-        for (double v = ylo; v <= yhi + step * 1e-6; v += step) {
-            out << "<line x1='" << L << "' x2='" << L + pw << "' y1='" << Y(v) << "' y2='" << Y(v) << "' stroke='#eee'/>";
-            out << "<text class='tick ytick' x='" << L - 6 << "' y='" << Y(v) + 4 << "' text-anchor='end'>"
-                << tick_label(v, unit) << "</text>\n";
-        }
-        out << "<text class='ylabel' transform='translate(" << 16 << "," << y0 + T + ph / 2 << ") rotate(-90)' text-anchor='middle'>"
-            << (is_time ? "step time (" : "memory per rank (") << unit.name << ")</text>\n";
-        if (ylo > 0) {
-            // The axis does not start at zero: a break mark on it and a note.
-            double yb = y0 + T + ph;
-            out << "<path class='axis-break' d='M" << L - 6 << "," << yb - 4 << " l12,-5 M" << L - 6 << "," << yb + 1
-                << " l12,-5' stroke='#333' stroke-width='1.5'/>";
-            out << "<text class='zero-note' x='" << L + pw << "' y='" << y0 + 24 << "' text-anchor='end' fill='#333'>y axis starts at "
-                << tick_label(ylo, unit) << " " << unit.name << ", not 0</text>\n";
-        }
-        // Series that coincide here are said, so none seems missing.
-        std::string same;
-        for (size_t k = 1; k < series.size(); ++k)
-            for (size_t j = 0; j < k; ++j) {
-                const auto &a = series[j].points, &b = series[k].points;
-                bool eq = a.size() == b.size();
-                for (size_t i = 0; eq && i < a.size(); ++i)
-                    eq = a[i]->world == b[i]->world && std::fabs(value(*a[i]) - value(*b[i])) <= 1e-9 * std::max(1.0, std::fabs(value(*a[i])));
-                if (eq) {
-                    same += (same.empty() ? "" : "; ") + series[k].label + " = " + series[j].label;
-                    break;
-                }
+    if (f.wmax <= 0) f.wmin = f.wmax = 1;
+    const bool one_world = f.wmax == f.wmin;
+    if (one_world) f.wmin /= 2, f.wmax *= 2;
+    f.n_series = static_cast<double>(std::max<size_t>(series.size(), 1));
+    return f;
+}
+
+// The value a panel plots of a sweep point: step time in ms, or memory per rank in GiB.
+using SweepValue = double (*)(const SweepResult&);
+
+double sweep_step_ms(const SweepResult& r) { return r.step_ms; }
+
+// A panel's y axis: from ylo to yhi in steps of `step`.
+struct SweepYAxis {
+    double ylo = 0, yhi = 1, step = 1;
+
+    // The y of value v in the panel whose top is at y0.
+    double y_of(double v, double y0, const SweepPlotFrame& f) const { return y0 + f.T + f.ph - (v - ylo) / (yhi - ylo) * f.ph; }
+};
+
+SweepYAxis sweep_y_axis(const std::vector<Series>& series, SweepValue value, const SweepPlotFrame& f, bool from_zero, bool is_time) {
+    double lo = 1e300, hi = -1e300;
+    for (const auto& s : series)
+        for (const auto* r : s.points) lo = std::min(lo, value(*r)), hi = std::max(hi, value(*r));
+    if (!is_time && f.gpu_gib > 0) hi = std::max(hi, f.gpu_gib), lo = std::min(lo, f.gpu_gib);
+    if (hi < lo) lo = 0, hi = 1;
+    // Start at 0 unless the values sit far above it: then a range around them shows the
+    // differences, and the plot says where the axis starts.
+    if (from_zero || lo < 0.35 * hi) lo = 0;
+    double span = hi - lo > 0 ? hi - lo : std::max(std::fabs(hi), 1.0);
+    SweepYAxis y;
+    y.step = nice_step(span, 5);
+    y.ylo = lo == 0 ? 0 : std::floor((lo - 0.05 * span) / y.step) * y.step;
+    y.yhi = std::ceil((hi + 0.02 * span) / y.step) * y.step;
+    if (y.ylo < 0) y.ylo = 0;
+    if (y.yhi <= y.ylo) y.yhi = y.ylo + y.step;
+    // At least 9 px between the extreme values and the frame, so markers stay inside it.
+    for (int i = 0; i < 8 && (y.yhi - hi) / (y.yhi - y.ylo) * f.ph < 9; ++i) y.yhi += y.step;
+    for (int i = 0; i < 8 && y.ylo > 0 && (lo - y.ylo) / (y.yhi - y.ylo) * f.ph < 9; ++i) y.ylo = std::max(0.0, y.ylo - y.step);
+    return y;
+}
+
+// A panel's title, frame, ticks and axis labels, with a break mark and a note when y does not
+// start at 0.
+void sweep_panel_axes_svg(std::ostream& out, const SweepPlotFrame& f, const SweepYAxis& ya, double y0, const std::string& title,
+                          AxisUnit unit, bool is_time) {
+    const double L = f.L, T = f.T, pw = f.pw, ph = f.ph;
+    out << "<text class='title' x='" << L << "' y='" << y0 + 24 << "' font-size='15' font-weight='bold'>" << html_escape(title) << "</text>\n";
+    out << "<rect class='frame' x='" << L << "' y='" << y0 + T << "' width='" << pw << "' height='" << ph
+        << "' fill='none' stroke='#777'/>\n";
+    for (double w = std::exp2(std::ceil(std::log2(f.wmin))); w <= f.wmax * 1.0001; w *= 2) {
+        out << "<line x1='" << f.x_of(w) << "' x2='" << f.x_of(w) << "' y1='" << y0 + T << "' y2='" << y0 + T + ph << "' stroke='#eee'/>";
+        out << "<text class='tick xtick' x='" << f.x_of(w) << "' y='" << y0 + T + ph + 16 << "' text-anchor='middle'>"
+            << static_cast<int64_t>(w) << "</text>\n";
+    }
+    out << "<text class='xlabel' x='" << L + pw / 2 << "' y='" << y0 + T + ph + 38
+        << "' text-anchor='middle'>data-parallel ranks (log scale)</text>\n";
+    for (double v = ya.ylo; v <= ya.yhi + ya.step * 1e-6; v += ya.step) {
+        out << "<line x1='" << L << "' x2='" << L + pw << "' y1='" << ya.y_of(v, y0, f) << "' y2='" << ya.y_of(v, y0, f) << "' stroke='#eee'/>";
+        out << "<text class='tick ytick' x='" << L - 6 << "' y='" << ya.y_of(v, y0, f) + 4 << "' text-anchor='end'>"
+            << tick_label(v, unit) << "</text>\n";
+    }
+    out << "<text class='ylabel' transform='translate(" << 16 << "," << y0 + T + ph / 2 << ") rotate(-90)' text-anchor='middle'>"
+        << (is_time ? "step time (" : "memory per rank (") << unit.name << ")</text>\n";
+    if (ya.ylo > 0) {
+        // The axis does not start at zero: a break mark on it and a note.
+        double yb = y0 + T + ph;
+        out << "<path class='axis-break' d='M" << L - 6 << "," << yb - 4 << " l12,-5 M" << L - 6 << "," << yb + 1
+            << " l12,-5' stroke='#333' stroke-width='1.5'/>";
+        out << "<text class='zero-note' x='" << L + pw << "' y='" << y0 + 24 << "' text-anchor='end' fill='#333'>y axis starts at "
+            << tick_label(ya.ylo, unit) << " " << unit.name << ", not 0</text>\n";
+    }
+}
+
+// Series that coincide in a panel ("a = b; c = d"), said so that none seems missing.
+std::string sweep_identical_series(const std::vector<Series>& series, SweepValue value) {
+    std::string same;
+    for (size_t k = 1; k < series.size(); ++k)
+        for (size_t j = 0; j < k; ++j) {
+            const auto &a = series[j].points, &b = series[k].points;
+            bool eq = a.size() == b.size();
+            for (size_t i = 0; eq && i < a.size(); ++i)
+                eq = a[i]->world == b[i]->world && std::fabs(value(*a[i]) - value(*b[i])) <= 1e-9 * std::max(1.0, std::fabs(value(*a[i])));
+            if (eq) {
+                same += (same.empty() ? "" : "; ") + series[k].label + " = " + series[j].label;
+                break;
             }
-        if (!same.empty())
-            out << "<text class='same-note' x='" << L + pw << "' y='" << y0 + 40 << "' text-anchor='end' fill='#333'>identical: "
-                << html_escape(same) << "</text>\n";
-        if (!is_time && gpu_gib > 0) {
-            out << "<line class='gpu-memory' x1='" << L << "' x2='" << L + pw << "' y1='" << Y(gpu_gib) << "' y2='" << Y(gpu_gib)
-                << "' stroke='#b00' stroke-dasharray='6 3'/><text x='" << L + pw - 4 << "' y='" << Y(gpu_gib) - 5
-                << "' text-anchor='end' fill='#b00'>GPU memory " << tick_label(gpu_gib, unit) << " " << unit.name << "</text>\n";
         }
-        out << "<g clip-path='url(#plot-area)' transform='translate(0," << y0 << ")'>\n";
-        for (size_t k = 0; k < series.size(); ++k) {
-            const char* c = kColours[k % 8];
-            std::string d;
-            for (const auto* r : series[k].points) {
-                char seg[64];
-                std::snprintf(seg, sizeof seg, "%s%.1f,%.1f", d.empty() ? "M" : " L", X(static_cast<double>(r->world)), Y(value(*r)) - y0);
-                d += seg;
-            }
-            out << "<path class='series' data-series='" << k << "' d='" << d << "' fill='none' stroke='" << c
-                << "' stroke-width='" << width_of(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/>\n";
-            for (const auto* r : series[k].points) {
-                const double x = X(static_cast<double>(r->world)), y = Y(value(*r)) - y0;
-                const bool no = r->fits == "no";
-                out << "<path class='marker " << (no ? "nofit" : "fit") << "' data-series='" << k << "' d='"
-                    << marker_path(static_cast<int>(k), x, y, radius_of(k)) << "' fill='" << (no ? "white" : c) << "' stroke='" << c
-                    << "' stroke-width='1.5'/>";
-                if (no)
-                    out << "<path class='cross' d='M" << x - 3 << "," << y - 3 << " L" << x + 3 << "," << y + 3 << " M" << x - 3 << ","
-                        << y + 3 << " L" << x + 3 << "," << y - 3 << "' stroke='" << c << "' stroke-width='1.2'/>";
-                out << "\n";
-            }
+    return same;
+}
+
+// Each series' line and markers in the panel whose top is at y0, clipped to the plot area.
+void sweep_series_svg(std::ostream& out, const SweepPlotFrame& f, const SweepYAxis& ya, const std::vector<Series>& series,
+                      SweepValue value, double y0) {
+    out << "<g clip-path='url(#plot-area)' transform='translate(0," << y0 << ")'>\n";
+    for (size_t k = 0; k < series.size(); ++k) {
+        const char* c = kColours[k % 8];
+        std::string d;
+        for (const auto* r : series[k].points) {
+            char seg[64];
+            std::snprintf(seg, sizeof seg, "%s%.1f,%.1f", d.empty() ? "M" : " L", f.x_of(static_cast<double>(r->world)),
+                          ya.y_of(value(*r), y0, f) - y0);
+            d += seg;
         }
-        out << "</g></g>\n";
-    };
-    panel("step-time", 0, "Step time (the last predicted step)", [](const SweepResult& r) { return r.step_ms; }, false, true);
-    panel("memory", H, "Memory per rank: model states + activations + framework reserve", memory_gib, true, false);
+        out << "<path class='series' data-series='" << k << "' d='" << d << "' fill='none' stroke='" << c
+            << "' stroke-width='" << f.line_width(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/>\n";
+        for (const auto* r : series[k].points) {
+            const double x = f.x_of(static_cast<double>(r->world)), y = ya.y_of(value(*r), y0, f) - y0;
+            const bool no = r->fits == "no";
+            out << "<path class='marker " << (no ? "nofit" : "fit") << "' data-series='" << k << "' d='"
+                << marker_path(static_cast<int>(k), x, y, f.marker_radius(k)) << "' fill='" << (no ? "white" : c) << "' stroke='" << c
+                << "' stroke-width='1.5'/>";
+            if (no)
+                out << "<path class='cross' d='M" << x - 3 << "," << y - 3 << " L" << x + 3 << "," << y + 3 << " M" << x - 3 << ","
+                    << y + 3 << " L" << x + 3 << "," << y - 3 << "' stroke='" << c << "' stroke-width='1.2'/>";
+            out << "\n";
+        }
+    }
+    out << "</g>";
+}
+
+// One panel, its top at y0: `value` of every series against ranks, with the GPU's memory as a
+// line on the memory panel.
+void sweep_panel_svg(std::ostream& out, const SweepPlotFrame& f, const std::vector<Series>& series, const char* id, double y0,
+                     const std::string& title, SweepValue value, bool from_zero, bool is_time) {
+    const SweepYAxis ya = sweep_y_axis(series, value, f, from_zero, is_time);
+    const AxisUnit unit = is_time ? time_unit(ya.yhi) : memory_unit(ya.yhi);
+    out << "<g class='panel' id='" << id << "'>\n";
+    sweep_panel_axes_svg(out, f, ya, y0, title, unit, is_time);
+    const std::string same = sweep_identical_series(series, value);
+    if (!same.empty())
+        out << "<text class='same-note' x='" << f.L + f.pw << "' y='" << y0 + 40 << "' text-anchor='end' fill='#333'>identical: "
+            << html_escape(same) << "</text>\n";
+    if (!is_time && f.gpu_gib > 0) {
+        const double y_gpu = ya.y_of(f.gpu_gib, y0, f);
+        out << "<line class='gpu-memory' x1='" << f.L << "' x2='" << f.L + f.pw << "' y1='" << y_gpu << "' y2='" << y_gpu
+            << "' stroke='#b00' stroke-dasharray='6 3'/><text x='" << f.L + f.pw - 4 << "' y='" << y_gpu - 5
+            << "' text-anchor='end' fill='#b00'>GPU memory " << tick_label(f.gpu_gib, unit) << " " << unit.name << "</text>\n";
+    }
+    sweep_series_svg(out, f, ya, series, value, y0);
+    out << "</g>\n";
+}
+
+// The legend under the panels: each series' line, marker and label, and what a hollow crossed
+// marker means.
+void sweep_legend_svg(std::ostream& out, const SweepPlotFrame& f, const std::vector<Series>& series) {
+    const double L = f.L;
     out << "<g class='legend'>\n";
     for (size_t k = 0; k < series.size(); ++k) {
-        double y = 2 * H + 24 + legend_row * static_cast<double>(k);
+        double y = 2 * f.H + 24 + f.legend_row * static_cast<double>(k);
         const char* c = kColours[k % 8];
         out << "<g class='entry' data-series='" << k << "'><line x1='" << L << "' x2='" << L + 36 << "' y1='" << y << "' y2='" << y
-            << "' stroke='" << c << "' stroke-width='" << width_of(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/><path d='"
+            << "' stroke='" << c << "' stroke-width='" << f.line_width(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/><path d='"
             << marker_path(static_cast<int>(k), L + 18, y, 4.5) << "' fill='" << c << "' stroke='" << c << "'/><text x='" << L + 46
             << "' y='" << y + 4 << "'>" << html_escape(series[k].label) << "</text></g>\n";
     }
-    double y = 2 * H + 24 + legend_row * static_cast<double>(series.size());
+    double y = 2 * f.H + 24 + f.legend_row * static_cast<double>(series.size());
     out << "<g class='entry-note'><path d='" << marker_path(0, L + 18, y, 4.5) << "' fill='white' stroke='#555'/><path d='M"
         << L + 15 << "," << y - 3 << " L" << L + 21 << "," << y + 3 << " M" << L + 15 << "," << y + 3 << " L" << L + 21 << "," << y - 3
         << "' stroke='#555'/><text x='" << L + 46 << "' y='" << y + 4
         << "'>hollow and crossed: does not fit the GPU (model states + activations + reserve above its memory)</text></g>\n";
-    out << "</g>\n</svg>\n";
+    out << "</g>\n";
+}
+
+}  // namespace
+
+void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows) {
+    const std::vector<Series> series = sweep_plot_series(spec, rows);
+    const SweepPlotFrame f = sweep_plot_frame(series);
+    const double total_h = 2 * f.H + 40 + f.legend_row * static_cast<double>(series.size() + 2);
+    out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << f.W << "' height='" << total_h << "' viewBox='0 0 " << f.W << " "
+        << total_h << "' font-family='sans-serif' font-size='12'>\n";
+    out << "<defs><clipPath id='plot-area'><rect x='" << f.L << "' y='" << f.T << "' width='" << f.W - f.L - f.R << "' height='"
+        << f.H - f.T - f.B << "'/></clipPath></defs>\n";
+    sweep_panel_svg(out, f, series, "step-time", 0, "Step time (the last predicted step)", sweep_step_ms, false, true);
+    sweep_panel_svg(out, f, series, "memory", f.H, "Memory per rank: model states + activations + framework reserve", memory_gib, true,
+                    false);
+    sweep_legend_svg(out, f, series);
+    out << "</svg>\n";
 }
 
 }  // namespace zerosim
