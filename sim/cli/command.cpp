@@ -7,6 +7,7 @@
 #include "core/number_list.hpp"
 #include "core/output.hpp"
 #include "core/sizes.hpp"
+#include "formats/schedule_json.hpp"
 #include "prediction/gathered_budget.hpp"
 #include "schedule/what_if.hpp"
 #include "schedule/schedule.hpp"
@@ -115,17 +116,22 @@ void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--max-memory", a.max_memory, "Refuse a schedule estimated to take more memory than this (default 4G)");
 }
 
+// The config's warnings and its offload note on stderr, read from its file or from a saved schedule.
+static void note_ds_config(const DsConfig& cfg) {
+    warn_ds_config("zerosim", cfg);
+    if (cfg.zero.offload_optimizer || cfg.zero.offload_param)
+        std::cerr << "zerosim: note: " << cfg.source
+                  << ": offload_optimizer/offload_param: collectives as DeepSpeed changes them; PCIe copies and the CPU "
+                     "optimizer step timed from the topology's host.pcie_gbps and host.cpu_adam_gbs (assumptions; "
+                     "sim/timing/offload_time.hpp), NVMe offload timed as CPU\n";
+}
+
 Result<Inputs> load_inputs(const ScheduleArgs& a) {
     auto release = resolve_release(a.deepspeed);
     if (!release) return release.error();
     auto cfg = load_ds_config(a.ds_config, release.value());
     if (!cfg) return cfg.error();
-    warn_ds_config("zerosim", cfg.value());
-    if (cfg->zero.offload_optimizer || cfg->zero.offload_param)
-        std::cerr << "zerosim: note: " << a.ds_config
-                  << ": offload_optimizer/offload_param: collectives as DeepSpeed changes them; PCIe copies and the CPU "
-                     "optimizer step timed from the topology's host.pcie_gbps and host.cpu_adam_gbs (assumptions; "
-                     "sim/timing/offload_time.hpp), NVMe offload timed as CPU\n";
+    note_ds_config(cfg.value());
     auto model = load_model(a.model);
     if (!model) return model.error();
     ScheduleOptions opt;
@@ -148,6 +154,60 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     return Inputs{std::move(cfg).value(), std::move(model).value(), std::move(sched).value()};
 }
 
+// The flags that build a schedule, which a saved schedule replaces (each subcommand has some of them).
+static const char* const kScheduleBuildingFlags[] = {"--ds-config", "--model",          "--world",     "--steps",
+                                                     "--seq-len",   "--overflow-steps", "--deepspeed", "--zero-init",
+                                                     "--max-ops",   "--max-memory",     "--gpus-per-node"};
+
+void add_saved_schedule(CLI::App* sub, ScheduleArgs& a) {
+    sub->add_option("--schedule", a.schedule,
+                    "A schedule saved by zerosim schedule --format json (possibly edited), in place of --ds-config, "
+                    "--model and the flags that build one; predicted as it is (docs/schedule-ir.md)");
+    for (const char* flag : {"--ds-config", "--model", "--world"})
+        if (auto* o = sub->get_option_no_throw(flag)) o->required(false);   // required without --schedule: checked on run
+}
+
+// Whether the command line gave `flag` (a flag the subcommand lacks was not given).
+static bool given(const CLI::App* sub, const char* flag) {
+    const CLI::Option* o = sub->get_option_no_throw(flag);
+    return o && o->count() > 0;
+}
+
+// Without --schedule, the flags CLI11 no longer requires (add_saved_schedule); with it, none that
+// would build another schedule, which the file's IR would silently override.
+static Status check_saved_schedule_flags(const CLI::App* sub, const ScheduleArgs& a, bool world_required) {
+    if (a.schedule.empty()) {
+        for (const char* flag : {"--ds-config", "--model"})
+            if (!given(sub, flag))
+                return Error{"", flag, "required (or --schedule FILE, a schedule saved by zerosim schedule --format json)"};
+        if (world_required && !given(sub, "--world"))
+            return Error{"", "--world", "required (or --schedule FILE, a schedule saved by zerosim schedule --format json)"};
+        return std::nullopt;
+    }
+    for (const char* flag : kScheduleBuildingFlags)
+        if (given(sub, flag))
+            return Error{"", "--schedule",
+                         std::string("a saved schedule was built from its config, model, world and steps and keeps them: "
+                                     "give --schedule or ") + flag + ", not both"};
+    return std::nullopt;
+}
+
+Result<Inputs> load_schedule_inputs(const CLI::App* sub, const ScheduleArgs& a, bool world_required) {
+    if (auto e = check_saved_schedule_flags(sub, a, world_required)) return *e;
+    if (a.schedule.empty()) return load_inputs(a);
+    auto saved = read_saved_schedule(a.schedule);
+    if (!saved) return saved.error();
+    auto in = saved_schedule_inputs(std::move(saved).value(), a.schedule);
+    if (!in) return in.error();
+    note_ds_config(in->cfg);
+    return Inputs{std::move(in->cfg), std::move(in->model), std::move(in->schedule)};
+}
+
+std::vector<std::string> schedule_input_files(const ScheduleArgs& a) {
+    if (!a.schedule.empty()) return {a.schedule};
+    return {a.ds_config, a.model};
+}
+
 // Built outside zero.Init, stage 3's engine start holds the whole model on every GPU
 // (_broadcast_model, then Init(module=...) partitioning it): say so when that cannot fit.
 static void warn_engine_start_memory(const Schedule& s, const Topology& t) {
@@ -162,31 +222,67 @@ static void warn_engine_start_memory(const Schedule& s, const Topology& t) {
     std::cerr << "zerosim: warning: " << t.source << ": " << line << "\n";
 }
 
-Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology, int64_t nodes, bool announce) {
+// A saved schedule on the topology predict would have built it for: its world on the topology's
+// GPUs, built for the topology's GPUs per node (what DeepSpeed's device_count() sees there).
+static Status check_saved_on_topology(const Schedule& s, const std::string& path, const Topology& t) {
+    if (auto e = check_world_fits(t, s.meta.world))
+        return Error{path, "meta.world", e->message + " (the world the schedule was built for)"};
+    const int64_t g = s.meta.variants.gpus_per_node;
+    if (g != t.gpus_per_node)
+        return Error{path, "meta.zero_variants.gpus_per_node",
+                     (g > 0 ? "is " + std::to_string(g) : std::string("is not given")) + ", the topology's nodes have " +
+                         std::to_string(t.gpus_per_node) + " GPUs; save the schedule with zerosim schedule --gpus-per-node " +
+                         std::to_string(t.gpus_per_node) + ", as predict builds it on this topology"};
+    return std::nullopt;
+}
+
+// The inputs on the topology: a saved schedule as it is, or one built on --world (else every GPU)
+// with the topology's GPUs per node; the fabric model (--fabric) for that world, its what-ifs
+// checked before a schedule is built.
+static Result<Inputs> inputs_on_topology(const CLI::App* sub, ScheduleArgs& a, const Topology& t,
+                                         std::shared_ptr<FabricModel>& fabric) {
+    if (!a.schedule.empty()) {
+        auto in = load_schedule_inputs(sub, a, false);
+        if (!in) return in.error();
+        if (auto e = check_saved_on_topology(in->schedule, a.schedule, t)) return *e;
+        a.world = in->schedule.meta.world;
+        auto f = fabric_model_for(a.fabric, t, a.world);
+        if (!f) return f.error();
+        fabric = std::move(f).value();
+        return in;
+    }
+    if (auto e = check_saved_schedule_flags(sub, a, false)) return *e;
+    auto world = world_on(t, a.world);
+    if (!world) return world.error();
+    a.world = world.value();
+    a.gpus_per_node = t.gpus_per_node;   // what DeepSpeed's device_count() sees (qgZ's node groups)
+    auto f = fabric_model_for(a.fabric, t, a.world);   // --fabric: its what-ifs checked first
+    if (!f) return f.error();
+    fabric = std::move(f).value();
+    return load_inputs(a);
+}
+
+Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const std::string& topology, int64_t nodes,
+                                    bool announce) {
     auto topo = load_topology(topology, nodes);
     if (!topo) return topo.error();
     if (auto e = apply_nccl_flag(a.nccl, topo.value())) return *e;
-    auto world = world_on(topo.value(), a.world);
-    if (!world) return world.error();
-    a.world = world.value();
-    a.gpus_per_node = topo->gpus_per_node;   // what DeepSpeed's device_count() sees (qgZ's node groups)
-    auto fabric = fabric_model_for(a.fabric, topo.value(), a.world);   // --fabric: its what-ifs checked first
-    if (!fabric) return fabric.error();
-    auto in = load_inputs(a);
+    std::shared_ptr<FabricModel> fabric;   // --fabric: null without it
+    auto in = inputs_on_topology(sub, a, topo.value(), fabric);
     if (!in) return in.error();
     std::optional<Schedule> real;
     if (!a.what_if.empty()) {
         real = in->schedule;
         if (auto e = apply_what_if_flag(a.what_if, in->schedule)) return *e;
     }
-    if (announce && (a.steps > 1 || a.world > 256))
+    if (announce && (in->schedule.meta.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
     warn_engine_start_memory(real ? *real : in->schedule, topo.value());   // DeepSpeed's engine start
     // Fabric mode plans on its ideal topology and divides each plan by its traffic's slowdown.
-    const Topology& timed = fabric.value() ? fabric.value()->ideal_topology() : topo.value();
+    const Topology& timed = fabric ? fabric->ideal_topology() : topo.value();
     EngineAdjust adjust;
-    if (fabric.value()) adjust = fabric.value()->engine_adjust(in->schedule.meta);
-    const EngineAdjust* adj = fabric.value() ? &adjust : nullptr;
+    if (fabric) adjust = fabric->engine_adjust(in->schedule.meta);
+    const EngineAdjust* adj = fabric ? &adjust : nullptr;
     auto logged = simulate(in->schedule, timed, TimingMode::Synchronized, INT64_MAX, adj);
     if (!logged) return logged.error();
     auto overlapped = simulate(in->schedule, timed, TimingMode::Overlapped,
@@ -195,13 +291,13 @@ Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology
     Prediction real_overlapped;
     if (real) {   // DeepSpeed's own schedule, timed as predict times it, for the side-by-side table
         EngineAdjust real_adjust;   // its own groups (a what-if may regroup the ranks)
-        if (fabric.value()) real_adjust = fabric.value()->engine_adjust(real->meta);
+        if (fabric) real_adjust = fabric->engine_adjust(real->meta);
         auto r = simulate(*real, timed, TimingMode::Overlapped,
-                          gathered_parameter_budget(in->model, in->cfg, *real, topo.value()), fabric.value() ? &real_adjust : nullptr);
+                          gathered_parameter_budget(in->model, in->cfg, *real, topo.value()), fabric ? &real_adjust : nullptr);
         if (!r) return r.error();
         real_overlapped = std::move(r).value();
     }
-    if (fabric.value()) note_fabric(*fabric.value());
+    if (fabric) note_fabric(*fabric);
     return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value(),
                      std::move(real), std::move(real_overlapped)};
 }

@@ -74,8 +74,13 @@ struct ScheduleArgs {
     bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
     std::string what_if;      // --what-if NAME (schedule/what_if.hpp): not DeepSpeed's schedule
     FabricArgs fabric;        // --fabric (predict): fabric mode
+    std::string schedule;     // --schedule FILE (predict, report, explain): a saved schedule
 };
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
+// --schedule FILE (predict, report, explain): the schedule a `zerosim schedule --format json` saved
+// (formats/schedule_json.hpp), in place of --ds-config, --model and the flags that build one, which
+// are then required only without it. Call after add_schedule_inputs and the other schedule flags.
+void add_saved_schedule(CLI::App* sub, ScheduleArgs& a);
 // --deepspeed VERSION: the DeepSpeed release whose schedule, keys and refusals apply.
 void add_deepspeed_flag(CLI::App* sub, std::string& version);
 // The release --deepspeed names; without the flag the newest the rules cover, said once on stderr
@@ -107,6 +112,12 @@ struct Inputs {
 };
 // Reads the config and the model and builds the schedule; prints warnings on the way.
 Result<Inputs> load_inputs(const ScheduleArgs& a);
+// --schedule's flags checked (`sub` says which were given: none that build a schedule beside it;
+// --ds-config and --model, and --world where `world_required`, without it), then the saved
+// schedule and its config and model, else load_inputs.
+Result<Inputs> load_schedule_inputs(const CLI::App* sub, const ScheduleArgs& a, bool world_required);
+// The files the inputs come from: the saved schedule, else the config and the model.
+std::vector<std::string> schedule_input_files(const ScheduleArgs& a);
 // Model states (analysis/memory.hpp) + activations + reserve of the inputs' schedule against the
 // topology's GPU; the flag or the config's activation_checkpointing section turns checkpointing on.
 FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpointing);
@@ -127,7 +138,8 @@ struct Simulated {
 };
 // --what-if NAME applied to the inputs' schedule, with its "NOT DeepSpeed's schedule" note on stderr.
 Status apply_what_if_flag(const std::string& name, Schedule& s);
-Result<Simulated> load_and_simulate(ScheduleArgs& a, const std::string& topology, int64_t nodes, bool announce);
+Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const std::string& topology, int64_t nodes,
+                                    bool announce);
 
 // predict/report --what-if: the real schedule's figures beside the what-if's (sim.real is set).
 WhatIfComparison compare_what_if(const std::string& name, const Simulated& sim, bool activation_checkpointing);

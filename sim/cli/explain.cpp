@@ -9,11 +9,12 @@ Command add_explain(CLI::App& app) {
     auto* sub = app.add_subcommand("explain", "Why each collective is there, what the config keys do, paper volume vs DeepSpeed");
     add_schedule_inputs(sub, *a, true);
     add_schedule_limits(sub, *a);
-    return {sub, [a] {
-                auto in = load_inputs(*a);
+    add_saved_schedule(sub, *a);
+    return {sub, [a, sub] {
+                auto in = load_schedule_inputs(sub, *a, true);
                 if (!in) return input_error(in.error());
                 std::string text = explain_schedule(in->model, in->cfg, in->schedule);
-                return emit(a->output, {a->ds_config, a->model}, [&](std::ostream& out) { out << text; });
+                return emit(a->output, schedule_input_files(*a), [&](std::ostream& out) { out << text; });
             }};
 }
 

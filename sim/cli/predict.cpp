@@ -17,8 +17,8 @@ struct PredictArgs {
     bool no_summary = false;
 };
 
-int run_predict(PredictArgs& a) {
-    auto sim = load_and_simulate(a.sched, a.topology, a.nodes, true);
+int run_predict(const CLI::App* sub, PredictArgs& a) {
+    auto sim = load_and_simulate(sub, a.sched, a.topology, a.nodes, true);
     if (!sim) return input_error(sim.error());
     const Schedule& sched = sim->in.schedule;
     const Prediction &logged = sim->logged, &overlapped = sim->overlapped;
@@ -32,7 +32,8 @@ int run_predict(PredictArgs& a) {
     }
     PredictReport report{sched, sim->topology, shown, overlapped, &fit, ""};
     if (compare) report.what_if_json = what_if_json(*compare);
-    std::vector<std::string> inputs = {a.sched.ds_config, a.sched.model, a.topology};
+    std::vector<std::string> inputs = schedule_input_files(a.sched);
+    inputs.push_back(a.topology);
     if (!a.trace.empty()) {
         int rc = emit(a.trace, inputs, [&](std::ostream& out) { write_chrome_trace(out, sched, overlapped); });
         if (rc != 0) return rc;
@@ -76,7 +77,8 @@ Command add_predict(CLI::App& app) {
                     "logger measures) or overlapped (as the hardware runs them)")
         ->check(CLI::IsMember({"logger", "overlapped"}))
         ->capture_default_str();
-    return {sub, [a] { return run_predict(*a); }};
+    add_saved_schedule(sub, a->sched);
+    return {sub, [a, sub] { return run_predict(sub, *a); }};
 }
 
 }  // namespace zerosim::cli

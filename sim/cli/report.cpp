@@ -20,8 +20,8 @@ struct ReportArgs {
     std::string measured;
 };
 
-int run_report(ReportArgs& a) {
-    auto sim = load_and_simulate(a.sched, a.topology, a.nodes, false);
+int run_report(const CLI::App* sub, ReportArgs& a) {
+    auto sim = load_and_simulate(sub, a.sched, a.topology, a.nodes, false);
     if (!sim) return input_error(sim.error());
     const Inputs& in = sim->in;
     const Schedule& schedule = in.schedule;
@@ -56,7 +56,8 @@ int run_report(ReportArgs& a) {
     ri.activation_formula = estimate_activations(in.model, schedule.meta.seq_len, schedule.meta.micro_batch, in.cfg.model_dtype,
                                                  a.sched.activation_checkpointing || in.cfg.activation_checkpointing)
                                 .formula;
-    std::vector<std::string> inputs = {a.sched.ds_config, a.sched.model, a.topology};
+    std::vector<std::string> inputs = schedule_input_files(a.sched);
+    inputs.push_back(a.topology);
     if (!a.measured.empty()) inputs.push_back(a.measured);
     return emit(a.sched.output, inputs, [&](std::ostream& out) { write_html_report(out, ri); });
 }
@@ -75,7 +76,8 @@ Command add_report(CLI::App& app) {
     sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));
     sub->add_option("--measured", a->measured, "A measured DeepSpeed comms_logger log (real DeepSpeed or zerorun)");
     add_nccl_flag(sub, a->sched.nccl);   // the report's prediction runs the collective model, as predict's does
-    return {sub, [a] { return run_report(*a); }};
+    add_saved_schedule(sub, a->sched);
+    return {sub, [a, sub] { return run_report(sub, *a); }};
 }
 
 }  // namespace zerosim::cli

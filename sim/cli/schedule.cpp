@@ -1,10 +1,20 @@
 // zerosim schedule: every collective (and compute segment) ZeRO issues, in three formats.
 #include "command.hpp"
+#include "core/json_input.hpp"
 #include "formats/schedule_outputs.hpp"
 
 namespace zerosim::cli {
 
 namespace {
+
+// The documents the schedule was built from, for the JSON's "inputs" (predict --schedule reads them).
+Result<ScheduleSources> schedule_sources(const ScheduleArgs& a) {
+    auto cfg = read_json_file(a.ds_config);
+    if (!cfg) return cfg.error();
+    auto model = read_json_file(a.model);
+    if (!model) return model.error();
+    return ScheduleSources{std::move(cfg).value(), std::move(model).value()};
+}
 
 int run_schedule(const ScheduleArgs& a) {
     auto in = load_inputs(a);
@@ -12,13 +22,19 @@ int run_schedule(const ScheduleArgs& a) {
     if (!a.what_if.empty())
         if (auto e = apply_what_if_flag(a.what_if, in->schedule)) return input_error(*e);
     const Schedule& s = in->schedule;
+    std::optional<ScheduleSources> sources;
+    if (a.format == "json") {
+        auto read = schedule_sources(a);
+        if (!read) return input_error(read.error());
+        sources = std::move(read).value();
+    }
     return emit(a.output, {a.ds_config, a.model}, [&](std::ostream& out) {
         if (a.format == "deepspeed") {
             DeepSpeedLogOptions o;
             o.log_summary = a.log_summary;
             write_schedule_deepspeed(out, s, o);
         } else if (a.format == "json") {
-            write_schedule_json(out, s);
+            write_schedule_json(out, s, &*sources);
         } else {
             TableOptions o;
             o.compute = a.compute;

@@ -336,7 +336,10 @@ Result<Model> model_from_param_list_json(const std::string& file, const std::str
 Result<Model> load_model(const std::string& path) {
     auto read = read_text_file(path, "model file");
     if (!read) return read.error();
-    const std::string& text = read.value();
+    return model_from_json_text(path, read.value());
+}
+
+Result<Model> model_from_json_text(const std::string& path, const std::string& text) {
     auto doc = parse_json_text(text, path);
     if (!doc) return doc.error();
     if (!doc->is_object())

@@ -1,5 +1,5 @@
-// Writers for a schedule (no timing yet): DeepSpeed comms_logger lines, a table for people, and
-// the IR as JSON (docs/schedule-ir.md), plus the JSON reader the runtime uses.
+// Writers for a schedule (no timing yet): DeepSpeed comms_logger lines and a table for people; the
+// IR as JSON and its one reader are in formats/schedule_json.hpp (included here).
 #pragma once
 
 #include <ostream>
@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "schedule/ir.hpp"
 #include "formats/comms_log.hpp"
+#include "formats/schedule_json.hpp"
 
 namespace zerosim {
 
@@ -40,10 +41,5 @@ struct TableOptions {
     bool compute = false;        // include compute segments
 };
 void write_schedule_table(std::ostream& out, const Schedule& s, const TableOptions& opt);
-
-void write_schedule_json(std::ostream& out, const Schedule& s);
-Result<Schedule> read_schedule_json(const std::string& path);
-// The same from text; `name` stands for the file in messages (the fuzz target's entry point).
-Result<Schedule> parse_schedule_json(const std::string& text, const std::string& name);
 
 }  // namespace zerosim

@@ -85,6 +85,9 @@ enum class GroupPolicy { AllInOne, DecayNoDecay };
 // Reads either a parameter-list JSON ({"parameters": [...]}) or a Hugging Face config.json
 // (recognised by "model_type"). Errors name the file and the field.
 Result<Model> load_model(const std::string& path);
+// The same from the file's text; `path` names it in messages and becomes Model::source (a saved
+// schedule's embedded model, formats/schedule_json.hpp).
+Result<Model> model_from_json_text(const std::string& path, const std::string& text);
 
 // Builders used by load_model, exposed for tests.
 Result<Model> model_from_param_list_json(const std::string& text_or_path_name, const std::string& text);
