@@ -1,5 +1,7 @@
 #include "timing/topology.hpp"
 
+#include "schedule/mesh.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -315,10 +317,8 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
     }
 }
 
-int64_t nodes_spanned(const Hardware& h, int64_t ranks) {
-    const int64_t per_node = std::max<int64_t>(1, h.gpus_per_node);
-    return (std::max<int64_t>(ranks, 1) + per_node - 1) / per_node;
-}
+// The mesh places ranks on nodes (schedule/mesh.hpp, the one place that does).
+int64_t nodes_spanned(const Hardware& h, int64_t ranks) { return node_count(ranks, h.gpus_per_node); }
 
 Result<Topology> load_topology(const std::string& path, int64_t nodes_override) {
     auto text = read_text_file(path, "topology file");

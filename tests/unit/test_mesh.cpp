@@ -11,7 +11,7 @@
 
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
-#include "prediction/what_if.hpp"
+#include "schedule/what_if.hpp"
 #include "schedule/mesh.hpp"
 #include "schedule/schedule.hpp"
 #include "test_helpers.hpp"
