@@ -26,9 +26,9 @@ void Executor::run_collective(const Op& op, OpRecord& rec) {
     // Where a step's compute would have run (--evict-before-op): before the op's buffers are
     // staged, so it finds them just written and everything else cold, as in training.
     cold_.evict();
-    if (op.group != "dp" && (op.payload == Payload::GradientBucket || op.payload == Payload::GradientSlices ||
+    if (op.group != zerosim::GroupKind::Dp && (op.payload == Payload::GradientBucket || op.payload == Payload::GradientSlices ||
                              op.payload == Payload::ParameterPartitions || op.payload == Payload::ParameterBroadcast))
-        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + op.group +
+        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + zerosim::group_name(op.group) +
                        " (the runtime runs it on the world only)");
     switch (op.payload) {
         case Payload::Barrier:

@@ -21,7 +21,7 @@ float Executor::my_gradient(int p, int64_t i) const { return acc_[p].empty() ? 0
 // contribution is reproducible from the shared working copy and its targets), summed in rank
 // order in the op's dtype. Returns {expected, tolerance}.
 std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i) const {
-    return expected_sum(op, p, i, groups_.at("dp").members);
+    return expected_sum(op, p, i, groups_.at(zerosim::GroupKind::Dp).members);
 }
 
 // The same over a set of ranks (a sub-group's reduction: MiCS's shard group).
@@ -122,7 +122,7 @@ void Executor::stage3_reduce_scatter(const Op& op, OpRecord& rec) {
     const DType t = op.dtype;
     const int es = zerosim::dtype_size(t);
     const GroupView& g = group_of(op);
-    if (g.size() != shard_group_->size()) broken(op, "reduce-scatters on group " + op.group + ", not the one parameters are cut among");
+    if (g.size() != shard_group_->size()) broken(op, std::string("reduce-scatters on group ") + zerosim::group_name(op.group) + ", not the one parameters are cut among");
     const bool partial = g.size() < world_;
     int64_t per_rank = 0;
     for (int p : op.params) per_rank += part_[p];

@@ -10,7 +10,7 @@
 namespace zerorun {
 namespace detail {
 
-// "dp" is the world. Every other group kind of meta.groups cuts the world into disjoint sets;
+// GroupKind::Dp is the world. Every other group kind of meta.groups cuts the world into disjoint sets;
 // each rank joins the set holding it, as DeepSpeed v0.14.2 creates one torch process group per
 // set (utils/groups.py _create_zero_param_parallel_group for hpZ, runtime/zero/mics_utils.py
 // create_mics_comm_groups for MiCS's shard and replication groups).
@@ -18,7 +18,7 @@ void Executor::build_groups() {
     GroupView dp;
     dp.index = rank_;
     for (int r = 0; r < world_; ++r) dp.members.push_back(r);
-    groups_["dp"] = dp;
+    groups_[zerosim::GroupKind::Dp] = dp;
     for (const auto& g : s_.meta.groups) {
         GroupView v;
         int color = -1;
@@ -29,21 +29,21 @@ void Executor::build_groups() {
             v.members = g.members[k];
             v.index = static_cast<int>(it - g.members[k].begin());
         }
-        if (color < 0) throw std::runtime_error("process group " + g.name + " has no set holding rank " + std::to_string(rank_));
+        if (color < 0) throw std::runtime_error(std::string("process group ") + zerosim::group_name(g.kind) + " has no set holding rank " + std::to_string(rank_));
         v.handle = be_.split_group(color);
         if (v.handle < 0)
-            throw std::runtime_error("the " + be_.name() + " backend has no sub-communicators for group " + g.name);
-        groups_[g.name] = v;
+            throw std::runtime_error("the " + be_.name() + " backend has no sub-communicators for group " + zerosim::group_name(g.kind));
+        groups_[g.kind] = v;
     }
     quantized_ = s_.meta.variants.qwz || s_.meta.variants.qgz;
     work_qerr_.assign(s_.params.size(), 0.0);
-    auto mics = groups_.find("mics_shard");
-    shard_group_ = mics == groups_.end() ? &groups_.at("dp") : &mics->second;
+    auto mics = groups_.find(zerosim::GroupKind::MicsShard);
+    shard_group_ = mics == groups_.end() ? &groups_.at(zerosim::GroupKind::Dp) : &mics->second;
 }
 
 const GroupView& Executor::group_of(const Op& op) const {
     auto it = groups_.find(op.group);
-    if (it == groups_.end()) broken(op, "names group " + op.group + ", not in meta.groups");
+    if (it == groups_.end()) broken(op, std::string("names group ") + zerosim::group_name(op.group) + ", not in meta.groups");
     return it->second;
 }
 

@@ -19,7 +19,7 @@ void Executor::shard_gather(const Op& op, OpRecord& rec) {
     const DType t = op.dtype;
     const int es = zerosim::dtype_size(t);
     const GroupView& g = group_of(op);
-    const bool secondary = op.group == "hpz";
+    const bool secondary = op.group == zerosim::GroupKind::Hpz;
     std::vector<int64_t> piece;
     int64_t per_rank = 0;
     for (int p : op.params) {

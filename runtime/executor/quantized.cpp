@@ -25,10 +25,10 @@ constexpr int kGradientBits = 4;   // qgZ: int4 (coalesced_collectives.py swizzl
 
 // The op `ahead` places after `op`: DeepSpeed issues a quantized exchange's ops back to back, so
 // the IR must have them there, for the same parameters.
-const Op& Executor::companion(const Op& op, int64_t ahead, const char* rule) const {
+const Op& Executor::companion(const Op& op, int64_t ahead, zerosim::RuleId rule) const {
     const int64_t at = op.id + ahead;
     if (at >= static_cast<int64_t>(s_.ops.size()) || s_.ops[at].rule != rule || s_.ops[at].params != op.params)
-        broken(op, std::string("is not followed by its ") + rule + " op");
+        broken(op, std::string("is not followed by its ") + zerosim::rule_name(rule) + " op");
     return s_.ops[at];
 }
 
@@ -37,9 +37,9 @@ const Op& Executor::companion(const Op& op, int64_t ahead, const char* rule) con
 // one vector into int8 with as many scale blocks as the next op carries (CUDAQuantizer's group
 // count, ceil(N/8000) and up), the int8 bytes all_gathered. The values wait for their scales.
 void Executor::qwz_gather_data(const Op& op, OpRecord& rec) {
-    const Op& sc = companion(op, 1, "qwz.fetch_scales");
+    const Op& sc = companion(op, 1, zerosim::RuleId::QwzFetchScales);
     const GroupView& g = group_of(op);
-    const bool secondary = op.group == "hpz";
+    const bool secondary = op.group == zerosim::GroupKind::Hpz;
     QuantExchange q;
     q.data_op = op.id;
     std::vector<float> x;
@@ -87,7 +87,7 @@ void Executor::qwz_gather_scales(const Op& op, OpRecord& rec) {
     Check c;
     for (int64_t k = 0; k < q.blocks; ++k) c.see(scales[g.index * q.blocks + k] == q.sent_scales[static_cast<size_t>(k)]);
     const int64_t bs = block_size(q.n, q.blocks);
-    const bool secondary = op.group == "hpz";
+    const bool secondary = op.group == zerosim::GroupKind::Hpz;
     std::vector<double> carried(op.params.size(), 0.0);
     for (size_t k = 0; k < op.params.size(); ++k) carried[k] = secondary ? work_qerr_[op.params[k]] : 0.0;
     for (int r = 0; r < g.size(); ++r) {
@@ -135,7 +135,7 @@ void Executor::qgz_exchange(const Op& op, OpRecord& rec) {
     const int p = op.params.at(0);
     const GroupView& g = group_of(op);
     const int64_t m = numel(p);
-    const int L = groups_.at("qgz_intra").size(), N = world_ / L;
+    const int L = groups_.at(zerosim::GroupKind::QgzIntra).size(), N = world_ / L;
     const int64_t cw = m / world_;
     QuantExchange& q = qx_;
     Check c;
@@ -151,10 +151,10 @@ void Executor::qgz_exchange(const Op& op, OpRecord& rec) {
         const char* b = static_cast<const char*>(out.data()) + g.index * per * es;
         for (int64_t k = 0; k < per * es; ++k) c.see(a[k] == b[k]);
     };
-    if (op.rule == "qgz.intra_all_to_all") {
-        const Op& sc = companion(op, 1, "qgz.intra_scales");
-        companion(op, 2, "qgz.inter_all_to_all");
-        companion(op, 3, "qgz.inter_scales");
+    if (op.rule == zerosim::RuleId::QgzIntraAllToAll) {
+        const Op& sc = companion(op, 1, zerosim::RuleId::QgzIntraScales);
+        companion(op, 2, zerosim::RuleId::QgzInterAllToAll);
+        companion(op, 3, zerosim::RuleId::QgzInterScales);
         if (acc_[p].empty()) broken(op, "reduces the gradient of " + s_.params[p].name + " before any backward");
         QuantExchange fresh;
         fresh.data_op = op.id;
@@ -175,7 +175,7 @@ void Executor::qgz_exchange(const Op& op, OpRecord& rec) {
     }
     if (q.data_op != op.id - 1) broken(op, "has no exchange before it for " + s_.params[p].name);
     q.data_op = op.id;
-    if (op.rule == "qgz.inter_all_to_all") {
+    if (op.rule == zerosim::RuleId::QgzInterAllToAll) {
         if (op.elements * 2 != q.n) broken(op, "carries " + std::to_string(op.elements) + " bytes, the node sum has " + std::to_string(q.n) + " int4 values");
         exchange(q.sent.data(), op.elements, DType::UINT8, q.received);
         return finish(rec, c);
@@ -192,7 +192,7 @@ void Executor::qgz_exchange(const Op& op, OpRecord& rec) {
         for (int64_t k = 0; k < part_n; ++k) sum[k] += dequantized(d, s, part_n, part_blocks, kGradientBits, k);
         node_scales.insert(node_scales.end(), s, s + part_blocks);
     }
-    if (op.rule == "qgz.intra_scales") {
+    if (op.rule == zerosim::RuleId::QgzIntraScales) {
         q.n = part_n;
         q.blocks = part_blocks;
         q.sent.assign(static_cast<size_t>(quantized_bytes(part_n, kGradientBits)), 0);
@@ -244,7 +244,7 @@ void Executor::qgz_exchange(const Op& op, OpRecord& rec) {
 std::optional<std::string> quantized_schedule_problem(const zerosim::Schedule& s) {
     for (size_t k = 0; k + 1 < s.ops.size(); ++k) {
         const auto& op = s.ops[k];
-        if (op.rule != "qgz.intra_all_to_all") continue;
+        if (op.rule != zerosim::RuleId::QgzIntraAllToAll) continue;
         const auto& par = s.params.at(static_cast<size_t>(op.params.at(0)));
         const int64_t G = s.ops[k + 1].elements, W = s.meta.world;
         if (G % W != 0 || par.numel % G != 0)

@@ -116,8 +116,8 @@ class Executor {
     std::vector<int64_t> updates_;         // optimizer updates applied to p (on every rank)
     std::vector<int64_t> work_version_;    // updates reflected in work_[p]
     std::vector<int64_t> part_;            // stage 3 shard size (ceil(numel / shard count))
-    // Process groups: "dp" and every group of meta.groups (groups.cpp).
-    std::map<std::string, GroupView> groups_;
+    // Process groups: GroupKind::Dp and every group of meta.groups (groups.cpp).
+    std::map<zerosim::GroupKind, GroupView> groups_;
     const GroupView* shard_group_ = nullptr;   // whom a stage-3 parameter is cut among (dp or mics_shard)
     // MiCS: the world-wide sum each owned gradient element must reach after the replication
     // all_reduce, kept from the shard-group reduce-scatter (its result is a partial sum).
@@ -203,7 +203,7 @@ class Executor {
     void parameter_broadcast(const Op& op, OpRecord& rec);
 
     // quantized.cpp
-    const Op& companion(const Op& op, int64_t ahead, const char* rule) const;
+    const Op& companion(const Op& op, int64_t ahead, zerosim::RuleId rule) const;
     void qwz_gather_data(const Op& op, OpRecord& rec);
     void qwz_gather_scales(const Op& op, OpRecord& rec);
     void qgz_exchange(const Op& op, OpRecord& rec);

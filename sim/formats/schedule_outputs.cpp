@@ -74,12 +74,12 @@ void write_schedule_table(std::ostream& out, const Schedule& s, const TableOptio
         std::snprintf(line, sizeof line, "%-5lld %-5s %-6s %-8s %-23s %14lld %-10s %-5s %-34s %s\n",
                       static_cast<long long>(op.id), step.c_str(), micro.c_str(), phase_name(op.phase), what.c_str(),
                       static_cast<long long>(bytes), ds_size_string(bytes).c_str(),
-                      is_collective(op.kind) ? dtype_name(op.dtype) : "-", caller.c_str(), op.rule.c_str());
+                      is_collective(op.kind) ? dtype_name(op.dtype) : "-", caller.c_str(), rule_name(op.rule));
         std::string text = line;
         // ZeRO++ / MiCS: the group an op runs on, and whether DeepSpeed's logger sees it.
-        if (is_collective(op.kind) && (op.group != "dp" || !op.logged)) {
+        if (is_collective(op.kind) && (op.group != GroupKind::Dp || !op.logged)) {
             text.pop_back();
-            text += std::string(" [group ") + op.group + (op.logged ? "" : ", not logged") + "]\n";
+            text += std::string(" [group ") + group_name(op.group) + (op.logged ? "" : ", not logged") + "]\n";
         }
         out << text;
     }
@@ -113,7 +113,7 @@ Json op_to_json(const Op& op) {
         j["dtype"] = dtype_name(op.dtype);
         j["redop"] = reduce_op_name(op.redop);
         if (op.root >= 0) j["root"] = op.root;
-        j["group"] = op.group;
+        j["group"] = group_name(op.group);
         if (!op.logged) j["logged"] = false;
         j["caller"] = op.caller;
         if (op.bucket >= 0) j["bucket"] = op.bucket;
@@ -128,7 +128,7 @@ Json op_to_json(const Op& op) {
         j["mem_bytes"] = op.mem_bytes;
     }
     if (op.param_group >= 0) j["param_group"] = op.param_group;
-    j["rule"] = op.rule;
+    j["rule"] = rule_name(op.rule);
     std::string keys = rule_info(op.rule).config_keys;
     Json ks = Json::array();
     std::stringstream ss(keys);
@@ -188,7 +188,7 @@ void write_schedule_json(std::ostream& out, const Schedule& s) {
     }
     if (!m.groups.empty()) {
         Json groups = Json::object();
-        for (const auto& g : m.groups) groups[g.name] = g.members;
+        for (const auto& g : m.groups) groups[group_name(g.kind)] = g.members;
         meta["process_groups"] = std::move(groups);
     }
     j["meta"] = meta;
@@ -268,7 +268,9 @@ Result<Schedule> parse_schedule_json(const std::string& text, const std::string&
             auto groups = meta.at("process_groups");
             for (auto it = groups.raw().begin(); it != groups.raw().end(); ++it) {
                 auto gj = groups.at(it.key());
-                ProcessGroup g{it.key(), {}};
+                auto kind = group_from_name(it.key());
+                if (!kind) gj.fail_here("unknown process group \"" + it.key() + "\"");
+                ProcessGroup g{*kind, {}};
                 for (size_t i = 0; i < gj.size(); ++i) {
                     std::vector<int> ranks;
                     auto rj = gj.at(i);
@@ -323,7 +325,9 @@ Result<Schedule> parse_schedule_json(const std::string& text, const std::string&
             op.micro = static_cast<int>(o.at("micro").as_integer());
             op.phase = pick(phases, o.at("phase"));
             op.stream = pick(streams, o.at("stream"));
-            op.rule = o.at("rule").as_string();
+            auto rule = rule_from_name(o.at("rule").as_string());
+            if (!rule) o.at("rule").fail_here("unknown rule \"" + o.at("rule").as_string() + "\"");
+            op.rule = *rule;
             auto payload = payload_from_name(o.at("payload").as_string());
             if (!payload) o.at("payload").fail_here("unknown value \"" + o.at("payload").as_string() + "\"");
             op.payload = *payload;
@@ -332,7 +336,9 @@ Result<Schedule> parse_schedule_json(const std::string& text, const std::string&
                 op.dtype = dt(o.at("dtype"));
                 op.redop = pick(redops, o.at("redop"));
                 if (o.has("root")) op.root = static_cast<int>(o.at("root").as_integer());
-                op.group = o.at("group").as_string();
+                auto group = group_from_name(o.at("group").as_string());
+                if (!group) o.at("group").fail_here("unknown process group \"" + o.at("group").as_string() + "\"");
+                op.group = *group;
                 if (o.has("logged")) op.logged = o.at("logged").as_bool();
                 op.caller = o.at("caller").as_string();
                 if (o.has("bucket")) op.bucket = static_cast<int>(o.at("bucket").as_integer());

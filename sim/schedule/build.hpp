@@ -28,7 +28,8 @@ struct Build {
     Phase phase = Phase::Init;
     std::optional<Error> failure;   // a refusal DeepSpeed raises mid-run (qwZ's assertion): the first one
 
-    Op& collective(OpKind kind, int64_t elements, DType dtype, const char* caller, const char* rule,
+    // The op takes rule_info(rule).payload: every op of a rule has its rule's payload.
+    Op& collective(OpKind kind, int64_t elements, DType dtype, const char* caller, RuleId rule,
                    Stream stream = Stream::Comm);
     Op& forward(int module);
     Op& backward(int module);
