@@ -140,12 +140,6 @@ std::vector<std::pair<int, std::vector<int>>> Build::backward_plan() const {
     return plan;
 }
 
-std::vector<int> Build::grad_ready_order() const {
-    std::vector<int> order;
-    for (const auto& [module, ready] : backward_plan()) order.insert(order.end(), ready.begin(), ready.end());
-    return order;
-}
-
 void engine_start_broadcasts(Build& b) {
     // DeepSpeedEngine._broadcast_model: every parameter, registration order, in the model's dtype
     // (the engine casts the module to fp16/bf16 before broadcasting).

@@ -88,7 +88,6 @@ struct Stage3 {
 
     // Gradient bucket.
     std::vector<int> bucket;
-    int64_t bucket_elements = 0;
     int64_t counted_elements = 0;             // the bucket's element count as DeepSpeed keeps it (release_rules
                                               // Stage3BucketElementsKept: v0.17.2 never resets it)
     int flushes = 0;
@@ -256,7 +255,6 @@ struct Stage3 {
         int64_t n = m.params[p].numel;
         if (counted_elements + n > z.reduce_bucket_size && counted_elements > 0) flush(mod);
         bucket.push_back(p);
-        bucket_elements += n;
         counted_elements += n;
     }
 
@@ -295,7 +293,6 @@ struct Stage3 {
         // The event is recorded on the reduce stream after everything the flush issued there.
         host.flushed(b.out.ops.size() > first ? static_cast<int64_t>(b.out.ops.size()) - 1 : -1);
         bucket.clear();
-        bucket_elements = 0;
         if (!applies(ReleaseRuleId::Stage3BucketElementsKept, b.cfg.release)) counted_elements = 0;
     }
 
