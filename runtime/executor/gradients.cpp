@@ -130,7 +130,7 @@ void GradientShardReduction::stage(const Op& op) {
     const DType t = op.dtype;
     const int es = zerosim::dtype_size(t);
     const GroupView& g = x.group_of(op);
-    if (g.size() != x.shard_group_->size()) broken(op, "reduce-scatters on group " + op.group + ", not the one parameters are cut among");
+    if (g.size() != x.shard_group_->size()) broken(op, std::string("reduce-scatters on group ") + zerosim::group_name(op.group) + ", not the one parameters are cut among");
     per_rank_ = 0;
     for (int p : op.params) per_rank_ += x.part_[p];
     in_ = x.comm_buffer(op.elements, t);

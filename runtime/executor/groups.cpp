@@ -12,14 +12,19 @@
 namespace zerorun {
 namespace detail {
 
-std::optional<GroupRole> group_role(const std::string& group) {
-    static const std::map<std::string, GroupRole> roles = {
-        {"dp", GroupRole::World},          {"hpz", GroupRole::HpzSecondary},      {"qgz_intra", GroupRole::QgzIntraNode},
-        {"qgz_inter", GroupRole::QgzInterNode}, {"mics_shard", GroupRole::MicsShard}, {"mics_replica", GroupRole::MicsReplica},
-    };
-    auto it = roles.find(group);
-    if (it == roles.end()) return std::nullopt;
-    return it->second;
+std::optional<GroupRole> group_role(zerosim::GroupKind group) {
+    using zerosim::GroupKind;
+    switch (group) {
+        case GroupKind::Dp: return GroupRole::World;
+        case GroupKind::Hpz: return GroupRole::HpzSecondary;
+        case GroupKind::QgzIntra: return GroupRole::QgzIntraNode;
+        case GroupKind::QgzInter: return GroupRole::QgzInterNode;
+        case GroupKind::MicsShard: return GroupRole::MicsShard;
+        case GroupKind::MicsReplica: return GroupRole::MicsReplica;
+        case GroupKind::FsdpShard:
+        case GroupKind::FsdpReplica: return std::nullopt;   // what-if groups: plain sub-groups here
+    }
+    return std::nullopt;
 }
 
 // The world is every rank. Every group kind of meta.groups cuts the world into disjoint sets;
@@ -31,7 +36,7 @@ void Executor::build_groups() {
     for (int r = 0; r < world_; ++r) world_group_.members.push_back(r);
     for (const auto& g : s_.meta.groups) {
         GroupView v;
-        v.role = group_role(g.name).value_or(GroupRole::Other);
+        v.role = group_role(g.kind).value_or(GroupRole::Other);
         int color = -1;
         for (size_t k = 0; k < g.members.size(); ++k) {
             auto it = std::find(g.members[k].begin(), g.members[k].end(), rank_);
@@ -40,11 +45,11 @@ void Executor::build_groups() {
             v.members = g.members[k];
             v.index = static_cast<int>(it - g.members[k].begin());
         }
-        if (color < 0) throw std::runtime_error("process group " + g.name + " has no set holding rank " + std::to_string(rank_));
+        if (color < 0) throw std::runtime_error(std::string("process group ") + zerosim::group_name(g.kind) + " has no set holding rank " + std::to_string(rank_));
         v.handle = be_.split_group(color);
         if (v.handle < 0)
-            throw std::runtime_error("the " + be_.name() + " backend has no sub-communicators for group " + g.name);
-        groups_[g.name] = v;
+            throw std::runtime_error("the " + be_.name() + " backend has no sub-communicators for group " + zerosim::group_name(g.kind));
+        groups_[g.kind] = v;
     }
     quantized_ = s_.meta.variants.qwz || s_.meta.variants.qgz;
     const GroupView* mics = group_with(GroupRole::MicsShard);
@@ -54,13 +59,13 @@ void Executor::build_groups() {
 const GroupView& Executor::group_of(const Op& op) const {
     if (group_role(op.group) == GroupRole::World) return world_group_;
     auto it = groups_.find(op.group);
-    if (it == groups_.end()) broken(op, "names group " + op.group + ", not in meta.groups");
+    if (it == groups_.end()) broken(op, std::string("names group ") + zerosim::group_name(op.group) + ", not in meta.groups");
     return it->second;
 }
 
 const GroupView* Executor::group_with(GroupRole role) const {
     for (const auto& g : s_.meta.groups) {
-        auto it = groups_.find(g.name);
+        auto it = groups_.find(g.kind);
         if (it != groups_.end() && it->second.role == role) return &it->second;
     }
     return nullptr;

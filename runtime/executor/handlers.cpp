@@ -68,7 +68,7 @@ void CollectiveHandler::run(const Op& op, OpRecord& rec) {
     // staged, so it finds them just written and everything else cold, as in training.
     x.cold_.evict();
     if (world_only() && x.group_of(op).role != GroupRole::World)
-        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + op.group +
+        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + zerosim::group_name(op.group) +
                        " (the runtime runs it on the world only)");
     stage(op);
     x.timed_call(rec, [&] { call(op); });

@@ -157,7 +157,7 @@ QgzReduction::Step QgzReduction::step_of(const Op& op) const {
     const bool data = op.payload == Payload::QuantizedGradient;
     if (role == GroupRole::QgzIntraNode) return data ? Step::IntraData : Step::IntraScales;
     if (role == GroupRole::QgzInterNode) return data ? Step::InterData : Step::InterScales;
-    broken(op, std::string("runs qgZ's ") + zerosim::payload_name(op.payload) + " on group " + op.group +
+    broken(op, std::string("runs qgZ's ") + zerosim::payload_name(op.payload) + " on group " + zerosim::group_name(op.group) +
                    ", neither its intra- nor its inter-node group");
 }
 

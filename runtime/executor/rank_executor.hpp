@@ -78,7 +78,7 @@ struct Check {
 enum class GroupRole { World, HpzSecondary, QgzIntraNode, QgzInterNode, MicsShard, MicsReplica, Other };
 // The role of the group an op or meta.groups entry names. The one place runtime/ reads a group's
 // name: when Op::group becomes an enum (issue 27 part 2) this is a lookup of it. Unknown: nullopt.
-std::optional<GroupRole> group_role(const std::string& group);
+std::optional<GroupRole> group_role(zerosim::GroupKind group);
 
 // One process group as this rank sees it (issue 17: hpZ, MiCS): the backend's handle (-1: the
 // world), this rank's index in its set, and the set's world ranks in ascending order.
@@ -122,7 +122,7 @@ class Executor {
     std::vector<int64_t> part_;            // stage 3 shard size (ceil(numel / shard count))
     // Process groups: the world and every group of meta.groups, by name (groups.cpp).
     GroupView world_group_;
-    std::map<std::string, GroupView> groups_;
+    std::map<zerosim::GroupKind, GroupView> groups_;
     const GroupView* shard_group_ = nullptr;   // whom a stage-3 parameter is cut among (world or MiCS shard)
     // Whether ZeRO++ qwZ or qgZ is in the schedule: received weights then drift from the
     // unquantized reference as 16-bit ones do (weight_tolerance).

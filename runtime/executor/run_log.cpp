@@ -71,7 +71,7 @@ nlohmann::json run_json(const zerosim::Schedule& s, const ExecOptions& a, const 
         const size_t i = static_cast<size_t>(&op - s.ops.data());
         json o = {{"id", op.id},
                   {"kind", op.kind == OpKind::Compute ? "compute" : zerosim::op_record_name(op.kind)},
-                  {"rule", op.rule},
+                  {"rule", zerosim::rule_name(op.rule)},
                   {"step", op.step},
                   {"micro", op.micro},
                   {"phase", zerosim::phase_name(op.phase)},

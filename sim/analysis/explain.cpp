@@ -14,7 +14,7 @@
 namespace zerosim {
 
 // Bytes each rank sends (and receives) for one op on a ring over its process group of `ranks`
-// (ZeRO++ / MiCS sub-groups; "dp" is the world): the ZeRO paper's convention.
+// (ZeRO++ / MiCS sub-groups; GroupKind::Dp is the world): the ZeRO paper's convention.
 double op_wire_bytes(const Op& op, int64_t ranks) {
     double n = static_cast<double>(std::max<int64_t>(ranks, 1)), f = n > 1 ? (n - 1) / n : 0.0, S = static_cast<double>(op.bytes());
     switch (op.kind) {
@@ -112,64 +112,81 @@ std::pair<std::string, std::string> key_value(const DsConfig& c, const std::stri
 }
 
 // What changing the knobs behind a rule would do.
-const std::map<std::string, std::string>& consequences() {
-    static const std::map<std::string, std::string> m = {
-        {"init.broadcast_model", "Independent of the config: DeepSpeed makes every rank start from rank 0's weights."},
-        {"stage3.init.zero_init_param",
+const std::map<RuleId, std::string>& consequences() {
+    static const std::map<RuleId, std::string> m = {
+        {RuleId::InitBroadcastModel, "Independent of the config: DeepSpeed makes every rank start from rank 0's weights."},
+        {RuleId::Stage3InitZeroInitParam,
          "Build the model under deepspeed.zero.Init() and these broadcasts (and _broadcast_model's) disappear."},
-        {"stage3.init.allgather_params", "One per trainable parameter, to register gradient hooks on whole tensors."},
-        {"stage0.bucket_allreduce",
+        {RuleId::Stage3InitAllgatherParams, "One per trainable parameter, to register gradient hooks on whole tensors."},
+        {RuleId::Stage0BucketAllreduce,
          "The engine sends gradients in chunks of 500,000,000 elements whatever the config says; more "
          "gradient_accumulation_steps means fewer reductions per sample."},
-        {"stage12.flush.multi_rank_allreduce",
+        {RuleId::Stage12FlushMultiRankAllreduce,
          "A smaller reduce_bucket_size gives more, smaller all_reduces that overlap better with backward; a larger "
          "one fewer, bigger ones. use_multi_rank_bucket_allreduce: false sends one reduce per owning rank instead."},
-        {"stage12.flush.reduce_per_rank",
+        {RuleId::Stage12FlushReducePerRank,
          "use_multi_rank_bucket_allreduce: true (the default) would send one all_reduce per bucket instead of one "
          "reduce per owning rank."},
-        {"stage12.flush.allreduce_predivide",
+        {RuleId::Stage12FlushAllreducePredivide,
          "reduce_scatter: true (the default) would slice buckets by owner; the op stays an all_reduce unless "
          "use_multi_rank_bucket_allreduce is false."},
-        {"stage12.flush.allreduce_per_dtype", "contiguous_gradients: true copies gradients into one buffer first."},
-        {"stage12.step.grad_norm", "Always sent, even with gradient_clipping 0: the norm is logged and checked."},
-        {"stage12.step.allgather_partitions",
+        {RuleId::Stage12FlushAllreducePerDtype, "contiguous_gradients: true copies gradients into one buffer first."},
+        {RuleId::Stage12StepGradNorm, "Always sent, even with gradient_clipping 0: the norm is logged and checked."},
+        {RuleId::Stage12StepAllgatherPartitions,
          "One per parameter group: every rank needs the updated weights of the whole model for the next forward."},
-        {"step.overflow_check", "fp16 only; bf16 or fp32 training removes it."},
-        {"stage3.fetch", "Each module gathers its own parameters before it runs unless a prefetch already did."},
-        {"stage3.prefetch",
+        {RuleId::StepOverflowCheck, "fp16 only; bf16 or fp32 training removes it."},
+        {RuleId::Stage3Fetch, "Each module gathers its own parameters before it runs unless a prefetch already did."},
+        {RuleId::QwzFetch, "Each module gathers its own parameters before it runs unless a prefetch already did."},
+        {RuleId::Stage3Prefetch,
          "Bigger stage3_prefetch_bucket_size bundles more upcoming parameters into one gather (0 disables "
          "prefetch); stage3_max_live_parameters caps what can be held at once."},
-        {"stage3.trace_check", "Only after the first forward and backward, while the module trace is recorded."},
-        {"stage3.flush.reduce_scatter",
+        {RuleId::QwzPrefetch,
+         "Bigger stage3_prefetch_bucket_size bundles more upcoming parameters into one gather (0 disables "
+         "prefetch); stage3_max_live_parameters caps what can be held at once."},
+        {RuleId::Stage3TraceCheck, "Only after the first forward and backward, while the module trace is recorded."},
+        {RuleId::Stage3FlushReduceScatter,
          "reduce_bucket_size sets how many gradient elements go into one reduce-scatter."},
-        {"stage3.flush.allreduce", "reduce_scatter: true (the default) reduce-scatters buckets instead."},
-        {"stage3.step.grad_norm", "One fp64 scalar per optimizer sub-group (sub_group_size)."},
-        {"stage3.step.persistent_regather",
+        {RuleId::Stage3FlushAllreduce, "reduce_scatter: true (the default) reduce-scatters buckets instead."},
+        {RuleId::Stage3StepGradNorm, "One fp64 scalar per optimizer sub-group (sub_group_size)."},
+        {RuleId::Stage3StepPersistentRegather,
          "Parameters at or below stage3_param_persistence_threshold elements stay gathered; raising it trades "
          "memory for fewer, larger forward gathers."},
-        {"bf16.grad_allreduce", "bf16 without ZeRO (or stage 1 with fp32 accumulation) uses DeepSpeed's BF16 optimizer."},
+        {RuleId::Bf16GradAllreduce, "bf16 without ZeRO (or stage 1 with fp32 accumulation) uses DeepSpeed's BF16 optimizer."},
         // ZeRO++ / MiCS (docs/zero-comm.md 9b).
-        {"qwz.fetch_scales", "zero_quantized_weights: false sends the gathers in the model dtype (2-4x the bytes), no scales."},
-        {"qgz.intra_all_to_all", "Only with more than one node; zero_quantized_gradients: false reduce-scatters the bucket "
+        {RuleId::QwzFetchScales, "zero_quantized_weights: false sends the gathers in the model dtype (2-4x the bytes), no scales."},
+        {RuleId::QgzIntraAllToAll, "Only with more than one node; zero_quantized_gradients: false reduce-scatters the bucket "
                                  "in the communication dtype instead (about 4-8x the bytes)."},
-        {"qgz.inter_all_to_all", "The node already summed its gradients: 1/ranks-per-node of them cross the NICs, as int4."},
-        {"qgz.fallback_reduce_scatter", "Gradients that are 1-D or not a multiple of 2 x world elements: qgZ cannot "
+        {RuleId::QgzInterAllToAll, "The node already summed its gradients: 1/ranks-per-node of them cross the NICs, as int4."},
+        {RuleId::QgzFallbackReduceScatter, "Gradients that are 1-D or not a multiple of 2 x world elements: qgZ cannot "
                                         "split them, and they go unquantized over all ranks."},
-        {"mics.allreduce_shard_grads", "A larger mics_shard_size shards more (less memory) and shrinks this all_reduce's "
+        {RuleId::MicsAllreduceShardGrads, "A larger mics_shard_size shards more (less memory) and shrinks this all_reduce's "
                                        "group; mics_shard_size = world makes it vanish (plain stage 3 sharding)."},
     };
     return m;
 }
 
+// A bucket flush's reduction (stage 1/2 and stage 3 "flush" rules), which the bucket sentence describes.
+bool flushes_buckets(RuleId rule) {
+    switch (rule) {
+        case RuleId::Stage12FlushAllreducePredivide:
+        case RuleId::Stage12FlushAllreducePerDtype:
+        case RuleId::Stage12FlushMultiRankAllreduce:
+        case RuleId::Stage12FlushReducePerRank:
+        case RuleId::Stage3FlushReduceScatter:
+        case RuleId::Stage3FlushAllreduce: return true;
+        default: return false;
+    }
+}
+
 // The release rules (schedule/release_rules.hpp) in force at `r` that touch schedule rule `rule`:
 // one line each, "  Since v0.17.6 (#7525): ...".
-std::string release_notes(const std::string& rule, Release r) {
+std::string release_notes(RuleId rule, Release r) {
     std::string out;
     for (const auto& rr : release_rules()) {
         if (!in_releases(r, rr.first, rr.last)) continue;
         std::stringstream ids(rr.op_rules);
         for (std::string id; std::getline(ids, id, ',');)
-            if (id == rule) {
+            if (rule_from_name(id) == rule) {
                 std::string span = release_span(rr);
                 span[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(span[0])));
                 out += "  " + span + ": " + rr.change + "\n";
@@ -188,8 +205,8 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
         << dtype_name(meta.comm_dtype) << "\n\n";
 
     // Per rule, in the order rules first appear.
-    std::vector<std::string> order;
-    std::map<std::string, std::vector<const Op*>> by_rule;
+    std::vector<RuleId> order;
+    std::map<RuleId, std::vector<const Op*>> by_rule;
     for (const auto& op : s.ops) {
         if (!is_collective(op.kind)) continue;
         if (!by_rule.count(op.rule)) order.push_back(op.rule);
@@ -242,7 +259,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
             }
             out << "\n";
         }
-        out << r.summary << " [rule " << r.id << "]\n";
+        out << r.summary << " [rule " << r.name << "]\n";
         std::string keys = r.config_keys;
         std::stringstream ks(keys);
         std::string k;
@@ -251,7 +268,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
             auto [v, d] = key_value(cfg, k);
             out << "  - " << k << " = " << v << (v == d ? " (DeepSpeed's default)" : " (default " + d + ")") << "\n";
         }
-        if (rule.find(".flush.") != std::string::npos && meta.stage >= 1) {
+        if (flushes_buckets(rule) && meta.stage >= 1) {
             std::string b = bucket_sentence(s, cfg, ops, last);
             if (!b.empty()) out << "  Buckets: " << b << ".\n";
         }
@@ -274,8 +291,8 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
     }
 
     // The classic question.
-    if ((meta.stage == 1 || meta.stage == 2) && by_rule.count("stage12.flush.multi_rank_allreduce")) {
-        const auto& ops = by_rule["stage12.flush.multi_rank_allreduce"];
+    if ((meta.stage == 1 || meta.stage == 2) && by_rule.count(RuleId::Stage12FlushMultiRankAllreduce)) {
+        const auto& ops = by_rule[RuleId::Stage12FlushMultiRankAllreduce];
         int64_t biggest = 0;
         int per_step = 0;
         for (auto* op : ops) {
@@ -294,7 +311,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
             << (buckets.empty() ? "" : ": " + buckets) << ". Set use_multi_rank_bucket_allreduce: false to send one reduce per owning rank instead (each rank "
                "receives only its share), or lower reduce_bucket_size for more, smaller all_reduces that overlap with "
                "backward. Stage 3 is the stage that really reduce-scatters.\n\n";
-    } else if ((meta.stage == 1 || meta.stage == 2) && by_rule.count("stage12.flush.reduce_per_rank")) {
+    } else if ((meta.stage == 1 || meta.stage == 2) && by_rule.count(RuleId::Stage12FlushReducePerRank)) {
         out << "## Where is the all_reduce?\nuse_multi_rank_bucket_allreduce is false, so each gradient bucket (up to "
                "reduce_bucket_size = "
             << cfg.zero.reduce_bucket_size

@@ -21,7 +21,7 @@ namespace {
 double off_node_share(const Schedule& s, const Op& op, int64_t g) {
     std::vector<int> members;
     for (const auto& pg : s.meta.groups)
-        if (pg.name == op.group && !pg.members.empty()) members = pg.members[0];
+        if (pg.kind == op.group && !pg.members.empty()) members = pg.members[0];
     if (members.empty())
         for (int64_t r = 0; r < s.meta.world; ++r) members.push_back(static_cast<int>(r));
     if (members.size() < 2) return 0.0;

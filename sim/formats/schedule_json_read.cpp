@@ -103,7 +103,7 @@ void read_variants(const JsonField& meta, ScheduleMeta& m) {
     for (auto it = groups.raw().begin(); it != groups.raw().end(); ++it) {
         const JsonField gj = groups.at(it.key());
         gj.expect_array();
-        ProcessGroup g = schedule_json::process_group_named(it.key());
+        ProcessGroup g = schedule_json::process_group_named(groups, it.key());
         for (size_t i = 0; i < gj.size(); ++i) g.members.push_back(read_list<int>(gj.at(i), 0));
         for (size_t i = 0; i < g.members.size(); ++i)
             for (size_t k = 0; k < g.members[i].size(); ++k)

@@ -70,12 +70,12 @@ void write_schedule_table(std::ostream& out, const Schedule& s, const TableOptio
         std::snprintf(line, sizeof line, "%-5lld %-5s %-6s %-8s %-23s %14lld %-10s %-5s %-34s %s\n",
                       static_cast<long long>(op.id), step.c_str(), micro.c_str(), phase_name(op.phase), what.c_str(),
                       static_cast<long long>(bytes), ds_size_string(bytes).c_str(),
-                      is_collective(op.kind) ? dtype_name(op.dtype) : "-", caller.c_str(), op.rule.c_str());
+                      is_collective(op.kind) ? dtype_name(op.dtype) : "-", caller.c_str(), rule_name(op.rule));
         std::string text = line;
         // ZeRO++ / MiCS: the group an op runs on, and whether DeepSpeed's logger sees it.
-        if (is_collective(op.kind) && (op.group != "dp" || !op.logged)) {
+        if (is_collective(op.kind) && (op.group != GroupKind::Dp || !op.logged)) {
             text.pop_back();
-            text += std::string(" [group ") + op.group + (op.logged ? "" : ", not logged") + "]\n";
+            text += std::string(" [group ") + group_name(op.group) + (op.logged ? "" : ", not logged") + "]\n";
         }
         out << text;
     }

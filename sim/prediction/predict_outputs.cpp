@@ -238,7 +238,7 @@ void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& 
         args["step"] = op.step;
         args["micro"] = op.micro;
         args["phase"] = phase_name(op.phase);
-        args["rule"] = op.rule;
+        args["rule"] = rule_name(op.rule);
         if (c) {
             args["bytes"] = op.bytes();
             args["algorithm"] = algorithm_name(t.algorithm);

@@ -34,9 +34,9 @@ double nic_bytes_per_gpu(const Schedule& s, int step, int64_t gpus_per_node) {
         return sh;
     };
     const Shape world{s.meta.world, std::min<int64_t>(s.meta.world, g)};
-    std::map<std::string, Shape> shapes;
+    std::map<GroupKind, Shape> shapes;
     for (const auto& pg : s.meta.groups)
-        if (!pg.members.empty() && !pg.members[0].empty() && !shapes.count(pg.name)) shapes[pg.name] = shape_of(pg.members[0]);
+        if (!pg.members.empty() && !pg.members[0].empty() && !shapes.count(pg.kind)) shapes[pg.kind] = shape_of(pg.members[0]);
     double total = 0;
     for (const auto& op : s.ops) {
         if (!is_collective(op.kind) || op.step != step) continue;

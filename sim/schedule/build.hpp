@@ -28,18 +28,16 @@ struct Build {
     Phase phase = Phase::Init;
     std::optional<Error> failure;   // a refusal DeepSpeed raises mid-run (qwZ's assertion): the first one
 
-    Op& collective(OpKind kind, int64_t elements, DType dtype, const char* caller, const char* rule,
+    // The op takes rule_info(rule).payload: every op of a rule has its rule's payload.
+    Op& collective(OpKind kind, int64_t elements, DType dtype, const char* caller, RuleId rule,
                    Stream stream = Stream::Comm);
     Op& forward(int module);
     Op& backward(int module);
     Op& optimizer_step(int group, int64_t elements);
     bool is_boundary() const { return micro == batch.grad_accum - 1; }
     bool overflows(int s) const;
-    // Parameters in the order their gradients become ready in backward: reverse of forward
-    // order by first use; within a module, autograd's order (backward_plan explains: bias before
-    // weight for a Linear, weight before bias for a LayerNorm).
-    std::vector<int> grad_ready_order() const;
-    // A module's parameters in the order their gradients become ready within its backward.
+    // A module's parameters in the order their gradients become ready within its backward
+    // (backward_plan explains: bias before weight for a Linear, weight before bias for a LayerNorm).
     std::vector<int> autograd_order(int module) const;
     // Modules of the backward pass in execution order, with the parameters whose gradients become
     // ready right after each one.

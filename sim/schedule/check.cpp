@@ -107,9 +107,12 @@ class OpChecker {
                 return err(k, "dependency " + str(d) + " (deps) is not an earlier op");
         if (!payload_fits(op.payload, op.kind))
             return err(k, std::string("payload ") + payload_name(op.payload) + " cannot travel in " + kind_name(op.kind));
+        if (op.payload != rule_info(op.rule).payload)   // every rule has one payload (ir.cpp's rule table)
+            return err(k, std::string("payload ") + payload_name(op.payload) + " is not rule " + rule_name(op.rule) +
+                              "'s (" + payload_name(rule_info(op.rule).payload) + ")");
         if (op.kind == OpKind::Compute) return op.compute == ComputeKind::OptimizerStep ? optimizer_step(k) : std::nullopt;
         if (op.elements < 0) return err(k, "negative elements");
-        if (s_.meta.group_size(op.group) < 1) return err(k, "group \"" + op.group + "\" is not in meta.groups");
+        if (s_.meta.group_size(op.group) < 1) return err(k, std::string("group \"") + group_name(op.group) + "\" is not in meta.groups");
         if ((op.kind == OpKind::Broadcast || op.kind == OpKind::Reduce) && (op.root < 0 || op.root >= s_.meta.world))
             return err(k, "root " + str(op.root) + " is not a rank of " + str(s_.meta.world));
         return payload(k);
@@ -130,11 +133,11 @@ class OpChecker {
     // group the secondary shards, that padded to the world and cut in hpZ-group-size pieces.
     int64_t shards(const Op& op) const {
         const int64_t cut = s_.meta.shard_count();
-        const bool secondary = op.group == "hpz" && s_.meta.group_size("hpz") > 0;
+        const bool secondary = op.group == GroupKind::Hpz && s_.meta.group_size(GroupKind::Hpz) > 0;
         int64_t n = 0;
         for (int p : op.params) {
             int64_t part = stage3_partition_numel(s_.params[p].numel, cut);
-            n += secondary ? part * s_.meta.world / s_.meta.group_size("hpz") : part;
+            n += secondary ? part * s_.meta.world / s_.meta.group_size(GroupKind::Hpz) : part;
         }
         return n;
     }

@@ -9,7 +9,7 @@
 namespace zerosim {
 namespace detail {
 
-Op& Build::collective(OpKind kind, int64_t elements, DType dtype, const char* caller, const char* rule, Stream stream) {
+Op& Build::collective(OpKind kind, int64_t elements, DType dtype, const char* caller, RuleId rule, Stream stream) {
     Op op;
     op.kind = kind;
     op.step = step;
@@ -19,7 +19,7 @@ Op& Build::collective(OpKind kind, int64_t elements, DType dtype, const char* ca
     op.elements = elements;
     op.dtype = dtype;
     op.caller = caller;
-    op.rule = rule_info(rule).id;
+    op.rule = rule;
     op.payload = rule_info(rule).payload;
     op.redop = (kind == OpKind::AllReduce || kind == OpKind::ReduceScatter || kind == OpKind::Reduce) ? ReduceOp::Sum
                                                                                                          : ReduceOp::None;
@@ -63,7 +63,7 @@ Op& Build::forward(int module) {
     op.micro = micro;
     op.phase = Phase::Forward;
     op.stream = Stream::Compute;
-    op.rule = "compute.forward";
+    op.rule = RuleId::ComputeForward;
     op.payload = rule_info(op.rule).payload;
     op.module = module;
     op.module_name = model.modules[module].name;
@@ -76,7 +76,8 @@ Op& Build::backward(int module) {
     Op& op = forward(module);
     op.compute = ComputeKind::Backward;
     op.phase = Phase::Backward;
-    op.rule = "compute.backward";
+    op.rule = RuleId::ComputeBackward;
+    op.payload = rule_info(op.rule).payload;
     op.flops *= 2.0;       // gradients for inputs and for weights
     op.mem_bytes *= 2;
     return op;
@@ -90,7 +91,7 @@ Op& Build::optimizer_step(int group, int64_t elements) {
     op.micro = micro;
     op.phase = Phase::Step;
     op.stream = Stream::Compute;
-    op.rule = "compute.optimizer_step";
+    op.rule = RuleId::ComputeOptimizerStep;
     op.payload = rule_info(op.rule).payload;
     op.param_group = group;
     op.elements = elements;
@@ -139,12 +140,6 @@ std::vector<std::pair<int, std::vector<int>>> Build::backward_plan() const {
     return plan;
 }
 
-std::vector<int> Build::grad_ready_order() const {
-    std::vector<int> order;
-    for (const auto& [module, ready] : backward_plan()) order.insert(order.end(), ready.begin(), ready.end());
-    return order;
-}
-
 void engine_start_broadcasts(Build& b) {
     // DeepSpeedEngine._broadcast_model: every parameter, registration order, in the model's dtype
     // (the engine casts the module to fp16/bf16 before broadcasting).
@@ -153,7 +148,7 @@ void engine_start_broadcasts(Build& b) {
     b.phase = Phase::Init;
     for (size_t i = 0; i < b.model.params.size(); ++i) {
         Op& op = b.collective(OpKind::Broadcast, b.model.params[i].numel, b.cfg.model_dtype, "_broadcast_model",
-                              "init.broadcast_model");
+                              RuleId::InitBroadcastModel);
         op.params = {static_cast<int>(i)};
     }
 }

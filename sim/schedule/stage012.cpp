@@ -69,7 +69,7 @@ struct Stage012 {
 
     Stream reduce_stream() const { return z.overlap_comm ? Stream::Reduce : Stream::Comm; }
 
-    Op& reduction(OpKind kind_, int64_t elements, const char* caller, const char* rule,
+    Op& reduction(OpKind kind_, int64_t elements, const char* caller, RuleId rule,
                   std::vector<Segment> segments = {}) {
         Op& op = b.collective(kind_, elements, b.cfg.comm_dtype(), caller, rule, reduce_stream());
         op.bucket = flushes;
@@ -98,13 +98,13 @@ struct Stage012 {
         if (!z.contiguous_gradients && !z.offload_optimizer) {
             // buffered_reduce_fallback: one all_reduce per dtype present (one dtype here).
             if (!bucket.empty())
-                reduction(OpKind::AllReduce, bucket_elements, "allreduce_bucket", "stage12.flush.allreduce_per_dtype");
+                reduction(OpKind::AllReduce, bucket_elements, "allreduce_bucket", RuleId::Stage12FlushAllreducePerDtype);
         } else if (!z.reduce_scatter) {
             // gradient_reduction_w_predivide: the whole bucket, even an empty one (v0.14.2 has no
             // guard against a 0-element all_reduce; v0.14.5 returns early, #5868).
             if (bucket_elements > 0 || !applies(ReleaseRuleId::Stage12NoEmptyBucketReduce, b.cfg.release))
                 reduction(OpKind::AllReduce, bucket_elements, "gradient_reduction_w_predivide",
-                          "stage12.flush.allreduce_predivide");
+                          RuleId::Stage12FlushAllreducePredivide);
         } else {
             flush_by_owner();
         }
@@ -127,7 +127,7 @@ struct Stage012 {
             }
         }
         if (slices.empty()) return;
-        auto send = [&](const std::vector<const OwnerSlice*>& list, OpKind k, const char* rule, int root) {
+        auto send = [&](const std::vector<const OwnerSlice*>& list, OpKind k, RuleId rule, int root) {
             std::vector<int64_t> sizes;
             for (const auto* sl : list) sizes.push_back(sl->numel());
             for (auto [lo, hi] : chunk_after_crossing(sizes, z.reduce_bucket_size)) {
@@ -144,7 +144,7 @@ struct Stage012 {
         if (z.use_multi_rank_bucket_allreduce) {
             std::vector<const OwnerSlice*> all;
             for (const auto& sl : slices) all.push_back(&sl);
-            send(all, OpKind::AllReduce, "stage12.flush.multi_rank_allreduce", -1);
+            send(all, OpKind::AllReduce, RuleId::Stage12FlushMultiRankAllreduce, -1);
         } else {
             // average_tensor:1114-1135: a dict keyed by (dst, group) in first-insertion order, so
             // an owner's slices form one list even with other owners' slices between them; each
@@ -156,7 +156,7 @@ struct Stage012 {
                 if (!by_owner.count(sl.owner)) owners.push_back(sl.owner);
                 by_owner[sl.owner].push_back(&sl);
             }
-            for (int dst : owners) send(by_owner[dst], OpKind::Reduce, "stage12.flush.reduce_per_rank", dst);
+            for (int dst : owners) send(by_owner[dst], OpKind::Reduce, RuleId::Stage12FlushReducePerRank, dst);
         }
     }
 
@@ -180,7 +180,7 @@ struct Stage012 {
                 pieces.push_back({{static_cast<int>(p), 0, b.model.params[p].numel}});
             }
         }
-        const char* rule = kind == Optimizer::BF16 ? "bf16.grad_allreduce" : "stage0.bucket_allreduce";
+        RuleId rule = kind == Optimizer::BF16 ? RuleId::Bf16GradAllreduce : RuleId::Stage0BucketAllreduce;
         for (auto [lo, hi] : chunk_after_crossing(sizes, kEngineAllreduceBucket)) {
             int64_t n = 0;
             std::vector<Segment> segs;
@@ -231,7 +231,7 @@ struct Stage012 {
         if (kind == Optimizer::Plain) {
             // fp16 checks overflow locally at stage 0; fp32 with clipping all_reduces the norm.
             if (model_dt == DType::FP32 && b.cfg.gradient_clipping > 0.0)
-                b.collective(OpKind::AllReduce, 1, DType::FP32, "clip_grad_norm_", "stage0.clip_grad_norm");
+                b.collective(OpKind::AllReduce, 1, DType::FP32, "clip_grad_norm_", RuleId::Stage0ClipGradNorm);
             if (!b.overflows(s)) {
                 Op& opt = b.optimizer_step(-1, b.model.total_numel());
                 for (size_t p = 0; p < b.model.params.size(); ++p) opt.params.push_back(static_cast<int>(p));
@@ -245,14 +245,14 @@ struct Stage012 {
                                                   applies(ReleaseRuleId::Stage12Bf16OverflowCheck, rel));
         if (kind == Optimizer::Zero12 && checks) {
             if (!(z.stage == 1 && applies(ReleaseRuleId::Stage1Fp16NoOverflowReduce, rel)))
-                b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", "step.overflow_check").redop = ReduceOp::Max;
+                b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", RuleId::StepOverflowCheck).redop = ReduceOp::Max;
             if (b.overflows(s)) return;  // gradients dropped, loss scale lowered, no update
         }
         if (kind == Optimizer::Zero12)
             for (int g = 0; g < b.model.num_groups; ++g)
                 b.collective(OpKind::AllReduce, 1, DType::FP32,  // offload: the CPU path's norm, same 4-byte scalar
                              z.offload_optimizer ? "complete_grad_norm_calculation_for_cpu_offload" : "get_grad_norm_direct",
-                             "stage12.step.grad_norm")
+                             RuleId::Stage12StepGradNorm)
                     .param_group = g;
         // Each rank updates its partition of every group; `params` lists the group in flat order.
         for (int g = 0; g < b.model.num_groups; ++g) b.optimizer_step(g, layouts[g].partition_size).params = layouts[g].order;
@@ -260,8 +260,8 @@ struct Stage012 {
             for (int g = 0; g < b.model.num_groups; ++g) {
                 Op& op = b.collective(OpKind::AllGather, layouts[g].partition_size, model_dt,
                                       "all_gather_into_tensor_dp_groups",
-                                      kind == Optimizer::BF16 ? "bf16.step.allgather_partitions"
-                                                              : "stage12.step.allgather_partitions");
+                                      kind == Optimizer::BF16 ? RuleId::Bf16StepAllgatherPartitions
+                                                              : RuleId::Stage12StepAllgatherPartitions);
                 op.param_group = g;
             }
     }

@@ -88,7 +88,6 @@ struct Stage3 {
 
     // Gradient bucket.
     std::vector<int> bucket;
-    int64_t bucket_elements = 0;
     int64_t counted_elements = 0;             // the bucket's element count as DeepSpeed keeps it (release_rules
                                               // Stage3BucketElementsKept: v0.17.2 never resets it)
     int flushes = 0;
@@ -149,7 +148,7 @@ struct Stage3 {
 
     // all_gather_coalesced: the parameters still partitioned, by ds_id, one all_gather of their
     // shards (one dtype here). No communication with a single rank.
-    void gather(const std::vector<int>& candidates, const char* rule, int node) {
+    void gather(const std::vector<int>& candidates, RuleId rule, int node) {
         std::vector<int> todo;
         for (int p : candidates)
             if (!available[p]) todo.push_back(p);
@@ -174,7 +173,7 @@ struct Stage3 {
         host.event(b.phase == Phase::Forward ? HostKind::PreForward : HostKind::PreBackward, mod);
         std::vector<int> ps = module_params(node);
         for (int p : ps) active[p].insert(mod);
-        gather(ps, "stage3.fetch", node);
+        gather(ps, RuleId::Stage3Fetch, node);
         host.wait(ps, mod);  // before the prefetch, as fetch_sub_module orders them
         if (mode == TraceMode::Complete) {
             std::set<int> not_yet_popped;
@@ -200,7 +199,7 @@ struct Stage3 {
                     }
                     most_recent[u.param] = std::max(recent(u.param), static_cast<int64_t>(u.step_id));
                 }
-                if (numel > 0) gather(std::vector<int>(chosen.begin(), chosen.end()), "stage3.prefetch", node);
+                if (numel > 0) gather(std::vector<int>(chosen.begin(), chosen.end()), RuleId::Stage3Prefetch, node);
             }
         }
         ++step_id;
@@ -256,7 +255,6 @@ struct Stage3 {
         int64_t n = m.params[p].numel;
         if (counted_elements + n > z.reduce_bucket_size && counted_elements > 0) flush(mod);
         bucket.push_back(p);
-        bucket_elements += n;
         counted_elements += n;
     }
 
@@ -270,7 +268,7 @@ struct Stage3 {
         if (z.contiguous_gradients && counted_elements <= z.reduce_bucket_size && !z.reduce_scatter) {
             // The contiguous buffer narrowed to the counted elements (v0.17.2: the running total).
             op = &b.collective(OpKind::AllReduce, counted_elements, b.cfg.comm_dtype(), "__avg_scatter_contiguous_grads",
-                               "stage3.flush.allreduce", st);
+                               RuleId::Stage3FlushAllreduce, st);
         } else if (var.quantized_gradients()) {
             // qgZ (stage3.py __avg_scatter_grads -> all_to_all_quant_reduce): per gradient, ds_id order.
             std::vector<int> sorted = bucket;
@@ -283,7 +281,7 @@ struct Stage3 {
             int64_t elements = 0;
             for (int p : bucket) elements += b.out.meta.shard_count() * part(p);
             op = &b.collective(OpKind::ReduceScatter, elements, b.cfg.comm_dtype(), "reduce_scatter_fn",
-                               "stage3.flush.reduce_scatter", st);
+                               RuleId::Stage3FlushReduceScatter, st);
         }
         if (op) {
             op->bucket = flushes++;
@@ -295,16 +293,15 @@ struct Stage3 {
         // The event is recorded on the reduce stream after everything the flush issued there.
         host.flushed(b.out.ops.size() > first ? static_cast<int64_t>(b.out.ops.size()) - 1 : -1);
         bucket.clear();
-        bucket_elements = 0;
         if (!applies(ReleaseRuleId::Stage3BucketElementsKept, b.cfg.release)) counted_elements = 0;
     }
 
     // One list broadcast of assert_ints_same_as_other_ranks (runtime/zero/utils.py), preceded from
     // v0.17.6 by the 8-byte length broadcast of assert_lst_len_same_as_other_ranks (#7525).
-    void trace_broadcast(int64_t n, const char* rule) {
+    void trace_broadcast(int64_t n, RuleId rule) {
         if (applies(ReleaseRuleId::Stage3TraceLengthCheck, b.cfg.release))
             b.collective(OpKind::Broadcast, 1, DType::INT64, "assert_lst_len_same_as_other_ranks",
-                         "stage3.trace_check_length");
+                         RuleId::Stage3TraceCheckLength);
         b.collective(OpKind::Broadcast, n, DType::INT64, "get_lst_from_rank0", rule);
     }
 
@@ -314,11 +311,11 @@ struct Stage3 {
     void reset_step() {
         if (mode == TraceMode::Invalid) {
             // v0.15.4+: an incomplete trace broadcasts its (empty) module list and starts recording.
-            trace_broadcast(0, "stage3.trace_start");
+            trace_broadcast(0, RuleId::Stage3TraceStart);
             mode = TraceMode::Record;
         } else if (mode == TraceMode::Record) {
             if (!applies(ReleaseRuleId::Stage3TraceCheckAtForward, b.cfg.release)) b.phase = Phase::Backward;
-            auto bcast = [&](int64_t n) { trace_broadcast(n, "stage3.trace_check"); };
+            auto bcast = [&](int64_t n) { trace_broadcast(n, RuleId::Stage3TraceCheck); };
             param_order.clear();
             for (size_t k = 0; k < trace_modules.size(); ++k)
                 for (int p : module_params(trace_modules[k])) param_order.push_back({p, static_cast<int>(k)});
@@ -378,7 +375,7 @@ struct Stage3 {
         }
         n_available = 0;
         if (b.cfg.model_dtype == DType::FP16) {
-            Op& flag = b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", "step.overflow_check");
+            Op& flag = b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", RuleId::StepOverflowCheck);
             flag.redop = ReduceOp::Max;
             flag.group = var.shard_group();
             // Skipped step: persistent parameters stay partitioned, hpZ secondary copies stay valid.
@@ -388,8 +385,8 @@ struct Stage3 {
         // (stage3.py, docs/zero-variants.md §5.2), else get_grad_norm_direct's fp64 one.
         for (size_t g = 0; g < sub_groups.size(); ++g)
             (z.offload_optimizer ? b.collective(OpKind::AllReduce, 1, DType::FP32, "complete_grad_norm_calculation_for_cpu_offload",
-                                                "stage3.step.grad_norm_cpu_offload")
-                                 : b.collective(OpKind::AllReduce, 1, DType::FP64, "get_grad_norm_direct", "stage3.step.grad_norm"))
+                                                RuleId::Stage3StepGradNormCpuOffload)
+                                 : b.collective(OpKind::AllReduce, 1, DType::FP64, "get_grad_norm_direct", RuleId::Stage3StepGradNorm))
                 .group = var.shard_group();
         for (size_t g = 0; g < sub_groups.size(); ++g) {
             int64_t elements = 0;
@@ -404,12 +401,12 @@ struct Stage3 {
         for (int p : pers) {
             if (pers.size() == 1) {
                 Op& op = b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params",
-                                      "stage3.step.persistent_regather");
+                                      RuleId::Stage3StepPersistentRegather);
                 op.params = {p};
                 op.group = var.shard_group();
             } else if (world > 1) {
                 Op& op = b.collective(OpKind::AllGather, part(p), b.cfg.model_dtype, "_allgather_params_coalesced",
-                                      "stage3.step.persistent_regather");
+                                      RuleId::Stage3StepPersistentRegather);
                 op.params = {p};
                 op.group = var.shard_group();
             }
@@ -430,15 +427,15 @@ void stage3_engine_start(Stage3& s) {
     Build& b = s.b;
     for (size_t p = 0; p < s.m.params.size() && !b.opt.zero_init; ++p)
         b.collective(OpKind::Broadcast, s.m.params[p].numel, b.cfg.model_dtype, "_zero_init_param",
-                     "stage3.init.zero_init_param").params = {static_cast<int>(p)};
-    b.collective(OpKind::Barrier, 0, DType::FP32, "_create_fp16_partitions_with_defragmentation", "stage3.init.barrier");
-    b.collective(OpKind::Barrier, 0, DType::FP32, "_setup_for_real_optimizer", "stage3.init.barrier");
-    b.collective(OpKind::Barrier, 0, DType::FP32, "_setup_for_real_optimizer", "stage3.init.barrier");
+                     RuleId::Stage3InitZeroInitParam).params = {static_cast<int>(p)};
+    b.collective(OpKind::Barrier, 0, DType::FP32, "_create_fp16_partitions_with_defragmentation", RuleId::Stage3InitBarrier);
+    b.collective(OpKind::Barrier, 0, DType::FP32, "_setup_for_real_optimizer", RuleId::Stage3InitBarrier);
+    b.collective(OpKind::Barrier, 0, DType::FP32, "_setup_for_real_optimizer", RuleId::Stage3InitBarrier);
     for (const auto& sub : s.sub_groups)
         for (int p : sub)
         {
             Op& op = b.collective(OpKind::AllGather, s.part(p), b.cfg.model_dtype, "_allgather_params",
-                                  "stage3.init.allgather_params");
+                                  RuleId::Stage3InitAllgatherParams);
             op.params = {p};
             op.group = s.var.shard_group();  // MiCS: get_partition_dp_group is the shard group
         }

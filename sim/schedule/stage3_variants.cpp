@@ -14,8 +14,8 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 // Consecutive ranks [0..k-1], [k..2k-1], ... (groups.py _create_zero_param_parallel_group,
 // mics_utils.py create_mics_comm_groups' shard groups, groups.py local_i).
-ProcessGroup consecutive(const std::string& name, int64_t world, int64_t k) {
-    ProcessGroup g{name, {}};
+ProcessGroup consecutive(GroupKind kind, int64_t world, int64_t k) {
+    ProcessGroup g{kind, {}};
     for (int64_t start = 0; start < world; start += k) {
         std::vector<int> m;
         for (int64_t r = start; r < start + k; ++r) m.push_back(static_cast<int>(r));
@@ -26,14 +26,20 @@ ProcessGroup consecutive(const std::string& name, int64_t world, int64_t k) {
 
 // The same position in every block of k consecutive ranks: {i, i+k, i+2k, ...} (MiCS replication
 // groups, qgZ's global_i).
-ProcessGroup strided(const std::string& name, int64_t world, int64_t k) {
-    ProcessGroup g{name, {}};
+ProcessGroup strided(GroupKind kind, int64_t world, int64_t k) {
+    ProcessGroup g{kind, {}};
     for (int64_t i = 0; i < k; ++i) {
         std::vector<int> m;
         for (int64_t r = i; r < world; r += k) m.push_back(static_cast<int>(r));
         g.members.push_back(std::move(m));
     }
     return g;
+}
+
+// qwZ's int8 gather of a fetch or prefetch: the same call, with the QuantizedShards payload of its
+// own rule (every rule has one payload).
+RuleId quantized_gather(RuleId rule) {
+    return rule == RuleId::Stage3Prefetch ? RuleId::QwzPrefetch : RuleId::QwzFetch;
 }
 
 }  // namespace
@@ -75,8 +81,8 @@ std::optional<Error> setup_zero_variants(Build& b) {
                          "DeepSpeed's MiCS raises \"Local sharding has no support for CPU offloading\" when "
                          "mics_shard_size (" + str(s) + ") is below the world (" + str(W) + ")"};
         v.mics = s;
-        meta.groups.push_back(consecutive("mics_shard", W, s));
-        meta.groups.push_back(strided("mics_replica", W, s));
+        meta.groups.push_back(consecutive(GroupKind::MicsShard, W, s));
+        meta.groups.push_back(strided(GroupKind::MicsReplica, W, s));
     }
     if (z.hpz_partition_size > 1) {
         // groups.py _create_zero_param_parallel_group: min(k, world), which must divide the world.
@@ -86,7 +92,7 @@ std::optional<Error> setup_zero_variants(Build& b) {
                          "DeepSpeed needs it to divide the world size " + str(W) + " (groups.py asserts it); found " +
                              str(z.hpz_partition_size)};
         v.hpz = k;
-        if (k > 1) meta.groups.push_back(consecutive("hpz", W, k));
+        if (k > 1) meta.groups.push_back(consecutive(GroupKind::Hpz, W, k));
     }
     v.qwz = z.quantized_weights;
     if (z.quantized_gradients) {
@@ -108,8 +114,8 @@ std::optional<Error> setup_zero_variants(Build& b) {
             // stage3.py __avg_scatter_grads: the quantized path only with more than one node.
             if (nodes > 1) {
                 v.qgz = true;
-                meta.groups.push_back(consecutive("qgz_intra", W, L));
-                meta.groups.push_back(strided("qgz_inter", W, L));
+                meta.groups.push_back(consecutive(GroupKind::QgzIntra, W, L));
+                meta.groups.push_back(strided(GroupKind::QgzInter, W, L));
             }
         }
     }
@@ -136,7 +142,7 @@ void Stage3Variants::invalidate_secondary() {
 }
 
 // partitioned_param_coordinator.py __all_gather_params_: the params with a secondary tensor first.
-void Stage3Variants::fetch(const std::vector<int>& todo, const char* rule, const std::string& module_name,
+void Stage3Variants::fetch(const std::vector<int>& todo, RuleId rule, const std::string& module_name,
                            Stage3Host& host) {
     std::vector<int> with, without;
     for (int p : todo) (secondary_[static_cast<size_t>(p)] ? with : without).push_back(p);
@@ -147,11 +153,11 @@ void Stage3Variants::fetch(const std::vector<int>& todo, const char* rule, const
 // One all_gather_coalesced call (partition_parameters.py): one all_gather of the concatenated
 // partitions (one dtype here); under qwZ the concatenation quantized as one tensor, then its
 // scales. MiCS replaces the call by coalesced gathers on the shard group that the logger never sees.
-void Stage3Variants::gather_group(const std::vector<int>& ps, bool sec, const char* rule, const std::string& module_name,
+void Stage3Variants::gather_group(const std::vector<int>& ps, bool sec, RuleId rule, const std::string& module_name,
                                   Stage3Host& host) {
     int64_t n = 0;
     for (int p : ps) n += sec ? secondary_part(p) : part(p);
-    const char* group = sec ? "hpz" : shard_group();
+    GroupKind group = sec ? GroupKind::Hpz : shard_group();
     auto finish = [&](Op& op) {
         op.params = ps;
         op.group = group;
@@ -166,10 +172,9 @@ void Stage3Variants::gather_group(const std::vector<int>& ps, bool sec, const ch
                                "DeepSpeed's quantizer asserts (partition_parameters.py CUDAQuantizer.quantize): a gather of " +
                                    str(n) + " elements (" + module_name + ") is not a multiple of 8, or no group size fits; "
                                    "\"Qantized weight requires the number of weights be a multiple of 8\""};
-        Op& data = b_.collective(OpKind::AllGather, n, DType::UINT8, "allgather_fn", rule, Stream::Fetch);
-        data.payload = Payload::QuantizedShards;
+        Op& data = b_.collective(OpKind::AllGather, n, DType::UINT8, "allgather_fn", quantized_gather(rule), Stream::Fetch);
         finish(data);
-        Op& scales = b_.collective(OpKind::AllGather, g.value_or(1), DType::FP32, "allgather_fn", "qwz.fetch_scales",
+        Op& scales = b_.collective(OpKind::AllGather, g.value_or(1), DType::FP32, "allgather_fn", RuleId::QwzFetchScales,
                                    Stream::Fetch);
         finish(scales);
         return;
@@ -183,7 +188,7 @@ void Stage3Variants::quantized_reduce(const std::vector<int>& bucket, int flush,
     for (int p : bucket) {
         const auto& par = b_.model.params[static_cast<size_t>(p)];
         const int64_t m = par.numel;
-        auto add = [&](OpKind kind, int64_t elements, DType dt, const char* caller, const char* rule, const char* group) {
+        auto add = [&](OpKind kind, int64_t elements, DType dt, const char* caller, RuleId rule, GroupKind group) {
             Op& op = b_.collective(kind, elements, dt, caller, rule, st);
             op.params = {p};
             op.bucket = flush;
@@ -193,16 +198,16 @@ void Stage3Variants::quantized_reduce(const std::vector<int>& bucket, int flush,
         if (par.shape.size() < 2 || m % (2 * world_) != 0) {
             // reduce_scatter_coalesced([grad]) with group None: the whole world, padded to world x ceil(m/world).
             add(OpKind::ReduceScatter, world_ * stage3_partition_numel(m, world_), b_.cfg.comm_dtype(), "reduce_scatter_fn",
-                "qgz.fallback_reduce_scatter", "dp");
+                RuleId::QgzFallbackReduceScatter, GroupKind::Dp);
             continue;
         }
         // int4 data is two values a byte (swizzle_quant); scales fp32 {G, 1}, then {G / L, 1} after
         // the intra-node dequantize-reduce-requantize (quantized_reduction keeps 1/L of the values).
         const int64_t G = std::max({par.shape[0], par.shape[1], world_});
-        add(OpKind::AllToAll, m / 2, DType::UINT8, "all_to_all_quant_reduce", "qgz.intra_all_to_all", "qgz_intra");
-        add(OpKind::AllToAll, G, DType::FP32, "all_to_all_quant_reduce", "qgz.intra_scales", "qgz_intra");
-        add(OpKind::AllToAll, m / (2 * L), DType::UINT8, "all_to_all_quant_reduce", "qgz.inter_all_to_all", "qgz_inter");
-        add(OpKind::AllToAll, G / L, DType::FP32, "all_to_all_quant_reduce", "qgz.inter_scales", "qgz_inter");
+        add(OpKind::AllToAll, m / 2, DType::UINT8, "all_to_all_quant_reduce", RuleId::QgzIntraAllToAll, GroupKind::QgzIntra);
+        add(OpKind::AllToAll, G, DType::FP32, "all_to_all_quant_reduce", RuleId::QgzIntraScales, GroupKind::QgzIntra);
+        add(OpKind::AllToAll, m / (2 * L), DType::UINT8, "all_to_all_quant_reduce", RuleId::QgzInterAllToAll, GroupKind::QgzInter);
+        add(OpKind::AllToAll, G / L, DType::FP32, "all_to_all_quant_reduce", RuleId::QgzInterScales, GroupKind::QgzInter);
     }
 }
 
@@ -214,10 +219,10 @@ void Stage3Variants::after_flush(const std::vector<int>& bucket, int flush, Stre
     int64_t n = 0;
     for (int p : bucket) n += part(p);
     DType acc = b_.cfg.grad_accum_dtype.value_or(b_.cfg.model_dtype);
-    Op& op = b_.collective(OpKind::AllReduce, n, acc, "allreduce_mics_shard_grads", "mics.allreduce_shard_grads", st);
+    Op& op = b_.collective(OpKind::AllReduce, n, acc, "allreduce_mics_shard_grads", RuleId::MicsAllreduceShardGrads, st);
     op.params = bucket;
     op.bucket = flush;
-    op.group = "mics_replica";
+    op.group = GroupKind::MicsReplica;
 }
 
 }  // namespace zerosim::detail

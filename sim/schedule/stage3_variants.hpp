@@ -31,11 +31,11 @@ public:
     int64_t part(int p) const;
     int64_t secondary_part(int p) const;
     // The group of the partition's collectives: the MiCS shard group, else the world.
-    const char* shard_group() const { return v_.mics > 0 ? "mics_shard" : "dp"; }
+    GroupKind shard_group() const { return v_.mics > 0 ? GroupKind::MicsShard : GroupKind::Dp; }
 
     // all_gather_coalesced for the fetch/prefetch of `todo` (ds_id order): with-secondary first on
     // the hpZ group, then the rest; each as int8 data + fp32 scales under qwZ; unlogged under MiCS.
-    void fetch(const std::vector<int>& todo, const char* rule, const std::string& module_name, Stage3Host& host);
+    void fetch(const std::vector<int>& todo, RuleId rule, const std::string& module_name, Stage3Host& host);
     // hpZ: a partition rebuilt from a whole parameter (release, engine start) refreshes its secondary
     // copy; a successful optimizer step drops them all (_post_step invalidate_secondary_tensor).
     void partitioned(int p);
@@ -52,7 +52,7 @@ private:
     ZeroVariants v_;
     int64_t world_;
     std::vector<bool> secondary_;
-    void gather_group(const std::vector<int>& ps, bool sec, const char* rule, const std::string& module_name,
+    void gather_group(const std::vector<int>& ps, bool sec, RuleId rule, const std::string& module_name,
                       Stage3Host& host);
 };
 

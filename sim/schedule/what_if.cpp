@@ -13,7 +13,7 @@ Result<int> apply_what_if(const std::string& name, Schedule& s) {
     const int64_t n = s.meta.world;
     int changed = 0;
     for (auto& op : s.ops) {
-        if (op.rule != "stage12.flush.multi_rank_allreduce" || op.kind != OpKind::AllReduce) continue;
+        if (op.rule != RuleId::Stage12FlushMultiRankAllreduce || op.kind != OpKind::AllReduce) continue;
         op.kind = OpKind::ReduceScatter;
         op.elements = (op.elements + n - 1) / n * n;   // equal chunks per rank
         op.caller = "reduce_scatter_tensor (what-if #7440)";

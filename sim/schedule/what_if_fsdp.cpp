@@ -14,12 +14,12 @@ namespace zerosim {
 
 namespace {
 
-const char* kUnshard = "whatif.fsdp.unshard";
-const char* kReduceScatter = "whatif.fsdp.reduce_scatter";
-const char* kReplicaAllReduce = "whatif.hsdp.allreduce";
+constexpr RuleId kUnshard = RuleId::WhatifFsdpUnshard;
+constexpr RuleId kReduceScatter = RuleId::WhatifFsdpReduceScatter;
+constexpr RuleId kReplicaAllReduce = RuleId::WhatifHsdpAllreduce;
 
-ProcessGroup node_groups(const std::string& name, int64_t world, int64_t g, bool across) {
-    ProcessGroup pg{name, {}};
+ProcessGroup node_groups(GroupKind kind, int64_t world, int64_t g, bool across) {
+    ProcessGroup pg{kind, {}};
     if (!across) {
         for (int64_t first = 0; first < world; first += g) {
             std::vector<int> m;
@@ -44,7 +44,7 @@ struct Generator {
     std::vector<int> unit_of_param;
     int64_t shard_ranks = 1;
     int64_t replicas = 1;
-    std::string shard_group = "dp";
+    GroupKind shard_group = GroupKind::Dp;
     std::vector<int64_t> padded;        // per unit: numel padded to a multiple of shard_ranks
     std::vector<bool> unsharded;
     std::vector<int64_t> gather_of;     // per unit: the gather that last unsharded it
@@ -137,7 +137,7 @@ struct Generator {
             a.payload = rule_info(a.rule).payload;
             a.caller = "FSDP allreduce_hook on _inter_node_state (what-if, not DeepSpeed)";
             a.elements = padded[static_cast<size_t>(u)] / shard_ranks;
-            a.group = "fsdp_replica";
+            a.group = GroupKind::FsdpReplica;
             a.deps.clear();
             last_reduce = out.add(std::move(a)).id;
         }
@@ -302,9 +302,9 @@ Result<int> apply_fsdp_what_if(FsdpStrategy strategy, Schedule& s) {
                                               ") is not a multiple of the ranks per node (" + std::to_string(n) + ")"};
         g.shard_ranks = std::min(n, world);
         g.replicas = world / g.shard_ranks;
-        g.shard_group = "fsdp_shard";
-        g.out.meta.groups.push_back(node_groups("fsdp_shard", world, g.shard_ranks, false));
-        g.out.meta.groups.push_back(node_groups("fsdp_replica", world, g.shard_ranks, true));
+        g.shard_group = GroupKind::FsdpShard;
+        g.out.meta.groups.push_back(node_groups(GroupKind::FsdpShard, world, g.shard_ranks, false));
+        g.out.meta.groups.push_back(node_groups(GroupKind::FsdpReplica, world, g.shard_ranks, true));
     }
     for (const auto& u : g.units) g.padded.push_back((u.numel + g.shard_ranks - 1) / g.shard_ranks * g.shard_ranks);
     g.unsharded.assign(g.units.size(), false);
@@ -322,7 +322,7 @@ Result<int> apply_fsdp_what_if(FsdpStrategy strategy, Schedule& s) {
 
 int64_t fsdp_model_state_bytes(const Schedule& s) {
     const auto units = fsdp_units(s);
-    const int64_t k = s.meta.groups.empty() ? s.meta.world : s.meta.group_size("fsdp_shard");
+    const int64_t k = s.meta.groups.empty() ? s.meta.world : s.meta.group_size(GroupKind::FsdpShard);
     const int64_t b = dtype_size(s.meta.model_dtype);
     const bool mixed = s.meta.model_dtype != DType::FP32;
     int64_t shard = 0, largest = 0;

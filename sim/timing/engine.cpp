@@ -198,8 +198,9 @@ struct Run {
     // A gather whose parameters stay gathered until a release (the memory model's counting):
     // fetches, prefetches and the step's persistent re-gather.
     static bool gathers_for_use(const Op& op) {
-        return op.kind == OpKind::AllGather && (op.rule == "stage3.fetch" || op.rule == "stage3.prefetch" ||
-                                                op.rule == "stage3.step.persistent_regather");
+        return op.kind == OpKind::AllGather &&
+               (op.rule == RuleId::Stage3Fetch || op.rule == RuleId::Stage3Prefetch || op.rule == RuleId::QwzFetch ||
+                op.rule == RuleId::QwzPrefetch || op.rule == RuleId::Stage3StepPersistentRegather);
     }
 
     void host_actor() {
@@ -409,10 +410,10 @@ Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mod
 double simulate_single_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
                                   CollectivePlan* plan_out, const TunerChoice& only, const EngineAdjust* adjust) {
     CollectivePlan plan = plan_collective(t, kind, logged_bytes, world, only);
-    if (adjust && adjust->collective) {   // fabric mode: the collective on every rank ("dp")
+    if (adjust && adjust->collective) {   // fabric mode: the collective on every rank (GroupKind::Dp)
         Op op;
         op.kind = kind;
-        op.group = "dp";
+        op.group = GroupKind::Dp;
         adjust->collective(op, plan);
     }
     if (plan_out) *plan_out = plan;

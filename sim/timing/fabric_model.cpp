@@ -192,20 +192,20 @@ std::vector<std::string> FabricModel::summary() const { return impl_->lines; }
 EngineAdjust FabricModel::engine_adjust(const ScheduleMeta& meta) {
     EngineAdjust a;
     a.compute_slowdown = impl_->compute_slowdown;
-    std::map<std::string, std::vector<std::vector<int>>> groups;
-    for (const auto& pg : meta.groups) groups[pg.name] = pg.members;
+    std::map<GroupKind, std::vector<std::vector<int>>> groups;
+    for (const auto& pg : meta.groups) groups[pg.kind] = pg.members;
     std::vector<int> all(static_cast<size_t>(meta.world));
     for (int64_t r = 0; r < meta.world; ++r) all[static_cast<size_t>(r)] = static_cast<int>(r);
-    groups["dp"] = {all};
+    groups[GroupKind::Dp] = {all};
     a.collective = [this, groups](const Op& op, CollectivePlan& plan) {
         if (op.kind == OpKind::Barrier || (plan.intra_bytes <= 0 && plan.inter_bytes <= 0)) return;
         const FlowPattern p = flow_pattern(op.kind, plan.reported_pair().algorithm);
         static const char* names[] = {"ring", "tree", "all_to_all"};
-        const std::string key = std::string(names[static_cast<int>(p)]) + " traffic on " + op.group;
+        const std::string key = std::string(names[static_cast<int>(p)]) + " traffic on " + group_name(op.group);
         auto it = impl_->cache.find(key);
         if (it == impl_->cache.end()) {
             auto g = groups.find(op.group);
-            FabricFactors f = factors(p, g != groups.end() ? g->second : groups.at("dp"));
+            FabricFactors f = factors(p, g != groups.end() ? g->second : groups.at(GroupKind::Dp));
             it = impl_->cache.emplace(key, f).first;
             char line[200];
             std::snprintf(line, sizeof line, "%s: NVLink x%.3f, network x%.3f", key.c_str(), f.intra, f.inter);

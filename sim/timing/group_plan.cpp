@@ -15,10 +15,10 @@ namespace zerosim {
 CollectivePlan plan_for_group(const Topology& t, const Op& op, const ScheduleMeta& meta) {
     const double bytes = static_cast<double>(op.bytes());
     const int64_t world = meta.world;
-    if (op.group == "dp" && op.kind != OpKind::AllToAll) return plan_collective(t, op.kind, bytes, world);
+    if (op.group == GroupKind::Dp && op.kind != OpKind::AllToAll) return plan_collective(t, op.kind, bytes, world);
     std::vector<int> members;
     for (const auto& g : meta.groups)
-        if (g.name == op.group && !g.members.empty()) members = g.members[0];
+        if (g.kind == op.group && !g.members.empty()) members = g.members[0];
     if (members.empty())
         for (int64_t r = 0; r < world; ++r) members.push_back(static_cast<int>(r));
     const int64_t n = static_cast<int64_t>(members.size());
@@ -45,9 +45,9 @@ double quantization_seconds(const Topology& t, const Op& op, const ScheduleMeta&
     if (op.payload == Payload::QuantizedShards) {
         const double k = static_cast<double>(std::max<int64_t>(meta.group_size(op.group), 1));
         bytes = e * (dtype_size(meta.model_dtype) + 1) + 3 * k * e;
-    } else if (op.rule == "qgz.intra_all_to_all") {
+    } else if (op.rule == RuleId::QgzIntraAllToAll) {
         bytes = e * (2 * dtype_size(meta.comm_dtype) + 1);
-    } else if (op.rule == "qgz.inter_all_to_all") {
+    } else if (op.rule == RuleId::QgzInterAllToAll) {
         bytes = e * static_cast<double>(std::max<int64_t>(meta.variants.gpus_per_node, 1) + 6);
     }
     return bytes / rate;

@@ -72,8 +72,8 @@ std::vector<std::vector<float>> run_weights(const std::string& cfg, int steps, c
         for (size_t i = 0; i < s.ops.size() && i < rk.at("ops").size(); ++i) {
             const auto& op = s.ops[i];
             if (op.kind == zerosim::OpKind::Compute || op.kind == zerosim::OpKind::Barrier) continue;
-            EXPECT_EQ(rk.at("ops")[i].at("check"), "ok") << "rank " << rk.at("rank") << " op " << i << " " << op.rule;
-            EXPECT_GT(rk.at("ops")[i].at("checked").get<int64_t>(), 0) << "op " << i << " " << op.rule;
+            EXPECT_EQ(rk.at("ops")[i].at("check"), "ok") << "rank " << rk.at("rank") << " op " << i << " " << zerosim::rule_name(op.rule);
+            EXPECT_GT(rk.at("ops")[i].at("checked").get<int64_t>(), 0) << "op " << i << " " << zerosim::rule_name(op.rule);
         }
     }
     auto w = zerorun::read_weight_dumps(d + "/w", kWorld, s.params);
@@ -81,9 +81,9 @@ std::vector<std::vector<float>> run_weights(const std::string& cfg, int steps, c
     return w.ok() ? w.value() : std::vector<std::vector<float>>{};
 }
 
-int count_rule(const zerosim::Schedule& s, const std::string& prefix) {
+int count_rule(const zerosim::Schedule& s, zerosim::RuleId rule) {
     int n = 0;
-    for (const auto& op : s.ops) n += op.rule.rfind(prefix, 0) == 0;
+    for (const auto& op : s.ops) n += op.rule == rule;
     return n;
 }
 
@@ -123,7 +123,7 @@ void one_step_agrees(const std::string& cfg, const std::string& tag, Bound error
 // The unquantized run's result is zerorun::Reference's (single process, no partitioning), which
 // every unquantized stage matches to 1e-6 in fp32 (test_runtime.cpp, test_runtime_variants.cpp):
 // taken from there to save two mpirun runs.
-void three_steps_within_adam_bound(const std::string& cfg, const std::string& tag, const std::string& rule) {
+void three_steps_within_adam_bound(const std::string& cfg, const std::string& tag, zerosim::RuleId rule) {
     zerosim::Schedule s = quant_schedule(cfg, 3);
     ASSERT_GT(count_rule(s, rule), 0);
     const auto quant = run_weights(cfg, 3, tag);
@@ -177,6 +177,6 @@ TEST(QuantizedRun, QgzOneStepMatchesUnquantizedWhereTheBoundAllows) {
 }
 
 TEST(QuantizedRun, QwzAndQgzThreeStepsWithinAdamsBound) {
-    three_steps_within_adam_bound("z3-qwz.json", "qwz3", "qwz.fetch_scales");
-    three_steps_within_adam_bound("z3-qgz.json", "qgz3", "qgz.inter_scales");
+    three_steps_within_adam_bound("z3-qwz.json", "qwz3", zerosim::RuleId::QwzFetchScales);
+    three_steps_within_adam_bound("z3-qgz.json", "qgz3", zerosim::RuleId::QgzInterScales);
 }

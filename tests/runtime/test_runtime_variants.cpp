@@ -76,7 +76,7 @@ std::string bf16_config(const std::string& name, int ga, const std::string& dir)
 
 // Runs `cfg` on 4 ranks for 3 steps; every op checked ok (or no output), weights = reference.
 // `replicas`: how many disjoint rank ranges of `world / replicas` each hold all the weights.
-void run_and_check(const std::string& cfg, const std::string& tag, const std::string& group, int replicas) {
+void run_and_check(const std::string& cfg, const std::string& tag, zerosim::GroupKind group, int replicas) {
     const int world = 4, steps = 3;
     const std::string dir = variant_dir(tag);
     zerosim::Schedule s = variant_schedule(cfg, world, steps);
@@ -135,19 +135,19 @@ void run_and_check(const std::string& cfg, const std::string& tag, const std::st
 }  // namespace
 
 TEST(VariantsRun, HpzGathersOnItsGroupAndMatchesTheReference) {
-    run_and_check(zerorun_test::fixture("configs/z3-hpz2.json"), "hpz", "hpz", 1);
+    run_and_check(zerorun_test::fixture("configs/z3-hpz2.json"), "hpz", zerosim::GroupKind::Hpz, 1);
 }
 
 TEST(VariantsRun, MicsShardsAndReplicatesAndMatchesTheReference) {
-    run_and_check(zerorun_test::fixture("configs/z3-mics2.json"), "mics", "mics_replica", 2);
+    run_and_check(zerorun_test::fixture("configs/z3-mics2.json"), "mics", zerosim::GroupKind::MicsReplica, 2);
 }
 
 // bf16 with 2 micro-steps: MiCS's shard-group partial sums accumulate over micro-steps before
 // the replication all_reduce at the boundary; hpZ's secondary gathers in bf16.
 TEST(VariantsRun, HpzAndMicsInBf16WithAccumulation) {
     const std::string dir = variant_dir("bf16");
-    run_and_check(bf16_config("z3-hpz2.json", 2, dir), "hpz-bf16", "hpz", 1);
-    run_and_check(bf16_config("z3-mics2.json", 2, dir), "mics-bf16", "mics_replica", 2);
+    run_and_check(bf16_config("z3-hpz2.json", 2, dir), "hpz-bf16", zerosim::GroupKind::Hpz, 1);
+    run_and_check(bf16_config("z3-mics2.json", 2, dir), "mics-bf16", zerosim::GroupKind::MicsReplica, 2);
 }
 
 // DeepSpeed's own qwZ refusal reaches zerorun as one line naming the key: tiny_model's shards

@@ -193,7 +193,7 @@ Schedule two_collectives(double a, double b) {
     x.phase = Phase::Backward;
     x.stream = Stream::Reduce;
     x.elements = static_cast<int64_t>(a / 4);
-    x.rule = "stage12.flush.multi_rank_allreduce";
+    x.rule = RuleId::Stage12FlushMultiRankAllreduce;
     s.add(x);
     Op y = x;
     y.stream = Stream::Fetch;

@@ -312,11 +312,11 @@ void expect_same_groups(const Schedule& s, const Mesh& m) {
     for (const ProcessGroup& g : s.meta.groups) {
         bool found = false;
         for (MeshGroup k : kMeshGroups) {
-            if (g.name != mesh_group_name(k)) continue;
+            if (std::string(group_name(g.kind)) != mesh_group_name(k)) continue;
             found = true;
-            EXPECT_EQ(g.members, m.groups(k)) << g.name << " on " << s.meta.world << " ranks";
+            EXPECT_EQ(g.members, m.groups(k)) << g.kind << " on " << s.meta.world << " ranks";
         }
-        EXPECT_TRUE(found) << g.name;
+        EXPECT_TRUE(found) << g.kind;
     }
 }
 

@@ -102,7 +102,7 @@ TEST_P(ReferenceLog, SameOpsInTheSameOrder) {
         LoggedOp l;
         l.record = op_record_name(ours[i]->kind);
         l.caller = ours[i]->caller;
-        SCOPED_TRACE("op " + std::to_string(i) + " (rule " + ours[i]->rule + ")");
+        SCOPED_TRACE("op " + std::to_string(i) + " (rule " + rule_name(ours[i]->rule) + ")");
         EXPECT_EQ(l.record_key(), real[i].key);
         EXPECT_EQ(ds_size_string(ours[i]->bytes()), real[i].size);
         std::string expected_phase = real[i].phase;

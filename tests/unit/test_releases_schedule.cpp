@@ -96,7 +96,7 @@ TEST(Releases, Stage3TraceCheckMovesToTheNextForward) {
     t = select(new_s, trace_op);
     ASSERT_EQ(t.size(), 4u);
     EXPECT_EQ(bytes_of(t), (std::vector<int64_t>{0, 96, 128, 128}));
-    EXPECT_TRUE(t[0]->step == 0 && t[0]->phase == Phase::Forward && t[0]->rule == "stage3.trace_start");
+    EXPECT_TRUE(t[0]->step == 0 && t[0]->phase == Phase::Forward && t[0]->rule == RuleId::Stage3TraceStart);
     for (size_t i = 1; i < 4; ++i) EXPECT_TRUE(t[i]->step == 1 && t[i]->phase == Phase::Forward);
     // The 0-byte broadcast is step 0's first collective; the checks come before step 1's gathers.
     EXPECT_EQ(select(new_s, [](const Op& o) { return o.step == 0; }).front(), t[0]);
@@ -229,7 +229,7 @@ TEST(Releases, EveryRuleNamesKnownScheduleRules) {
             size_t end = ids.find(',', at);
             std::string id = ids.substr(at, end == std::string::npos ? std::string::npos : end - at);
             bool found = false;
-            for (const auto& rule : all_rules()) found = found || id == rule.id;
+            for (const auto& rule : all_rules()) found = found || id == rule.name;
             EXPECT_TRUE(found) << r.name << ": " << id;
             at = end == std::string::npos ? ids.size() : end + 1;
         }

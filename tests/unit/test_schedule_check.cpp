@@ -44,14 +44,14 @@ std::vector<Payload> payloads(const Schedule& s) {
     return p;
 }
 
-const Op& first(const Schedule& s, const std::string& rule) {
+const Op& first(const Schedule& s, RuleId rule) {
     for (const auto& op : s.ops)
         if (op.rule == rule) return op;
     ADD_FAILURE() << "no op of rule " << rule;
     return s.ops.front();
 }
 
-int64_t index_of(const Schedule& s, const std::string& rule) { return first(s, rule).id; }
+int64_t index_of(const Schedule& s, RuleId rule) { return first(s, rule).id; }
 
 // The check's error for `s`, as one line; "" when it passes.
 std::string check(const Schedule& s) {
@@ -88,12 +88,12 @@ TEST(Payloads, Stage2ByHand) {
 TEST(Payloads, OverflowFlagAndReplicatedStage0) {
     Schedule fp16 = build(R"({"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true},
                               "zero_optimization": {"stage": 1}})", 4);
-    EXPECT_EQ(first(fp16, "step.overflow_check").payload, Payload::OverflowFlag);
+    EXPECT_EQ(first(fp16, RuleId::StepOverflowCheck).payload, Payload::OverflowFlag);
     EXPECT_EQ(check(fp16), "");
 
     Schedule z0 = build(R"({"train_micro_batch_size_per_gpu": 1, "gradient_clipping": 1.0})", 4);
-    EXPECT_EQ(first(z0, "stage0.bucket_allreduce").payload, Payload::GradientSlices);
-    EXPECT_EQ(first(z0, "stage0.clip_grad_norm").payload, Payload::GradientNorm);
+    EXPECT_EQ(first(z0, RuleId::Stage0BucketAllreduce).payload, Payload::GradientSlices);
+    EXPECT_EQ(first(z0, RuleId::Stage0ClipGradNorm).payload, Payload::GradientNorm);
     EXPECT_EQ(z0.meta.partition.kind, PartitionKind::Replicated);
     EXPECT_TRUE(z0.meta.partition.groups.empty());
     EXPECT_EQ(check(z0), "");
@@ -113,17 +113,17 @@ TEST(Payloads, Stage3ByHand) {
     EXPECT_EQ(init.count(Payload::Barrier), 3u);
     EXPECT_EQ(init.count(Payload::ParameterShards), 2u);
     EXPECT_EQ(init.size(), 9u);
-    EXPECT_EQ(first(s, "stage3.fetch").payload, Payload::ParameterShards);
-    EXPECT_EQ(first(s, "stage3.trace_check").payload, Payload::TraceCheck);
-    const Op& rs = first(s, "stage3.flush.reduce_scatter");
+    EXPECT_EQ(first(s, RuleId::Stage3Fetch).payload, Payload::ParameterShards);
+    EXPECT_EQ(first(s, RuleId::Stage3TraceCheck).payload, Payload::TraceCheck);
+    const Op& rs = first(s, RuleId::Stage3FlushReduceScatter);
     EXPECT_EQ(rs.payload, Payload::GradientShards);
     EXPECT_EQ(rs.elements, 2 * (3 + 5));   // l1: 2 x ceil(5/2), l2: 2 x ceil(9/2)
-    EXPECT_EQ(first(s, "stage3.step.grad_norm").payload, Payload::GradientNorm);
+    EXPECT_EQ(first(s, RuleId::Stage3StepGradNorm).payload, Payload::GradientNorm);
     EXPECT_EQ(check(s), "");
 
     Schedule ar = build(R"({"train_micro_batch_size_per_gpu": 1,
                             "zero_optimization": {"stage": 3, "reduce_scatter": false}})", 2);
-    const Op& flush = first(ar, "stage3.flush.allreduce");
+    const Op& flush = first(ar, RuleId::Stage3FlushAllreduce);
     EXPECT_EQ(flush.payload, Payload::GradientBucket);
     EXPECT_EQ(flush.elements, 14);
     EXPECT_EQ(check(ar), "");
@@ -149,16 +149,28 @@ TEST(ScheduleCheck, GeneratedSchedulesPass) {
 
 TEST(ScheduleCheck, PayloadThatDoesNotFitTheKind) {
     Schedule s = build(kStage2, 4);
-    int64_t k = index_of(s, "stage12.step.grad_norm");
+    int64_t k = index_of(s, RuleId::Stage12StepGradNorm);
     s.ops[k].payload = Payload::ParameterShards;
     EXPECT_EQ(check(s), at(k) + "payload parameter_shards cannot travel in all_reduce");
     s.ops[k].payload = Payload::Compute;
     EXPECT_EQ(check(s), at(k) + "payload compute cannot travel in all_reduce");
 }
 
+// Every rule has one payload: an op whose payload could travel in its collective but is not its
+// rule's is refused.
+TEST(ScheduleCheck, PayloadThatIsNotTheRules) {
+    Schedule s = build(kStage2, 4);
+    int64_t k = index_of(s, RuleId::Stage12StepGradNorm);
+    s.ops[k].payload = Payload::GradientSlices;
+    EXPECT_EQ(check(s), at(k) + "payload gradient_slices is not rule stage12.step.grad_norm's (gradient_norm)");
+    s.ops[k].payload = Payload::GradientNorm;
+    s.ops[k].rule = RuleId::Stage0BucketAllreduce;
+    EXPECT_EQ(check(s), at(k) + "payload gradient_norm is not rule stage0.bucket_allreduce's (gradient_slices)");
+}
+
 TEST(ScheduleCheck, DependencyOnALaterOp) {
     Schedule s = build(kStage2, 4);
-    int64_t k = index_of(s, "stage12.flush.multi_rank_allreduce");
+    int64_t k = index_of(s, RuleId::Stage12FlushMultiRankAllreduce);
     s.ops[k].deps.push_back(k + 1);
     EXPECT_EQ(check(s), at(k) + "dependency " + std::to_string(k + 1) + " (deps) is not an earlier op");
 }
@@ -167,12 +179,12 @@ TEST(ScheduleCheck, DependencyOnALaterOp) {
 // reduce to a rank that does not own the slice, a layout for another kind of partitioning.
 TEST(ScheduleCheck, LayoutMismatchNamesTheOp) {
     Schedule s = build(kStage2, 4);
-    int64_t g = index_of(s, "stage12.step.allgather_partitions");
+    int64_t g = index_of(s, RuleId::Stage12StepAllgatherPartitions);
     s.ops[g].elements = 5;
     EXPECT_EQ(check(s), at(g) + "group 0's partition has 4 elements; the op sends 5");
 
     s = build(kStage2, 4);
-    int64_t k = index_of(s, "compute.optimizer_step");
+    int64_t k = index_of(s, RuleId::ComputeOptimizerStep);
     s.ops[k].elements = 16;
     EXPECT_EQ(check(s), at(k) + "covers 16 elements; group 0's partition has 4");
 
@@ -185,7 +197,7 @@ TEST(ScheduleCheck, LayoutMismatchNamesTheOp) {
     // Reduce per owner: the slices of each reduce belong to its root (l2's [0,3) to rank 1).
     s = build(R"({"train_micro_batch_size_per_gpu": 1,
                   "zero_optimization": {"stage": 2, "use_multi_rank_bucket_allreduce": false}})", 4);
-    int64_t r = index_of(s, "stage12.flush.reduce_per_rank");
+    int64_t r = index_of(s, RuleId::Stage12FlushReducePerRank);
     ASSERT_EQ(s.ops[r].root, 1);
     s.ops[r].root = 2;
     EXPECT_EQ(check(s), at(r) + "segment [0, +3) of l2.weight is not in the partition of rank 2, the reduce's root");
@@ -222,7 +234,7 @@ TEST(ScheduleCheck, JsonCarriesPayloadAndLayoutAndReaderChecks) {
     EXPECT_EQ(back->meta.partition.groups[0].offsets, (std::vector<int64_t>{0, 5}));
     EXPECT_EQ(back->meta.partition.groups[0].partition_size, 4);
 
-    int64_t k = index_of(s, "stage12.step.grad_norm");
+    int64_t k = index_of(s, RuleId::Stage12StepGradNorm);
     s.ops[k].payload = Payload::TraceCheck;
     std::ostringstream bad;
     write_schedule_json(bad, s);
@@ -231,4 +243,27 @@ TEST(ScheduleCheck, JsonCarriesPayloadAndLayoutAndReaderChecks) {
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.error().what(),
               bad_path + ": field 'ops[" + std::to_string(k) + "]': payload trace_check cannot travel in all_reduce");
+}
+
+// A rule or group name the tables do not hold is refused where the file says it, not taken as text.
+TEST(ScheduleCheck, JsonReaderRefusesUnknownRuleAndGroupNames) {
+    Schedule s = build(kStage2, 4);
+    std::ostringstream out;
+    write_schedule_json(out, s);
+    const std::string text = out.str();
+    auto with = [&](const std::string& from, const std::string& to) {
+        std::string t = text;
+        const size_t at = t.find(from);
+        EXPECT_NE(at, std::string::npos) << from;
+        if (at != std::string::npos) t.replace(at, from.size(), to);
+        auto r = parse_schedule_json(t, "s.json");
+        return r.ok() ? std::string("accepted") : r.error().what();
+    };
+    const std::string k = std::to_string(index_of(s, RuleId::Stage12StepGradNorm));
+    std::string e = with("\"rule\": \"stage12.step.grad_norm\"", "\"rule\": \"stage12.step.grad_nrom\"");
+    EXPECT_NE(e.find("ops[" + k + "].rule"), std::string::npos) << e;
+    EXPECT_NE(e.find("unknown rule \"stage12.step.grad_nrom\""), std::string::npos) << e;
+    e = with("\"group\": \"dp\"", "\"group\": \"world\"");
+    EXPECT_NE(e.find(".group"), std::string::npos) << e;
+    EXPECT_NE(e.find("unknown group \"world\"; expected one of dp, hpz,"), std::string::npos) << e;
 }

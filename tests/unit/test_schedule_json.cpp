@@ -75,7 +75,7 @@ void expect_same_ir(const Schedule& a, const Schedule& b) {
               std::tie(n.variants.hpz, n.variants.qwz, n.variants.qgz, n.variants.mics, n.variants.gpus_per_node));
     ASSERT_EQ(m.groups.size(), n.groups.size());
     for (size_t g = 0; g < m.groups.size(); ++g) {
-        EXPECT_EQ(m.groups[g].name, n.groups[g].name);
+        EXPECT_EQ(m.groups[g].kind, n.groups[g].kind);
         EXPECT_EQ(m.groups[g].members, n.groups[g].members);
     }
     ASSERT_EQ(a.params.size(), b.params.size());

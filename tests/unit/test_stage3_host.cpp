@@ -63,7 +63,7 @@ TEST(Stage3Host, WithoutPrefetchNoGatherStartsBeforeItsModulesHook) {
     int checked = 0;
     for (const auto& op : t.s.ops) {
         if (!is_training_gather(op)) continue;
-        EXPECT_EQ(op.rule, "stage3.fetch") << op.id;  // no prefetch at all
+        EXPECT_EQ(op.rule, RuleId::Stage3Fetch) << op.id;  // no prefetch at all
         size_t e = issuing_event(t.s, op.id, is_pre_hook);
         ASSERT_LT(e, t.s.host.size()) << op.id;
         // The hook that issues it is its own module's: op.params is that module's weight.
@@ -158,7 +158,7 @@ TEST(Stage3Host, PrefetchBucketBoundsTheGatheredAhead) {
     Timed t = timed(R"(, "stage3_prefetch_bucket_size": 2500, "stage3_max_live_parameters": 2500,
                        "stage3_max_reuse_distance": 0)");
     int prefetches = 0;
-    for (const auto& op : t.s.ops) prefetches += op.step == 1 && op.rule == "stage3.prefetch";
+    for (const auto& op : t.s.ops) prefetches += op.step == 1 && op.rule == RuleId::Stage3Prefetch;
     EXPECT_GT(prefetches, 0);  // step 1 has a trace and prefetches
     ASSERT_FALSE(t.p.gathered.empty());
     for (const auto& g : t.p.gathered) EXPECT_LE(g.bytes, (P + 1000) * 4) << g.t_s;
@@ -167,7 +167,7 @@ TEST(Stage3Host, PrefetchBucketBoundsTheGatheredAhead) {
     // 3000 elements in one prefetch, which is P + 500.
     int64_t first = -1;
     for (const auto& op : t.s.ops)
-        if (op.step == 1 && op.rule == "stage3.prefetch") {
+        if (op.step == 1 && op.rule == RuleId::Stage3Prefetch) {
             first = op.id;
             break;
         }
@@ -175,7 +175,7 @@ TEST(Stage3Host, PrefetchBucketBoundsTheGatheredAhead) {
     EXPECT_EQ(t.s.ops[first].params, (std::vector<int>{0, 1, 2}));
     // l1's own hook next finds l1 gathered and n_available = 3000 >= P: no prefetch until a
     // release makes room (reuse distance 0 releases each layer after it runs).
-    EXPECT_NE(t.s.ops[first + 1].rule, "stage3.prefetch");
+    EXPECT_NE(t.s.ops[first + 1].rule, RuleId::Stage3Prefetch);
 }
 
 // With the default stage3_max_live_parameters (1e9) the bound is per call, as fetch_sub_module
@@ -186,7 +186,7 @@ TEST(Stage3Host, PrefetchBoundIsPerCallWithTheDefaultMaxLive) {
     Timed t = timed(R"(, "stage3_prefetch_bucket_size": 2500, "stage3_max_reuse_distance": 0)");
     int64_t most = 0;
     for (const auto& op : t.s.ops)
-        if (op.rule == "stage3.prefetch") {
+        if (op.rule == RuleId::Stage3Prefetch) {
             int64_t n = 0;
             for (int q : op.params) n += t.s.params[static_cast<size_t>(q)].numel;
             EXPECT_LT(n, P + 1000) << op.id;

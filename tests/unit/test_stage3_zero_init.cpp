@@ -63,7 +63,7 @@ TEST(ZeroInit, OnlyTheEngineStartBroadcastsGo) {
     Schedule outside = zero_init_schedule(false), inside = zero_init_schedule(true);
     size_t broadcasts = 0;
     for (const auto& op : outside.ops)
-        broadcasts += op.rule == "init.broadcast_model" || op.rule == "stage3.init.zero_init_param";
+        broadcasts += op.rule == RuleId::InitBroadcastModel || op.rule == RuleId::Stage3InitZeroInitParam;
     EXPECT_EQ(broadcasts, 2 * outside.params.size());  // _broadcast_model and Init(module=...), each parameter
     EXPECT_EQ(inside.ops.size() + broadcasts, outside.ops.size());
     for (size_t i = 0; i < inside.ops.size(); ++i) EXPECT_EQ(inside.ops[i].rule, outside.ops[i + broadcasts].rule) << i;

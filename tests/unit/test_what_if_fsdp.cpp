@@ -145,14 +145,14 @@ TEST(WhatIfFsdp, HybridShardAllReducesTheShardAcrossNodes) {
     EXPECT_NEAR(wire_bytes_per_rank(s, 1), 4795904.0, 0.5);
     EXPECT_NEAR(inter_node_bytes_per_rank(s, 1, 2), 1334272.0, 0.5);
     EXPECT_EQ(count(s, 1, OpKind::AllReduce, Phase::Backward), 3);
-    EXPECT_EQ(s.meta.group_size("fsdp_shard"), 2);
-    EXPECT_EQ(s.meta.group_size("fsdp_replica"), 2);
+    EXPECT_EQ(s.meta.group_size(GroupKind::FsdpShard), 2);
+    EXPECT_EQ(s.meta.group_size(GroupKind::FsdpReplica), 2);
     for (const auto& op : s.ops) {
         if (op.kind == OpKind::AllGather || op.kind == OpKind::ReduceScatter) {
-            EXPECT_EQ(op.group, "fsdp_shard");
+            EXPECT_EQ(op.group, GroupKind::FsdpShard);
         }
         if (op.kind == OpKind::AllReduce && op.phase == Phase::Backward) {
-            EXPECT_EQ(op.group, "fsdp_replica");
+            EXPECT_EQ(op.group, GroupKind::FsdpReplica);
         }
     }
     // Through the NICs per GPU: the all_reduce's group has one member per node, so all of it;

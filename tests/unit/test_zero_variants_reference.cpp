@@ -76,11 +76,11 @@ TEST(ZeroVariantsReference, MicsFetchesAreInTheIrButNotLogged) {
         if (op.logged) continue;
         ++unlogged;
         EXPECT_EQ(op.kind, OpKind::AllGather);
-        EXPECT_EQ(op.group, "mics_shard");
-        EXPECT_TRUE(op.rule == "stage3.fetch" || op.rule == "stage3.prefetch") << op.rule;
+        EXPECT_EQ(op.group, GroupKind::MicsShard);
+        EXPECT_TRUE(op.rule == RuleId::Stage3Fetch || op.rule == RuleId::Stage3Prefetch) << op.rule;
     }
     EXPECT_GT(unlogged, 0u);
-    ASSERT_EQ(s.meta.group_size("mics_shard"), 2);
+    ASSERT_EQ(s.meta.group_size(GroupKind::MicsShard), 2);
     EXPECT_EQ(s.meta.groups[0].members, (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
     EXPECT_EQ(s.meta.groups[1].members, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
 }

@@ -30,7 +30,7 @@ std::vector<const Op*> ops_where(const Schedule& s, const std::function<bool(con
     return out;
 }
 
-bool is_fetch(const Op& op) { return op.rule == "stage3.fetch" || op.rule == "stage3.prefetch"; }
+bool is_fetch(const Op& op) { return op.rule == RuleId::Stage3Fetch || op.rule == RuleId::Stage3Prefetch; }
 
 // §1.2: S = ceil(m/n)·n/k, not ceil(m/k). n = 4, k = 2, m = 250: P = 63, S = 126.
 TEST(ZeroVariantsRules, HpzSecondaryPartitionIsThePaddedPrimaryCutInK) {
@@ -41,10 +41,10 @@ TEST(ZeroVariantsRules, HpzSecondaryPartitionIsThePaddedPrimaryCutInK) {
     ASSERT_GE(fetches.size(), 2u);
     // Step 0: the copy made at conversion, on the hpZ group; step 1's forward: dropped by _post_step.
     EXPECT_EQ(fetches.front()->elements, 126);
-    EXPECT_EQ(fetches.front()->group, "hpz");
+    EXPECT_EQ(fetches.front()->group, GroupKind::Hpz);
     const Op* step1 = ops_where(s.value(), [](const Op& o) { return is_fetch(o) && o.step == 1 && o.phase == Phase::Forward; }).at(0);
     EXPECT_EQ(step1->elements, 63);
-    EXPECT_EQ(step1->group, "dp");
+    EXPECT_EQ(step1->group, GroupKind::Dp);
     EXPECT_FALSE(check_schedule(s.value(), "hpz"));
     EXPECT_EQ(s->meta.groups.at(0).members, (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
 }
@@ -66,7 +66,10 @@ TEST(ZeroVariantsRules, QwzSendsInt8DataThenFp32Scales) {
     auto fetch = ops_where(s.value(), [](const Op& o) { return o.phase == Phase::Forward && is_collective(o.kind); });
     ASSERT_EQ(fetch.size(), 2u);
     EXPECT_EQ(fetch[0]->bytes(), 40256);
-    EXPECT_EQ(fetch[1]->rule, "qwz.fetch_scales");
+    EXPECT_EQ(fetch[0]->rule, RuleId::QwzFetch);   // stage3.fetch's gather, with its own rule's payload
+    EXPECT_EQ(fetch[0]->payload, Payload::QuantizedShards);
+    EXPECT_EQ(fetch[1]->rule, RuleId::QwzFetchScales);
+    EXPECT_EQ(fetch[1]->payload, Payload::QuantScales);
     EXPECT_EQ(fetch[1]->bytes(), 32);
     EXPECT_FALSE(check_schedule(s.value(), "qwz"));
 }
@@ -90,11 +93,11 @@ TEST(ZeroVariantsRules, QgzFourAllToAllsPerTwoDimensionalGradient) {
     auto grads = ops_where(s.value(), [](const Op& o) { return o.phase == Phase::Backward && is_collective(o.kind) && !is_fetch(o) &&
                                                                     o.kind != OpKind::Broadcast; });
     std::vector<std::string> got;
-    for (const Op* o : grads) got.push_back(std::string(op_record_name(o->kind)) + " " + std::to_string(o->bytes()) + " " + o->group);
+    for (const Op* o : grads) got.push_back(std::string(op_record_name(o->kind)) + " " + std::to_string(o->bytes()) + " " + group_name(o->group));
     EXPECT_EQ(got, (std::vector<std::string>{"all_to_all_single 8192 qgz_intra", "all_to_all_single 1024 qgz_intra",
                                              "all_to_all_single 2048 qgz_inter", "all_to_all_single 256 qgz_inter",
                                              "reduce_scatter_tensor 1024 dp", "reduce_scatter_tensor 64 dp"}));
-    EXPECT_EQ(s->meta.group_size("qgz_inter"), 2);
+    EXPECT_EQ(s->meta.group_size(GroupKind::QgzInter), 2);
     EXPECT_FALSE(check_schedule(s.value(), "qgz"));
 }
 
@@ -120,18 +123,18 @@ TEST(ZeroVariantsRules, MicsReplicationAllReduceOnTheBoundaryOnly) {
     auto rs = ops_where(s.value(), [](const Op& o) { return o.kind == OpKind::ReduceScatter; });
     ASSERT_EQ(rs.size(), 2u);
     EXPECT_EQ(rs[0]->elements, 250);
-    EXPECT_EQ(rs[0]->group, "mics_shard");
-    auto ar = ops_where(s.value(), [](const Op& o) { return o.rule == "mics.allreduce_shard_grads"; });
+    EXPECT_EQ(rs[0]->group, GroupKind::MicsShard);
+    auto ar = ops_where(s.value(), [](const Op& o) { return o.rule == RuleId::MicsAllreduceShardGrads; });
     ASSERT_EQ(ar.size(), 1u);
     EXPECT_EQ(ar[0]->micro, 1);
     EXPECT_EQ(ar[0]->bytes(), 500);
-    EXPECT_EQ(ar[0]->group, "mics_replica");
+    EXPECT_EQ(ar[0]->group, GroupKind::MicsReplica);
     for (const Op* f : ops_where(s.value(), is_fetch)) EXPECT_FALSE(f->logged);
     EXPECT_FALSE(check_schedule(s.value(), "mics"));
     // s = W: every replication group is one rank, no all_reduce; s not dividing W: refused.
     auto whole = try_build(m, R"("mics_shard_size": 4)", 4);
     ASSERT_TRUE(whole.ok());
-    EXPECT_TRUE(ops_where(whole.value(), [](const Op& o) { return o.rule == "mics.allreduce_shard_grads"; }).empty());
+    EXPECT_TRUE(ops_where(whole.value(), [](const Op& o) { return o.rule == RuleId::MicsAllreduceShardGrads; }).empty());
     EXPECT_FALSE(try_build(m, R"("mics_shard_size": 3)", 4).ok());
 }
 

@@ -33,7 +33,7 @@ Schedule variant_schedule(const std::string& zero, int64_t world, int64_t gpn) {
     return s.value();
 }
 
-const Op& first(const Schedule& s, const std::string& group, OpKind kind) {
+const Op& first(const Schedule& s, GroupKind group, OpKind kind) {
     for (const auto& op : s.ops)
         if (op.group == group && op.kind == kind) return op;
     ADD_FAILURE() << "no " << op_record_name(kind) << " on " << group;
@@ -43,21 +43,21 @@ const Op& first(const Schedule& s, const std::string& group, OpKind kind) {
 TEST(ZeroVariantsTiming, HpzGroupOfOneNodeNeverTouchesANic) {
     Topology t = h100(4);
     Schedule s = variant_schedule(R"("zero_hpz_partition_size": 8)", 32, 8);
-    const Op& hpz = first(s, "hpz", OpKind::AllGather);
+    const Op& hpz = first(s, GroupKind::Hpz, OpKind::AllGather);
     CollectivePlan p = plan_for_group(t, hpz, s.meta);
     EXPECT_EQ(p.inter_bytes, 0.0);
     EXPECT_GT(p.intra_bytes, 0.0);
     // The same bytes over the whole world cross nodes.
     Op dp = hpz;
-    dp.group = "dp";
+    dp.group = GroupKind::Dp;
     EXPECT_GT(plan_for_group(t, dp, s.meta).inter_bytes, 0.0);
 }
 
 TEST(ZeroVariantsTiming, QgzInterNodeAllToAllGoesThroughNicsOnly) {
     Topology t = h100(4);
     Schedule s = variant_schedule(R"("zero_quantized_gradients": true)", 32, 8);
-    CollectivePlan intra = plan_for_group(t, first(s, "qgz_intra", OpKind::AllToAll), s.meta);
-    CollectivePlan inter = plan_for_group(t, first(s, "qgz_inter", OpKind::AllToAll), s.meta);
+    CollectivePlan intra = plan_for_group(t, first(s, GroupKind::QgzIntra, OpKind::AllToAll), s.meta);
+    CollectivePlan inter = plan_for_group(t, first(s, GroupKind::QgzInter, OpKind::AllToAll), s.meta);
     EXPECT_EQ(intra.inter_bytes, 0.0);
     EXPECT_GT(intra.intra_bytes, 0.0);
     EXPECT_EQ(inter.intra_bytes, 0.0);
@@ -67,8 +67,8 @@ TEST(ZeroVariantsTiming, QgzInterNodeAllToAllGoesThroughNicsOnly) {
 TEST(ZeroVariantsTiming, MicsReplicationAllReduceCrossesNodes) {
     Topology t = h100(2);
     Schedule s = variant_schedule(R"("mics_shard_size": 8)", 16, 0);
-    CollectivePlan shard = plan_for_group(t, first(s, "mics_shard", OpKind::ReduceScatter), s.meta);
-    CollectivePlan repl = plan_for_group(t, first(s, "mics_replica", OpKind::AllReduce), s.meta);
+    CollectivePlan shard = plan_for_group(t, first(s, GroupKind::MicsShard, OpKind::ReduceScatter), s.meta);
+    CollectivePlan repl = plan_for_group(t, first(s, GroupKind::MicsReplica, OpKind::AllReduce), s.meta);
     EXPECT_EQ(shard.inter_bytes, 0.0);
     EXPECT_GT(repl.inter_bytes, 0.0);
 }
@@ -77,13 +77,13 @@ TEST(ZeroVariantsTiming, MicsReplicationAllReduceCrossesNodes) {
 TEST(ZeroVariantsTiming, WorldOpsUnchangedAndVariantsSimulate) {
     Topology t = h100(2);
     Schedule s = variant_schedule(R"("zero_hpz_partition_size": 8, "zero_quantized_weights": true)", 16, 8);
-    const Op& rs = first(s, "dp", OpKind::ReduceScatter);
+    const Op& rs = first(s, GroupKind::Dp, OpKind::ReduceScatter);
     CollectivePlan a = plan_for_group(t, rs, s.meta), b = plan_collective(t, rs.kind, static_cast<double>(rs.bytes()), 16);
     EXPECT_EQ(a.latency_s, b.latency_s);
     EXPECT_EQ(a.inter_bytes, b.inter_bytes);
     // qwZ's quantize/dequantize kernels: memory-bound time before the int8 gather, none elsewhere.
     // Gather of N = 4096·4097/16 int8 elements on 8 ranks, fp32 model: N·(4 + 1) + 3·8·N bytes.
-    const Op& q = first(s, "hpz", OpKind::AllGather);
+    const Op& q = first(s, GroupKind::Hpz, OpKind::AllGather);
     const double N = static_cast<double>(q.elements);
     EXPECT_NEAR(quantization_seconds(t, q, s.meta), N * 29 / (t.mem_bandwidth_gbs * 1e9 * t.mem_efficiency), 1e-12);
     EXPECT_EQ(quantization_seconds(t, rs, s.meta), 0.0);

@@ -18,7 +18,7 @@ namespace zerosim {
 // paper counts: all_reduce 2(n-1)/n S, reduce_scatter (n-1)/n S, all_gather (n-1) x shard).
 double wire_bytes_per_rank(const Schedule& s, int step);
 // One op's share of it: the bytes each rank sends (and, on a ring, receives) for `op` on the
-// `ranks` of its process group (ScheduleMeta::group_size; the world for "dp").
+// `ranks` of its process group (ScheduleMeta::group_size; the world for GroupKind::Dp).
 double op_wire_bytes(const Op& op, int64_t ranks);
 
 std::string explain_schedule(const Model& model, const DsConfig& cfg, const Schedule& schedule);

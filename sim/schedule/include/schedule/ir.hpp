@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -49,14 +51,21 @@ enum class Payload {
                           //   `params`, over the replication group
 };
 
+// Every enum of the IR has one table of {value, name} in ir.cpp; the name functions and their
+// reverse lookups (nullopt for a name not in the table) are both read from it.
 // DeepSpeed's record names (what the comms logger prints), e.g. "all_gather_into_tensor".
 const char* op_record_name(OpKind k);
+std::optional<OpKind> op_record_from_name(std::string_view name);
 const char* phase_name(Phase p);
+std::optional<Phase> phase_from_name(std::string_view name);
 const char* stream_name(Stream s);
+std::optional<Stream> stream_from_name(std::string_view name);
 const char* reduce_op_name(ReduceOp r);
+std::optional<ReduceOp> reduce_op_from_name(std::string_view name);
 const char* compute_kind_name(ComputeKind k);
+std::optional<ComputeKind> compute_kind_from_name(std::string_view name);
 const char* payload_name(Payload p);          // e.g. "gradient_slices"
-std::optional<Payload> payload_from_name(const std::string& name);
+std::optional<Payload> payload_from_name(std::string_view name);
 bool is_collective(OpKind k);
 // Whether DeepSpeed calls this collective on one buffer (the gradient bucket's all_reduce, a
 // parameter's broadcast, reduce) or from an input into a separate output (all_gather_into_tensor,
@@ -64,15 +73,71 @@ bool is_collective(OpKind k);
 bool deepspeed_calls_in_place(OpKind k);
 
 
-// Why an op exists: one entry per ZeRO rule, with the config keys that shape it.
+// Why an op exists: one id per ZeRO rule of docs/zero-comm.md (and the what-ifs' rules), in the
+// order of the rule table in ir.cpp; each id's name there is the string every output prints.
+enum class RuleId {
+    InitBroadcastModel,               // "init.broadcast_model"
+    Stage3InitZeroInitParam,          // "stage3.init.zero_init_param"
+    Stage3InitBarrier,                // "stage3.init.barrier"
+    Stage3InitAllgatherParams,        // "stage3.init.allgather_params"
+    Stage0BucketAllreduce,            // "stage0.bucket_allreduce"
+    Stage12FlushAllreducePredivide,   // "stage12.flush.allreduce_predivide"
+    Stage12FlushAllreducePerDtype,    // "stage12.flush.allreduce_per_dtype"
+    Stage12FlushMultiRankAllreduce,   // "stage12.flush.multi_rank_allreduce"
+    Stage12FlushReducePerRank,        // "stage12.flush.reduce_per_rank"
+    Stage0ClipGradNorm,               // "stage0.clip_grad_norm"
+    Bf16GradAllreduce,                // "bf16.grad_allreduce"
+    StepOverflowCheck,                // "step.overflow_check"
+    Stage12StepGradNorm,              // "stage12.step.grad_norm"
+    Stage12StepAllgatherPartitions,   // "stage12.step.allgather_partitions"
+    Bf16StepAllgatherPartitions,      // "bf16.step.allgather_partitions"
+    Stage3Fetch,                      // "stage3.fetch"
+    Stage3Prefetch,                   // "stage3.prefetch"
+    Stage3TraceCheck,                 // "stage3.trace_check"
+    Stage3TraceStart,                 // "stage3.trace_start"
+    Stage3TraceCheckLength,           // "stage3.trace_check_length"
+    Stage3FlushReduceScatter,         // "stage3.flush.reduce_scatter"
+    Stage3FlushAllreduce,             // "stage3.flush.allreduce"
+    Stage3StepGradNorm,               // "stage3.step.grad_norm"
+    Stage3StepGradNormCpuOffload,     // "stage3.step.grad_norm_cpu_offload"
+    Stage3StepPersistentRegather,     // "stage3.step.persistent_regather"
+    QwzFetch,                         // "qwz.fetch": stage3.fetch's gather, int8 (QuantizedShards)
+    QwzPrefetch,                      // "qwz.prefetch": stage3.prefetch's gather, int8
+    QwzFetchScales,                   // "qwz.fetch_scales"
+    QgzIntraAllToAll,                 // "qgz.intra_all_to_all"
+    QgzIntraScales,                   // "qgz.intra_scales"
+    QgzInterAllToAll,                 // "qgz.inter_all_to_all"
+    QgzInterScales,                   // "qgz.inter_scales"
+    QgzFallbackReduceScatter,         // "qgz.fallback_reduce_scatter"
+    MicsAllreduceShardGrads,          // "mics.allreduce_shard_grads"
+    WhatifFsdpUnshard,                // "whatif.fsdp.unshard"
+    WhatifFsdpReduceScatter,          // "whatif.fsdp.reduce_scatter"
+    WhatifHsdpAllreduce,              // "whatif.hsdp.allreduce"
+    ComputeForward,                   // "compute.forward"
+    ComputeBackward,                  // "compute.backward"
+    ComputeOptimizerStep,             // "compute.optimizer_step"
+};
+
+// One entry of the rule table, with the config keys that shape the rule's ops.
 struct Rule {
-    const char* id;             // e.g. "stage12.flush.multi_rank_allreduce"
+    RuleId id;
+    const char* name;           // e.g. "stage12.flush.multi_rank_allreduce"; unique
     const char* summary;        // one line, for tables and explain
     const char* config_keys;    // comma separated
-    Payload payload;            // what the op's buffer holds (the op gets it from its rule)
+    Payload payload;            // what the op's buffer holds: every op of the rule has it
 };
-const Rule& rule_info(const std::string& id);   // aborts on an unknown id (a programming error)
-const std::vector<Rule>& all_rules();
+const Rule& rule_info(RuleId id);
+const char* rule_name(RuleId id);                              // rule_info(id).name
+std::optional<RuleId> rule_from_name(std::string_view name);   // nullopt: no rule has that name
+const std::vector<Rule>& all_rules();                          // the table, in RuleId order
+std::ostream& operator<<(std::ostream& out, RuleId id);       // its name
+
+// The kinds of process group an op runs on. Dp is every rank; the others are the ZeRO variants'
+// sub-groups (ScheduleMeta::groups, docs/zero-variants.md) and the FSDP what-ifs' (docs/what-if.md).
+enum class GroupKind { Dp, Hpz, QgzIntra, QgzInter, MicsShard, MicsReplica, FsdpShard, FsdpReplica };
+const char* group_name(GroupKind k);   // "dp", "hpz", "qgz_intra", "qgz_inter", "mics_shard", ...
+std::optional<GroupKind> group_from_name(std::string_view name);
+std::ostream& operator<<(std::ostream& out, GroupKind k);   // its name (test messages, logs)
 
 // A contiguous piece of one parameter's gradient or data carried by a collective, in the order
 // the op's buffer holds them.
@@ -89,9 +154,9 @@ struct Op {
     int micro = -1;             // micro-step within the step; -1 where not tied to one
     Phase phase = Phase::Init;
     Stream stream = Stream::Comm;
-    std::string rule;           // Rule::id
+    RuleId rule = RuleId::ComputeForward;
     std::string caller;         // DeepSpeed function the comms logger names (collectives)
-    Payload payload = Payload::Compute;   // what the buffer holds; rule_info(rule).payload
+    Payload payload = Payload::Compute;   // what the buffer holds; always rule_info(rule).payload
 
     // Collectives. `elements` follows DeepSpeed's logged-size convention: the full tensor for
     // all_reduce, broadcast and reduce; one rank's input shard for all_gather_into_tensor; the
@@ -102,7 +167,7 @@ struct Op {
     int root = -1;              // broadcast source / reduce destination (group rank)
     bool logged = true;         // DeepSpeed's comms logger records it (MiCS's parameter gathers
                                 //   bypass the timed wrapper: recorded here, not logged)
-    std::string group = "dp";   // process group: "dp" (all ranks) or a name in meta.groups
+    GroupKind group = GroupKind::Dp;   // process group: Dp (all ranks) or a kind in meta.groups
     int bucket = -1;            // gradient bucket (flush) number within the micro-step
     int param_group = -1;       // optimizer parameter group, where the op is per group
 
@@ -132,7 +197,7 @@ enum class PartitionKind {
     PerParameter,   // each parameter cut on its own, stage3_partition_numel elements per rank
 };
 const char* partition_kind_name(PartitionKind k);   // "replicated", "flat_groups", "per_parameter"
-std::optional<PartitionKind> partition_kind_from_name(const std::string& name);
+std::optional<PartitionKind> partition_kind_from_name(std::string_view name);
 
 // One parameter group of a FlatGroups layout: the parameters laid end to end in `order`
 // (parameter order[i] starts at element offsets[i] of the flat buffer, where order[i-1] ends),
@@ -151,7 +216,7 @@ struct PartitionLayout {
 // A kind of process group of the ZeRO variants: the world cut into disjoint sets of ranks, each
 // rank in exactly one (hpZ groups, qgZ intra/inter-node groups, MiCS shard/replication groups).
 struct ProcessGroup {
-    std::string name;                       // "hpz", "qgz_intra", "qgz_inter", "mics_shard", "mics_replica"
+    GroupKind kind = GroupKind::Hpz;
     std::vector<std::vector<int>> members;  // the groups, ascending ranks; members[0] holds rank 0
     int64_t size() const { return members.empty() ? 0 : static_cast<int64_t>(members[0].size()); }
 };
@@ -199,11 +264,11 @@ struct ScheduleMeta {
     bool offload_optimizer = false;
     bool offload_param = false;
     ZeroVariants variants;
-    std::vector<ProcessGroup> groups;    // every group an op names besides "dp"
+    std::vector<ProcessGroup> groups;    // every group an op names besides Dp
     // Ranks every parameter is cut across: the MiCS shard size, else the world.
     int64_t shard_count() const { return variants.mics > 0 ? variants.mics : world; }
-    // Ranks in the group `name` ("dp": the world); 0 if unknown.
-    int64_t group_size(const std::string& name) const;
+    // Ranks in a group of kind `kind` (Dp: the world); 0 if meta.groups has none of that kind.
+    int64_t group_size(GroupKind kind) const;
 };
 
 // Stage 3's host: the parameter coordinator's calls as the host runs them, in order (DeepSpeed
@@ -222,6 +287,7 @@ enum class HostKind {
     ReduceSync,    // stage3.py independent_gradient_partition_epilogue: reduce_and_partition_stream.synchronize()
 };
 const char* host_kind_name(HostKind k);
+std::optional<HostKind> host_kind_from_name(std::string_view name);
 
 struct HostEvent {
     HostKind kind = HostKind::PreForward;

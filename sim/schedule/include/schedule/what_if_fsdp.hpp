@@ -20,8 +20,8 @@
 //  fsdp-shard-grad-op (SHARD_GRAD_OP): parameters gathered once in forward and kept to backward (no
 //    re-gather), freed after each unit's backward; gradients reduce_scattered per unit. 2Ψ.
 //  hybrid-shard (HYBRID_SHARD): full-shard over each node's gpus_per_node consecutive ranks
-//    (group "fsdp_shard"), then the reduce_scattered gradient shard all_reduced across the nodes'
-//    ranks of the same local rank (group "fsdp_replica", default_hooks.allreduce_hook on
+//    (group FsdpShard), then the reduce_scattered gradient shard all_reduced across the nodes'
+//    ranks of the same local rank (group FsdpReplica, default_hooks.allreduce_hook on
 //    _inter_node_state).
 #pragma once
 

@@ -1,5 +1,5 @@
 // The plan of one schedule op on its process group (schedule/ir.hpp Op::group): the whole world
-// for "dp", else the group of rank 0 in meta.groups, on the nodes and links it spans.
+// for GroupKind::Dp, else the group of rank 0 in meta.groups, on the nodes and links it spans.
 #pragma once
 
 #include "schedule/ir.hpp"
