@@ -60,36 +60,54 @@ std::vector<const Measurement*> usable_rows(const Topology& base, const std::vec
     return usable;
 }
 
-}  // namespace
-
-Result<FitResult> fit_topology(const Topology& base, const std::vector<Measurement>& rows) {
-    FitResult fit;
-    std::vector<const Measurement*> usable = usable_rows(base, rows, &fit.unused);
+// The message sizes among the rows, each once, in order.
+std::vector<int64_t> distinct_message_sizes(const std::vector<const Measurement*>& usable) {
     std::vector<int64_t> sizes;
     for (auto* r : usable) sizes.push_back(r->bytes);
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-    if (sizes.size() < 2)
-        return Error{"", "measurements",
-                     "under-determined: a latency and a bandwidth need at least two different message sizes (" +
-                         std::to_string(sizes.size()) + " usable)"};
-    bool inter = false;
-    for (auto* r : usable) inter = inter || r->world > base.gpus_per_node;
-    fit.scope = inter ? "inter-node (the data crosses NICs)" : "intra-node";
-    Topology t = base;
+    return sizes;
+}
+
+// The columns of the least-squares system: the latencies, the bytes, then the rendezvous latency
+// and the bytes beyond the cache where each is fitted on its own (-1: not a column).
+struct FitColumns {
+    bool own_rendezvous = false, own_memory = false;
+    Eigen::Index col_r = -1, col_m = -1, cols = 2;
+};
+
+FitColumns fit_columns(bool own_rendezvous, bool own_memory) {
+    FitColumns c;
+    c.own_rendezvous = own_rendezvous;
+    c.own_memory = own_memory;
+    c.col_r = own_rendezvous ? 2 : -1;
+    c.col_m = own_memory ? (own_rendezvous ? 3 : 2) : -1;
+    c.cols = 2 + (own_rendezvous ? 1 : 0) + (own_memory ? 1 : 0);
+    return c;
+}
+
+// Iteratively reweighted least squares of the topology's scales over the usable rows; `t` is the
+// topology with the scales found so far, a, b, r and mem the latency, inverse bandwidth, rendezvous
+// and beyond-the-cache scales.
+struct ScaleFit {
+    const Topology& base;
+    const std::vector<const Measurement*>& usable;
+    Topology t;
     double a = 1, b = 1, r = 0, mem = 0;
     std::vector<double> weight;
     // The plan the tuner picks for each row with the current scales (reweighting and the next
     // round's matrix use the same ones).
-    std::vector<CollectivePlan> plans(usable.size());
-    auto replan = [&] {
+    std::vector<CollectivePlan> plans;
+
+    ScaleFit(const Topology& base_topology, const std::vector<const Measurement*>& rows)
+        : base(base_topology), usable(rows), t(base_topology), plans(rows.size()) {}
+
+    void replan() {
         for (size_t i = 0; i < usable.size(); ++i)
             plans[i] = plan_collective(t, usable[i]->op, logged_bytes(*usable[i]), usable[i]->world);
-    };
-    // Iteratively reweighted least squares from unit scales. Columns: the latencies, the bytes
-    // (within the cache when the topology has one), then, when fitted on their own, the
-    // rendezvous latency and the bytes beyond the cache; otherwise these go with the first two.
-    auto solve = [&](bool own_rendezvous, bool own_memory) -> std::optional<Error> {
+    }
+
+    void reset_to_unit_scales() {
         t.latency_scale = 1;
         t.bandwidth_scale = 1;
         t.rendezvous_scale = 0;
@@ -98,99 +116,115 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
         a = 1, b = 1, r = 0, mem = 0;
         weight.assign(usable.size(), 1.0);
         replan();
-        const Eigen::Index col_r = own_rendezvous ? 2 : -1;
-        const Eigen::Index col_m = own_memory ? (own_rendezvous ? 3 : 2) : -1;
-        const Eigen::Index cols = 2 + (own_rendezvous ? 1 : 0) + (own_memory ? 1 : 0);
+    }
+
+    // One round's matrix: each row's terms at scale 1, weighted over its measured time.
+    void weighted_rows(const FitColumns& c, Eigen::MatrixXd& A, Eigen::VectorXd& y) const {
         const double raw_rate = base.intra_bandwidth_gbs * 1e9;   // bytes/s at bandwidth scale 1
-        for (int iter = 0; iter < 40; ++iter) {
-            Eigen::MatrixXd A = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(usable.size()), cols);
-            Eigen::VectorXd y(static_cast<Eigen::Index>(usable.size()));
-            const double rs = r > 0 ? r : a;   // the rendezvous scale the plans were made with
-            for (size_t i = 0; i < usable.size(); ++i) {
-                // The plan's terms at scale 1.
-                const Measurement& m = *usable[i];
-                const CollectivePlan& plan = plans[i];
-                const OpenMpiTunedChoice mpi = openmpi_terms(plan);
-                double rendezvous = mpi.rendezvous_s / rs;
-                double lat = (plan.latency_s - mpi.rendezvous_s) / t.latency_scale;
-                double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale, beyond = 0;
-                if (mpi.in_cache_bytes + mpi.beyond_cache_bytes > 0) {
-                    transfer = (own_memory ? mpi.in_cache_bytes : mpi.in_cache_bytes + mpi.beyond_cache_bytes) / raw_rate;
-                    beyond = mpi.beyond_cache_bytes / raw_rate;
-                }
-                double w = weight[i] / (m.time_us * 1e-6);
-                const auto row = static_cast<Eigen::Index>(i);
-                A(row, 0) = (own_rendezvous ? lat : lat + rendezvous) * w;
-                A(row, 1) = transfer * w;
-                if (own_rendezvous) A(row, col_r) = rendezvous * w;
-                if (own_memory) A(row, col_m) = beyond * w;
-                y(row) = weight[i];
+        const double rs = r > 0 ? r : a;   // the rendezvous scale the plans were made with
+        for (size_t i = 0; i < usable.size(); ++i) {
+            // The plan's terms at scale 1.
+            const Measurement& m = *usable[i];
+            const CollectivePlan& plan = plans[i];
+            const OpenMpiTunedChoice mpi = openmpi_terms(plan);
+            double rendezvous = mpi.rendezvous_s / rs;
+            double lat = (plan.latency_s - mpi.rendezvous_s) / t.latency_scale;
+            double transfer = (plan.time_alone_s() - plan.latency_s) * t.bandwidth_scale, beyond = 0;
+            if (mpi.in_cache_bytes + mpi.beyond_cache_bytes > 0) {
+                transfer = (c.own_memory ? mpi.in_cache_bytes : mpi.in_cache_bytes + mpi.beyond_cache_bytes) / raw_rate;
+                beyond = mpi.beyond_cache_bytes / raw_rate;
             }
+            double w = weight[i] / (m.time_us * 1e-6);
+            const auto row = static_cast<Eigen::Index>(i);
+            A(row, 0) = (c.own_rendezvous ? lat : lat + rendezvous) * w;
+            A(row, 1) = transfer * w;
+            if (c.own_rendezvous) A(row, c.col_r) = rendezvous * w;
+            if (c.own_memory) A(row, c.col_m) = beyond * w;
+            y(row) = weight[i];
+        }
+    }
+
+    // Takes a round's solution as the scales; whether it moved them by less than 1e-7 relative.
+    bool take_solution(const Eigen::VectorXd& x, const FitColumns& c) {
+        const double xr = c.own_rendezvous ? x(c.col_r) : 0, xm = c.own_memory ? x(c.col_m) : 0;
+        bool settled = std::fabs(x(0) - a) < 1e-7 * a && std::fabs(x(1) - b) < 1e-7 * b &&
+                       (!c.own_rendezvous || std::fabs(xr - r) < 1e-7 * xr) &&
+                       (!c.own_memory || std::fabs(1.0 / xm - mem) < 1e-7 * mem);
+        a = x(0);
+        b = x(1);
+        r = xr;
+        mem = c.own_memory ? 1.0 / xm : 0;
+        t.latency_scale = a;
+        t.bandwidth_scale = 1.0 / b;
+        t.rendezvous_scale = r;
+        t.memory_scale = mem;
+        return settled;
+    }
+
+    // Reweight for least absolute deviations: w = 1 / sqrt(max(|relative residual|, 1e-3))
+    // on the rows (so that the squared weighted residual is |r|).
+    void reweight() {
+        replan();
+        for (size_t i = 0; i < usable.size(); ++i) {
+            const Measurement& m = *usable[i];
+            double rel = (plans[i].time_alone_s() * 1e6 - m.time_us) / m.time_us;
+            weight[i] = 1.0 / std::sqrt(std::max(std::fabs(rel), 1e-3));
+        }
+    }
+
+    // Iteratively reweighted least squares from unit scales. Columns: the latencies, the bytes
+    // (within the cache when the topology has one), then, when fitted on their own, the
+    // rendezvous latency and the bytes beyond the cache; otherwise these go with the first two.
+    std::optional<Error> solve(bool own_rendezvous, bool own_memory) {
+        reset_to_unit_scales();
+        const FitColumns c = fit_columns(own_rendezvous, own_memory);
+        for (int iter = 0; iter < 40; ++iter) {
+            Eigen::MatrixXd A = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(usable.size()), c.cols);
+            Eigen::VectorXd y(static_cast<Eigen::Index>(usable.size()));
+            weighted_rows(c, A, y);
             Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
-            if (qr.rank() < cols)
+            if (qr.rank() < c.cols)
                 return Error{"", "measurements", "under-determined: the rows do not separate latency from bandwidth"};
             Eigen::VectorXd x = qr.solve(y);
-            const double xr = own_rendezvous ? x(col_r) : 0, xm = own_memory ? x(col_m) : 0;
-            if (!(x(0) > 0) || !(x(1) > 0) || (own_rendezvous && !(xr > 0)) || (own_memory && !(xm > 0)))
-                return Error{"", "measurements",
-                             "the fit is not physical (latency scale " + std::to_string(x(0)) + ", inverse bandwidth scale " +
-                                 std::to_string(x(1)) + (own_rendezvous ? ", rendezvous scale " + std::to_string(xr) : std::string()) +
-                                 (own_memory ? ", inverse bandwidth scale beyond the cache " + std::to_string(xm) : std::string()) +
-                                 "): the data do not follow latency + size / bandwidth"};
-            bool settled = std::fabs(x(0) - a) < 1e-7 * a && std::fabs(x(1) - b) < 1e-7 * b &&
-                           (!own_rendezvous || std::fabs(xr - r) < 1e-7 * xr) &&
-                           (!own_memory || std::fabs(1.0 / xm - mem) < 1e-7 * mem);
-            a = x(0);
-            b = x(1);
-            r = xr;
-            mem = own_memory ? 1.0 / xm : 0;
-            t.latency_scale = a;
-            t.bandwidth_scale = 1.0 / b;
-            t.rendezvous_scale = r;
-            t.memory_scale = mem;
-            // Reweight for least absolute deviations: w = 1 / sqrt(max(|relative residual|, 1e-3))
-            // on the rows (so that the squared weighted residual is |r|).
-            replan();
-            for (size_t i = 0; i < usable.size(); ++i) {
-                const Measurement& m = *usable[i];
-                double rel = (plans[i].time_alone_s() * 1e6 - m.time_us) / m.time_us;
-                weight[i] = 1.0 / std::sqrt(std::max(std::fabs(rel), 1e-3));
-            }
+            if (auto e = non_physical(x, c)) return e;
+            bool settled = take_solution(x, c);
+            reweight();
             if (settled && iter > 2) break;
         }
         return std::nullopt;
-    };
-    replan();
-    // The rendezvous latency gets a scale of its own only when some rows pay it and some do not
-    // (with rows on one side only it is proportional to the steps' latency: tied to its scale);
-    // the bytes beyond the cache only when two sizes or more reach beyond it and two stay within.
+    }
+
+    static std::optional<Error> non_physical(const Eigen::VectorXd& x, const FitColumns& c) {
+        const double xr = c.own_rendezvous ? x(c.col_r) : 0, xm = c.own_memory ? x(c.col_m) : 0;
+        if (!(x(0) > 0) || !(x(1) > 0) || (c.own_rendezvous && !(xr > 0)) || (c.own_memory && !(xm > 0)))
+            return Error{"", "measurements",
+                         "the fit is not physical (latency scale " + std::to_string(x(0)) + ", inverse bandwidth scale " +
+                             std::to_string(x(1)) + (c.own_rendezvous ? ", rendezvous scale " + std::to_string(xr) : std::string()) +
+                             (c.own_memory ? ", inverse bandwidth scale beyond the cache " + std::to_string(xm) : std::string()) +
+                             "): the data do not follow latency + size / bandwidth"};
+        return std::nullopt;
+    }
+};
+
+// The rendezvous latency gets a scale of its own only when some rows pay it and some do not
+// (with rows on one side only it is proportional to the steps' latency: tied to its scale);
+// the bytes beyond the cache only when two sizes or more reach beyond it and two stay within.
+FitColumns columns_of_their_own(const ScaleFit& f, size_t distinct_sizes) {
     bool eager_rows = false, rendezvous_rows = false;
     std::set<int64_t> within, beyond;
-    for (size_t i = 0; i < usable.size(); ++i) {
-        const OpenMpiTunedChoice mpi = openmpi_terms(plans[i]);
+    for (size_t i = 0; i < f.usable.size(); ++i) {
+        const OpenMpiTunedChoice mpi = openmpi_terms(f.plans[i]);
         (mpi.rendezvous_s > 0 ? rendezvous_rows : eager_rows) = true;
         if (mpi.in_cache_bytes + mpi.beyond_cache_bytes > 0)
-            (mpi.beyond_cache_bytes > 0 ? beyond : within).insert(usable[i]->bytes);
+            (mpi.beyond_cache_bytes > 0 ? beyond : within).insert(f.usable[i]->bytes);
     }
-    const bool own_rendezvous = eager_rows && rendezvous_rows && sizes.size() >= 3;
-    const bool own_memory = beyond.size() >= 2 && within.size() >= 2 && sizes.size() >= 4;
-    std::optional<Error> failed = solve(own_rendezvous, own_memory);
-    // A noisy round can make a scale of its own come out non-physical (4 ranks on 2 cores): that
-    // term then goes with the others (the memory's first, then the rendezvous'), and the summary
-    // says so.
-    if (failed && own_memory) {
-        fit.memory_tied_why = failed->what();
-        failed = solve(own_rendezvous, false);
-    }
-    if (failed && own_rendezvous) {
-        fit.rendezvous_tied_why = failed->what();
-        failed = solve(false, false);
-    }
-    if (failed) return *failed;
-    fit.latency_scale = a;
-    fit.bandwidth_scale = 1.0 / b;
-    fit.rendezvous_scale = r;
-    fit.memory_scale = mem;
+    const bool own_rendezvous = eager_rows && rendezvous_rows && distinct_sizes >= 3;
+    const bool own_memory = beyond.size() >= 2 && within.size() >= 2 && distinct_sizes >= 4;
+    return fit_columns(own_rendezvous, own_memory);
+}
+
+// The fitted topology's residuals on the rows, their median and R^2.
+void record_fit_quality(const Topology& t, const std::vector<const Measurement*>& usable, FitResult& fit) {
     double mean = 0;
     for (auto* r : usable) mean += r->time_us;
     mean /= static_cast<double>(usable.size());
@@ -208,6 +242,42 @@ Result<FitResult> fit_topology(const Topology& base, const std::vector<Measureme
     fit.median_abs_error = abs_err[abs_err.size() / 2];
     fit.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
     fit.used = usable.size();
+}
+
+}  // namespace
+
+Result<FitResult> fit_topology(const Topology& base, const std::vector<Measurement>& rows) {
+    FitResult fit;
+    std::vector<const Measurement*> usable = usable_rows(base, rows, &fit.unused);
+    const std::vector<int64_t> sizes = distinct_message_sizes(usable);
+    if (sizes.size() < 2)
+        return Error{"", "measurements",
+                     "under-determined: a latency and a bandwidth need at least two different message sizes (" +
+                         std::to_string(sizes.size()) + " usable)"};
+    bool inter = false;
+    for (auto* r : usable) inter = inter || r->world > base.gpus_per_node;
+    fit.scope = inter ? "inter-node (the data crosses NICs)" : "intra-node";
+    ScaleFit f(base, usable);
+    f.replan();
+    const FitColumns own = columns_of_their_own(f, sizes.size());
+    std::optional<Error> failed = f.solve(own.own_rendezvous, own.own_memory);
+    // A noisy round can make a scale of its own come out non-physical (4 ranks on 2 cores): that
+    // term then goes with the others (the memory's first, then the rendezvous'), and the summary
+    // says so.
+    if (failed && own.own_memory) {
+        fit.memory_tied_why = failed->what();
+        failed = f.solve(own.own_rendezvous, false);
+    }
+    if (failed && own.own_rendezvous) {
+        fit.rendezvous_tied_why = failed->what();
+        failed = f.solve(false, false);
+    }
+    if (failed) return *failed;
+    fit.latency_scale = f.a;
+    fit.bandwidth_scale = 1.0 / f.b;
+    fit.rendezvous_scale = f.r;
+    fit.memory_scale = f.mem;
+    record_fit_quality(f.t, usable, fit);
     return fit;
 }
 

@@ -50,86 +50,109 @@ struct Counts {
     int64_t params = 0, modules_run = 0, module_param_refs = 0, total = 0;
 };
 
+// The most ops each part of the schedule can have: the engine start, the once-only checks, one
+// micro-step, the optimizer step, and the parameter references of one micro-step.
+struct OpBounds {
+    int64_t init = 0, once = 0, micro = 0, step = 0, refs_micro = 0;
+};
+
+OpBounds stage3_op_bounds(const Model& m, const ZeroConfig& z, int64_t total) {
+    const int64_t P = static_cast<int64_t>(m.params.size());
+    OpBounds b;
+    // engine_start_broadcasts + stage3_engine_start: a broadcast each, another each, three
+    // barriers, an all_gather each. The first reset_step checks the trace: three broadcasts.
+    b.init = 3 * P + 3;
+    b.once = 3;
+    // Per micro-step: a forward and a backward per call of a module that owns parameters; at a
+    // pre-forward and a pre-backward hook of every call, a fetch and a prefetch all_gather; a
+    // reduction per flush (a flush is never empty at stage 3).
+    // ZeRO++ / MiCS (stage3_variants.cpp): hpZ splits a gather in two, qwZ doubles each; qgZ
+    // sends up to four ops per gradient, MiCS a replication all_reduce after each flush.
+    const int64_t split = (z.hpz_partition_size > 1 ? 2 : 1) * (z.quantized_weights ? 2 : 1);
+    int64_t calls_with_module = 0;
+    for (const auto& c : m.calls)
+        if (c.module >= 0) {
+            ++calls_with_module;
+            b.refs_micro = add(b.refs_micro, mul(1 + 2 * split, static_cast<int64_t>(m.modules[c.module].params.size())));
+        }
+    const int64_t C = static_cast<int64_t>(m.calls.size());
+    b.micro = add(mul(2, calls_with_module), mul(4 * split, C));
+    int64_t reducing_micro = std::min(P, flushes_at_most(P, total, z.reduce_bucket_size));
+    if (z.quantized_gradients) reducing_micro = mul(4, P);
+    if (z.mics_shard_size > 0) reducing_micro = mul(2, reducing_micro);
+    // _step: an overflow check, a norm and an update per sub-group (at most one per parameter),
+    // and the persistent parameters' regathers (at most one each).
+    b.step = 1 + 3 * P;
+    b.micro = add(b.micro, reducing_micro);
+    return b;
+}
+
+// average_tensor: at most one op per (parameter, owning rank) slice. A group's
+// partitions are at least kPartitionAlignment elements, so at most
+// min(world - 1, (numel - 1) / alignment) partition boundaries cut its parameters.
+int64_t average_tensor_ops_at_most(const Model& m, int64_t W) {
+    const int64_t P = static_cast<int64_t>(m.params.size());
+    const int64_t G = m.num_groups;
+    std::vector<int64_t> group_numel(std::max<int64_t>(G, 1), 0);
+    for (const auto& p : m.params)
+        if (p.group >= 0 && p.group < G) group_numel[p.group] = add(group_numel[p.group], p.numel);
+    int64_t reductions = P;
+    for (int64_t n : group_numel)
+        if (n > 0) reductions = add(reductions, std::min(W - 1, (n - 1) / kPartitionAlignment));
+    return reductions;
+}
+
+OpBounds stage012_op_bounds(const Model& m, const DsConfig& cfg, int64_t W, int64_t total) {
+    const ZeroConfig& z = cfg.zero;
+    const int64_t P = static_cast<int64_t>(m.params.size());
+    const int64_t G = m.num_groups;
+    OpBounds b;
+    b.init = P;   // engine_start_broadcasts
+    for (int mod : m.forward_order)
+        b.refs_micro = add(b.refs_micro, mul(2, static_cast<int64_t>(m.modules[mod].params.size())));
+    b.micro = mul(2, static_cast<int64_t>(m.forward_order.size()));   // forward and backward of each
+    bool bf16_optimizer = cfg.model_dtype == DType::BF16 &&
+                          (z.stage == 0 || (z.stage == 1 && cfg.grad_accum_dtype == DType::FP32));
+    int64_t reductions = 0;   // in one micro-step that reduces
+    if (bf16_optimizer || z.stage == 0) {
+        // engine.buffered_allreduce_fallback on the boundary micro-step only.
+        reductions = bf16_optimizer ? chunks_at_most(G, kMax, kEngineBucket) : chunks_at_most(P, total, kEngineBucket);
+        b.step = 2 * G + 2;
+    } else {
+        if (!z.contiguous_gradients || !z.reduce_scatter) {
+            reductions = flushes_at_most(P, total, z.reduce_bucket_size);   // one op per flush
+        } else {
+            reductions = average_tensor_ops_at_most(m, W);
+        }
+        b.step = 1 + 3 * G;
+    }
+    // Stage 2 reduces on every micro-step, stage 1 and the engine on the boundary one only.
+    bool every_micro = z.stage == 2 && !bf16_optimizer;
+    if (every_micro)
+        b.micro = add(b.micro, reductions);
+    else
+        b.step = add(b.step, reductions);
+    b.refs_micro = add(b.refs_micro, add(P, reductions));
+    return b;
+}
+
 }  // namespace
 
 ScheduleSize estimate_schedule_size(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt, int64_t grad_accum) {
     const ZeroConfig& z = cfg.zero;
     const int64_t P = static_cast<int64_t>(m.params.size());
-    const int64_t G = m.num_groups;
     const int64_t W = std::max<int64_t>(1, opt.world);
     const int64_t A = std::max<int64_t>(1, grad_accum);
     int64_t total = 0;
     for (const auto& p : m.params) total = add(total, std::max<int64_t>(0, p.numel));
-    int64_t init = 0, micro = 0, reducing_micro = 0, step = 0, refs_micro = 0, once = 0;
-    if (z.stage == 3) {
-        // engine_start_broadcasts + stage3_engine_start: a broadcast each, another each, three
-        // barriers, an all_gather each. The first reset_step checks the trace: three broadcasts.
-        init = 3 * P + 3;
-        once = 3;
-        // Per micro-step: a forward and a backward per call of a module that owns parameters; at a
-        // pre-forward and a pre-backward hook of every call, a fetch and a prefetch all_gather; a
-        // reduction per flush (a flush is never empty at stage 3).
-        // ZeRO++ / MiCS (stage3_variants.cpp): hpZ splits a gather in two, qwZ doubles each; qgZ
-        // sends up to four ops per gradient, MiCS a replication all_reduce after each flush.
-        const int64_t split = (z.hpz_partition_size > 1 ? 2 : 1) * (z.quantized_weights ? 2 : 1);
-        int64_t calls_with_module = 0;
-        for (const auto& c : m.calls)
-            if (c.module >= 0) {
-                ++calls_with_module;
-                refs_micro = add(refs_micro, mul(1 + 2 * split, static_cast<int64_t>(m.modules[c.module].params.size())));
-            }
-        const int64_t C = static_cast<int64_t>(m.calls.size());
-        micro = add(mul(2, calls_with_module), mul(4 * split, C));
-        reducing_micro = std::min(P, flushes_at_most(P, total, z.reduce_bucket_size));
-        if (z.quantized_gradients) reducing_micro = mul(4, P);
-        if (z.mics_shard_size > 0) reducing_micro = mul(2, reducing_micro);
-        // _step: an overflow check, a norm and an update per sub-group (at most one per parameter),
-        // and the persistent parameters' regathers (at most one each).
-        step = 1 + 3 * P;
-    } else {
-        init = P;   // engine_start_broadcasts
-        for (int mod : m.forward_order)
-            refs_micro = add(refs_micro, mul(2, static_cast<int64_t>(m.modules[mod].params.size())));
-        micro = mul(2, static_cast<int64_t>(m.forward_order.size()));   // forward and backward of each
-        bool bf16_optimizer = cfg.model_dtype == DType::BF16 &&
-                              (z.stage == 0 || (z.stage == 1 && cfg.grad_accum_dtype == DType::FP32));
-        int64_t reductions = 0;   // in one micro-step that reduces
-        if (bf16_optimizer || z.stage == 0) {
-            // engine.buffered_allreduce_fallback on the boundary micro-step only.
-            reductions = bf16_optimizer ? chunks_at_most(G, kMax, kEngineBucket) : chunks_at_most(P, total, kEngineBucket);
-            step = 2 * G + 2;
-        } else {
-            if (!z.contiguous_gradients || !z.reduce_scatter) {
-                reductions = flushes_at_most(P, total, z.reduce_bucket_size);   // one op per flush
-            } else {
-                // average_tensor: at most one op per (parameter, owning rank) slice. A group's
-                // partitions are at least kPartitionAlignment elements, so at most
-                // min(world - 1, (numel - 1) / alignment) partition boundaries cut its parameters.
-                std::vector<int64_t> group_numel(std::max<int64_t>(G, 1), 0);
-                for (const auto& p : m.params)
-                    if (p.group >= 0 && p.group < G) group_numel[p.group] = add(group_numel[p.group], p.numel);
-                reductions = P;
-                for (int64_t n : group_numel)
-                    if (n > 0) reductions = add(reductions, std::min(W - 1, (n - 1) / kPartitionAlignment));
-            }
-            step = 1 + 3 * G;
-        }
-        // Stage 2 reduces on every micro-step, stage 1 and the engine on the boundary one only.
-        bool every_micro = z.stage == 2 && !bf16_optimizer;
-        if (every_micro)
-            micro = add(micro, reductions);
-        else
-            step = add(step, reductions);
-        refs_micro = add(refs_micro, add(P, reductions));
-    }
-    if (z.stage == 3) micro = add(micro, reducing_micro);
+    const OpBounds b = z.stage == 3 ? stage3_op_bounds(m, z, total) : stage012_op_bounds(m, cfg, W, total);
     ScheduleSize s;
-    s.init_ops = init;
-    s.per_step_ops = add(mul(A, micro), step);
-    s.ops = add(add(init, once), mul(std::max(1, opt.steps), s.per_step_ops));
+    s.init_ops = b.init;
+    s.per_step_ops = add(mul(A, b.micro), b.step);
+    s.ops = add(add(b.init, b.once), mul(std::max(1, opt.steps), s.per_step_ops));
     // An Op record, the heap of its rule and caller names, and 24 bytes per parameter it lists
     // (an int in params, a Segment where stages 0-2 cut buckets).
-    int64_t refs = add(mul(mul(std::max(1, opt.steps), A), refs_micro), mul(2, P));
+    int64_t refs = add(mul(mul(std::max(1, opt.steps), A), b.refs_micro), mul(2, P));
     s.bytes = add(mul(s.ops, static_cast<int64_t>(sizeof(Op)) + 64), mul(refs, 24));
     return s;
 }

@@ -203,13 +203,10 @@ struct Run {
                 op.rule == RuleId::QwzPrefetch || op.rule == RuleId::Stage3StepPersistentRegather);
     }
 
-    void host_actor() {
-        const double hook_s = t.host_hook_us * 1e-6;
-        const int64_t width = dtype_size(s.meta.model_dtype);
-        int64_t live = 0;
-        auto now = [&] { return simgrid::s4u::Engine::get_clock() - t0; };
-        auto sample = [&](int step) { pred.gathered.push_back({now(), live * width, step}); };
-        size_t next = 0;
+    // What the host actor knows of the gathered parameters while it issues the ops.
+    struct HostLedger {
+        int64_t width = 0;   // bytes per element of the model's dtype
+        int64_t live = 0;    // elements gathered and not yet released
         // Device memory of gathered buffers: free_param record_stream()s a released buffer on the
         // default stream (partition_parameters.py), so the caching allocator reuses it only once
         // the default-stream work issued before the release has run; a gather that finds no room
@@ -217,55 +214,93 @@ struct Run {
         int64_t resident = 0;
         int64_t last_default = -1;                              // latest default-queue op issued
         std::vector<std::pair<int64_t, int64_t>> pending_free;  // (op that frees it, bytes)
-        auto reclaim = [&] {
-            auto keep = std::remove_if(pending_free.begin(), pending_free.end(), [&](const auto& f) {
-                if (!done[static_cast<size_t>(f.first)]) return false;
-                resident -= f.second;
-                return true;
-            });
-            pending_free.erase(keep, pending_free.end());
-        };
-        auto allocate = [&](int64_t bytes) {
-            const double asked = now();
+    };
+
+    double host_now() const { return simgrid::s4u::Engine::get_clock() - t0; }
+
+    void sample_gathered(const HostLedger& h, int step) { pred.gathered.push_back({host_now(), h.live * h.width, step}); }
+
+    void reclaim_freed(HostLedger& h) {
+        auto keep = std::remove_if(h.pending_free.begin(), h.pending_free.end(), [&](const auto& f) {
+            if (!done[static_cast<size_t>(f.first)]) return false;
+            h.resident -= f.second;
+            return true;
+        });
+        h.pending_free.erase(keep, h.pending_free.end());
+    }
+
+    void allocate_gathered(HostLedger& h, int64_t bytes) {
+        const double asked = host_now();
+        std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+        cv->wait(lock, [&] {
+            reclaim_freed(h);
+            return h.resident + bytes <= budget || h.pending_free.empty();
+        });
+        pred.allocator_stall_s += host_now() - asked;
+        h.resident += bytes;
+        pred.resident_peak_bytes = std::max(pred.resident_peak_bytes, h.resident);
+        resident_changes.push_back({host_now(), bytes, -1});
+    }
+
+    void release_gathered(HostLedger& h, const HostEvent& ev) {
+        h.live -= ev.released_elements;
+        sample_gathered(h, ev.step);
+        const int64_t bytes = ev.released_elements * h.width;
+        if (h.last_default < 0 || done[static_cast<size_t>(h.last_default)]) {
+            h.resident -= bytes;
+            resident_changes.push_back({host_now(), -bytes, -1});
+        } else {
+            h.pending_free.push_back({h.last_default, bytes});
+            resident_changes.push_back({host_now(), -bytes, h.last_default});
+        }
+    }
+
+    void run_host_event(HostLedger& h, size_t e) {
+        const double hook_s = t.host_hook_us * 1e-6;
+        const HostEvent& ev = s.host[e];
+        pred.host[e].start_s = host_now();
+        if (!ev.waits.empty()) {
             std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
             cv->wait(lock, [&] {
-                reclaim();
-                return resident + bytes <= budget || pending_free.empty();
+                for (int64_t d : ev.waits)
+                    if (!done[static_cast<size_t>(d)]) return false;
+                return true;
             });
-            pred.allocator_stall_s += now() - asked;
-            resident += bytes;
-            pred.resident_peak_bytes = std::max(pred.resident_peak_bytes, resident);
-            resident_changes.push_back({now(), bytes, -1});
-        };
-        auto run_event = [&](size_t e) {
-            const HostEvent& ev = s.host[e];
-            pred.host[e].start_s = now();
-            if (!ev.waits.empty()) {
-                std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
-                cv->wait(lock, [&] {
-                    for (int64_t d : ev.waits)
-                        if (!done[static_cast<size_t>(d)]) return false;
-                    return true;
-                });
-            }
-            // A FetchWait is part of its hook's call: its Python is in the hook's figure; a
-            // GradientFlush or ReduceSync is part of the gradient hook or the epilogue, whose Python
-            // no figure covers yet (assumed 0, the time before O8 as well).
-            if (is_hook(ev.kind) && hook_s > 0) simgrid::s4u::this_actor::sleep_for(hook_s);
-            if (ev.released_elements > 0) {
-                live -= ev.released_elements;
-                sample(ev.step);
-                const int64_t bytes = ev.released_elements * width;
-                if (last_default < 0 || done[static_cast<size_t>(last_default)]) {
-                    resident -= bytes;
-                    resident_changes.push_back({now(), -bytes, -1});
-                } else {
-                    pending_free.push_back({last_default, bytes});
-                    resident_changes.push_back({now(), -bytes, last_default});
-                }
-            }
-            pred.host[e].end_s = now();
-        };
+        }
+        // A FetchWait is part of its hook's call: its Python is in the hook's figure; a
+        // GradientFlush or ReduceSync is part of the gradient hook or the epilogue, whose Python
+        // no figure covers yet (assumed 0, the time before O8 as well).
+        if (is_hook(ev.kind) && hook_s > 0) simgrid::s4u::this_actor::sleep_for(hook_s);
+        if (ev.released_elements > 0) release_gathered(h, ev);
+        pred.host[e].end_s = host_now();
+    }
+
+    // The host issues op i: it gathers the op's parameters first, then the op may run.
+    void issue_op(HostLedger& h, size_t i) {
+        const Op& op = s.ops[i];
+        int64_t gathered = 0;
+        if (gathers_for_use(op))
+            for (int p : op.params) gathered += s.params[static_cast<size_t>(p)].numel;
+        if (gathered > 0) allocate_gathered(h, gathered * h.width);
+        if (queue_of(op.stream) == Queue::Default) h.last_default = static_cast<int64_t>(i);
+        {
+            std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+            issued[i] = true;
+            pred.issued_s[i] = host_now();
+            cv->notify_all();
+        }
+        if (gathered > 0) {
+            h.live += gathered;
+            sample_gathered(h, op.step);
+        }
+        double launch = host_launch_seconds(op, t);
+        if (launch > 0) simgrid::s4u::this_actor::sleep_for(launch);
+    }
+
+    void host_actor() {
+        HostLedger h;
+        h.width = dtype_size(s.meta.model_dtype);
+        size_t next = 0;
         // deepspeed.initialize returns only after its barriers (host-blocking): training is issued
         // once the engine start has run (rule O1's wait, on the host).
         int64_t last_init = -1;
@@ -276,27 +311,10 @@ struct Run {
                 std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
                 cv->wait(lock, [&] { return static_cast<bool>(done[static_cast<size_t>(last_init)]); });
             }
-            while (next < s.host.size() && s.host[next].first_op <= static_cast<int64_t>(i)) run_event(next++);
-            const Op& op = s.ops[i];
-            int64_t gathered = 0;
-            if (gathers_for_use(op))
-                for (int p : op.params) gathered += s.params[static_cast<size_t>(p)].numel;
-            if (gathered > 0) allocate(gathered * width);
-            if (queue_of(op.stream) == Queue::Default) last_default = static_cast<int64_t>(i);
-            {
-                std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
-                issued[i] = true;
-                pred.issued_s[i] = now();
-                cv->notify_all();
-            }
-            if (gathered > 0) {
-                live += gathered;
-                sample(op.step);
-            }
-            double launch = host_launch_seconds(op, t);
-            if (launch > 0) simgrid::s4u::this_actor::sleep_for(launch);
+            while (next < s.host.size() && s.host[next].first_op <= static_cast<int64_t>(i)) run_host_event(h, next++);
+            issue_op(h, i);
         }
-        while (next < s.host.size()) run_event(next++);
+        while (next < s.host.size()) run_host_event(h, next++);
     }
 
     void go() {

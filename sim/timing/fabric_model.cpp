@@ -89,52 +89,31 @@ void FabricModel::Impl::apply() const {
         for (auto* link : p.uplinks[l]) link->set_bandwidth(uplink_capacity * (1.0 - background_load) * leaf_share[l]);
 }
 
-Result<std::shared_ptr<FabricModel>> FabricModel::build(const Topology& t, int64_t world, const FabricOptions& o) {
-    auto m = std::shared_ptr<FabricModel>(new FabricModel());
-    m->impl_ = std::make_unique<Impl>();
-    Impl& im = *m->impl_;
-    im.world = world;
-    im.ideal = t;
-    im.ideal.oversubscription = 1.0;
-    im.background_load = t.background_spine_load;
-    const int64_t g = std::max<int64_t>(t.gpus_per_node, 1);
-    const int64_t nodes = nodes_spanned(t, world);
-    FabricShape s;
-    s.nodes = nodes;
-    s.gpus_per_node = g;
-    s.nics_per_node = nodes > 1 ? t.nics_per_node : 0;
-    s.nodes_per_leaf = t.nodes_per_leaf > 0 && t.nodes_per_leaf < nodes ? t.nodes_per_leaf : nodes;
-    s.rail_optimized = t.fabric == FabricKind::RailOptimized;
-    if (!t.leaf_of_node.empty() && nodes > 1) {
-        if (static_cast<int64_t>(t.leaf_of_node.size()) < nodes)
-            return Error{t.source, "network.placement", "a leaf for each of the " + std::to_string(nodes) + " nodes expected, found " +
-                                                            std::to_string(t.leaf_of_node.size())};
-        s.leaf_of_node.assign(t.leaf_of_node.begin(), t.leaf_of_node.begin() + nodes);
-        int64_t most = 0;   // without nodes_per_leaf, a leaf takes as many nodes as the placement puts there
-        for (int64_t l : s.leaf_of_node) most = std::max<int64_t>(most, std::count(s.leaf_of_node.begin(), s.leaf_of_node.end(), l));
-        s.nodes_per_leaf = t.nodes_per_leaf > 0 ? t.nodes_per_leaf : most;
-        for (int64_t l : s.leaf_of_node) {
-            const int64_t under = std::count(s.leaf_of_node.begin(), s.leaf_of_node.end(), l);
-            if (under > s.nodes_per_leaf)
-                return Error{t.source, "network.placement", std::to_string(under) + " nodes under leaf " + std::to_string(l) +
-                                                                " but a leaf switch takes network.nodes_per_leaf = " +
-                                                                std::to_string(s.nodes_per_leaf)};
-        }
+namespace {
+
+// network.placement: the leaf switch of each node, checked against the ports a leaf has.
+Status place_nodes_on_leaves(const Topology& t, int64_t nodes, FabricShape& s) {
+    if (static_cast<int64_t>(t.leaf_of_node.size()) < nodes)
+        return Error{t.source, "network.placement", "a leaf for each of the " + std::to_string(nodes) + " nodes expected, found " +
+                                                        std::to_string(t.leaf_of_node.size())};
+    s.leaf_of_node.assign(t.leaf_of_node.begin(), t.leaf_of_node.begin() + nodes);
+    int64_t most = 0;   // without nodes_per_leaf, a leaf takes as many nodes as the placement puts there
+    for (int64_t l : s.leaf_of_node) most = std::max<int64_t>(most, std::count(s.leaf_of_node.begin(), s.leaf_of_node.end(), l));
+    s.nodes_per_leaf = t.nodes_per_leaf > 0 ? t.nodes_per_leaf : most;
+    for (int64_t l : s.leaf_of_node) {
+        const int64_t under = std::count(s.leaf_of_node.begin(), s.leaf_of_node.end(), l);
+        if (under > s.nodes_per_leaf)
+            return Error{t.source, "network.placement", std::to_string(under) + " nodes under leaf " + std::to_string(l) +
+                                                            " but a leaf switch takes network.nodes_per_leaf = " +
+                                                            std::to_string(s.nodes_per_leaf)};
     }
-    // A leaf of P ports at O:1 has P/O uplinks; where that is not whole, the spines' links carry the
-    // rest of the figure in their bandwidth.
-    const double want = s.nics_per_node > 0 ? static_cast<double>(s.leaf_ports()) / t.oversubscription : 1.0;
-    s.spines = std::max<int64_t>(1, static_cast<int64_t>(std::llround(want)));
-    const LinkCapacities cap = link_capacities(im.ideal, world);
-    im.gpu_capacity = cap.intra > 0 ? cap.intra : 1e9;
-    im.nic_capacity = t.nic_bandwidth_gbs > 0 ? t.nic_bandwidth_gbs * t.nic_efficiency * 1e9 : 1e9;
-    im.uplink_capacity = im.nic_capacity * want / static_cast<double>(s.spines);
-    im.platform = &fabric_platform(s);
-    im.gpu_share.assign(im.platform->gpu.size(), 1.0);
-    im.nic_share.assign(im.platform->nic.size(), 1.0);
-    im.leaf_share.assign(im.platform->uplinks.size(), 1.0);
-    im.nics_on_node.assign(static_cast<size_t>(nodes), std::max<int64_t>(s.nics_per_node, 1));
-    for (const Topology::NodeDesign& d : t.whatif_nodes) {   // mixed node designs (docs/fabric.md)
+    return std::nullopt;
+}
+
+// Mixed node designs (docs/fabric.md): a node with fewer NICs, or slower ones.
+Status apply_node_designs(FabricModel::Impl& im, const Topology& t, const FabricShape& s) {
+    const int64_t nodes = s.nodes;
+    for (const Topology::NodeDesign& d : t.whatif_nodes) {
         const FabricWhatIf w{"node" + std::to_string(d.node), 1.0, t.source, "whatif.nodes." + std::to_string(d.node)};
         if (d.node >= nodes) return out_of_range(w, "node", d.node, nodes);
         if (s.nics_per_node == 0) continue;   // one node: no network
@@ -143,7 +122,13 @@ Result<std::shared_ptr<FabricModel>> FabricModel::build(const Topology& t, int64
             for (int64_t j = 0; j < s.nics_per_node; ++j)
                 im.nic_share[static_cast<size_t>(d.node * s.nics_per_node + j)] *= d.nic_bandwidth_gbs / t.nic_bandwidth_gbs;
     }
-    for (const FabricWhatIf& w : o.degrade) {
+    return std::nullopt;
+}
+
+// --degrade: a NIC, a GPU's NVLink or a leaf's uplinks at a share of their nominal bandwidth.
+Status apply_degrade_what_ifs(FabricModel::Impl& im, const std::vector<FabricWhatIf>& degrade, const FabricShape& s) {
+    const int64_t nodes = s.nodes, g = s.gpus_per_node;
+    for (const FabricWhatIf& w : degrade) {
         std::vector<std::string> words;
         std::vector<int64_t> n;
         if (!split_target(w.target, words, n)) return what_if_error(w, "'" + w.target + "': " + kDegradeTargets);
@@ -169,8 +154,13 @@ Result<std::shared_ptr<FabricModel>> FabricModel::build(const Topology& t, int64
             return what_if_error(w, "'" + w.target + "': " + kDegradeTargets);
         }
     }
+    return std::nullopt;
+}
+
+// --straggler: the slowest rank's share of its nominal compute speed (1: no straggler).
+Result<double> slowest_straggler_share(const std::vector<FabricWhatIf>& straggler, int64_t world) {
     double slowest = 1.0;
-    for (const FabricWhatIf& w : o.straggler) {
+    for (const FabricWhatIf& w : straggler) {
         std::vector<std::string> words;
         std::vector<int64_t> n;
         if (!split_target(w.target, words, n) || words.size() != 1 || words[0] != "rank" || n[0] < 0)
@@ -178,7 +168,47 @@ Result<std::shared_ptr<FabricModel>> FabricModel::build(const Topology& t, int64
         if (n[0] >= world) return out_of_range(w, "rank", n[0], world);
         slowest = std::min(slowest, w.share);
     }
-    im.compute_slowdown = 1.0 / slowest;
+    return slowest;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<FabricModel>> FabricModel::build(const Topology& t, int64_t world, const FabricOptions& o) {
+    auto m = std::shared_ptr<FabricModel>(new FabricModel());
+    m->impl_ = std::make_unique<Impl>();
+    Impl& im = *m->impl_;
+    im.world = world;
+    im.ideal = t;
+    im.ideal.oversubscription = 1.0;
+    im.background_load = t.background_spine_load;
+    const int64_t g = std::max<int64_t>(t.gpus_per_node, 1);
+    const int64_t nodes = nodes_spanned(t, world);
+    FabricShape s;
+    s.nodes = nodes;
+    s.gpus_per_node = g;
+    s.nics_per_node = nodes > 1 ? t.nics_per_node : 0;
+    s.nodes_per_leaf = t.nodes_per_leaf > 0 && t.nodes_per_leaf < nodes ? t.nodes_per_leaf : nodes;
+    s.rail_optimized = t.fabric == FabricKind::RailOptimized;
+    if (!t.leaf_of_node.empty() && nodes > 1)
+        if (auto e = place_nodes_on_leaves(t, nodes, s)) return *e;
+    // A leaf of P ports at O:1 has P/O uplinks; where that is not whole, the spines' links carry the
+    // rest of the figure in their bandwidth.
+    const double want = s.nics_per_node > 0 ? static_cast<double>(s.leaf_ports()) / t.oversubscription : 1.0;
+    s.spines = std::max<int64_t>(1, static_cast<int64_t>(std::llround(want)));
+    const LinkCapacities cap = link_capacities(im.ideal, world);
+    im.gpu_capacity = cap.intra > 0 ? cap.intra : 1e9;
+    im.nic_capacity = t.nic_bandwidth_gbs > 0 ? t.nic_bandwidth_gbs * t.nic_efficiency * 1e9 : 1e9;
+    im.uplink_capacity = im.nic_capacity * want / static_cast<double>(s.spines);
+    im.platform = &fabric_platform(s);
+    im.gpu_share.assign(im.platform->gpu.size(), 1.0);
+    im.nic_share.assign(im.platform->nic.size(), 1.0);
+    im.leaf_share.assign(im.platform->uplinks.size(), 1.0);
+    im.nics_on_node.assign(static_cast<size_t>(nodes), std::max<int64_t>(s.nics_per_node, 1));
+    if (auto e = apply_node_designs(im, t, s)) return *e;
+    if (auto e = apply_degrade_what_ifs(im, o.degrade, s)) return *e;
+    auto slowest = slowest_straggler_share(o.straggler, world);
+    if (!slowest) return slowest.error();
+    im.compute_slowdown = 1.0 / slowest.value();
     return m;
 }
 

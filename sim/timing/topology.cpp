@@ -111,6 +111,202 @@ Result<Topology> scale_to_nodes(const Topology& t, int64_t nodes) {
     return scaled;
 }
 
+namespace {
+
+void read_gpu_section(const JsonField& gpu, Topology& t) {
+    check_keys(gpu, {"name", "peak_tflops", "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency",
+                     "launch_overhead_us", "memory_gb", "compute_capability"});
+    if (gpu.has("name")) t.gpu_name = gpu.at("name").as_string();
+    t.compute_capability = gpu.has("compute_capability") ? static_cast<int>(positive_int(gpu.at("compute_capability")))
+                                                         : compute_capability_of(t.gpu_name);
+    auto peak = gpu.at("peak_tflops");
+    check_keys(peak, {"fp32", "tf32", "fp16", "bf16", "fp64"});
+    for (auto it = peak.raw().begin(); it != peak.raw().end(); ++it)
+        t.peak_tflops[it.key()] = positive(peak.at(it.key()));
+    t.mem_bandwidth_gbs = positive(gpu.at("memory_bandwidth_gbs"));
+    if (gpu.has("compute_efficiency")) t.compute_efficiency = positive(gpu.at("compute_efficiency"));
+    if (gpu.has("memory_efficiency")) t.mem_efficiency = positive(gpu.at("memory_efficiency"));
+    if (gpu.has("launch_overhead_us")) t.launch_overhead_us = non_negative(gpu.at("launch_overhead_us"));
+    if (gpu.has("memory_gb")) t.gpu_memory_gb = positive(gpu.at("memory_gb"));
+}
+
+IntraKind intra_kind_of(const JsonField& f) {
+    std::string kind = f.as_string();
+    if (kind == "nvswitch") return IntraKind::NVSwitch;
+    if (kind == "nvlink_mesh") return IntraKind::NVLinkMesh;
+    if (kind == "pcie") return IntraKind::PCIe;
+    if (kind == "shared_memory") return IntraKind::SharedMemory;
+    f.fail_here("expected nvswitch, nvlink_mesh, pcie or shared_memory, found \"" + kind + "\"");
+}
+
+void read_intra_node_section(const JsonField& intra, Topology& t) {
+    check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_efficiency",
+                       "step_latency_us", "base_latency_us", "collectives", "eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"});
+    t.intra = intra_kind_of(intra.at("kind"));
+    t.intra_bandwidth_gbs = positive(intra.at("bandwidth_gbs"));
+    t.intra_channels = static_cast<int>(intra.has("nccl_channels") ? positive_int(intra.at("nccl_channels")) : 1);
+    t.channel_bandwidth_gbs = intra.has("nccl_channel_bandwidth_gbs") ? positive(intra.at("nccl_channel_bandwidth_gbs"))
+                                                                      : t.intra_bandwidth_gbs / t.intra_channels;
+    if (intra.has("nvls")) t.nvls = intra.at("nvls").as_bool();
+    if (t.nvls && t.intra != IntraKind::NVSwitch) intra.at("nvls").fail_here("NVLS needs an NVSwitch fabric (kind nvswitch)");
+    if (intra.has("nvls_efficiency")) t.nvls_efficiency = positive(intra.at("nvls_efficiency"));
+    if (intra.has("step_latency_us")) t.intra_step_latency_us = non_negative(intra.at("step_latency_us"));
+    if (intra.has("base_latency_us")) t.base_latency_us = non_negative(intra.at("base_latency_us"));
+    if (intra.has("collectives")) {
+        std::string c = intra.at("collectives").as_string();
+        const CollectiveModel* model = collective_model_named(c);
+        if (model && model->runs_on(t)) t.collective_model = c;
+        else intra.at("collectives").fail_here("expected " + collective_model_choices());
+    }
+    for (const char* key : {"eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"})
+        if (intra.has(key) && t.collective_model != kOpenMpiTunedModelName)
+            intra.at(key).fail_here("describes OpenMPI's shared-memory transport: only with \"collectives\": \"openmpi-4.1-tuned\"");
+    if (intra.has("eager_limit_bytes")) t.intra_eager_limit_bytes = positive(intra.at("eager_limit_bytes"));
+    if (intra.has("rendezvous_latency_us")) t.intra_rendezvous_latency_us = non_negative(intra.at("rendezvous_latency_us"));
+    if (intra.has("cache_bytes_per_rank")) t.intra_cache_bytes = positive(intra.at("cache_bytes_per_rank"));
+}
+
+void read_nics_section(const JsonField& nics, Topology& t) {
+    check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "gpu_affinity", "kind", "efficiency", "sharp", "rails"});
+    t.nics_per_node = static_cast<int>(positive_int(nics.at("per_node")));
+    t.nic_bandwidth_gbs = positive(nics.at("bandwidth_gbs"));
+    if (nics.has("kind")) {
+        std::string k = nics.at("kind").as_string();
+        if (k == "infiniband") t.nic_kind = NicKind::InfiniBand;
+        else if (k == "roce") t.nic_kind = NicKind::RoCE;
+        else if (k == "efa") t.nic_kind = NicKind::EFA;
+        else nics.at("kind").fail_here("expected infiniband, roce or efa, found \"" + k + "\"");
+    }
+    if (nics.has("efficiency")) {
+        t.nic_efficiency = positive(nics.at("efficiency"));
+        if (t.nic_efficiency > 1.0) nics.at("efficiency").fail_here("expected a share of the line rate, at most 1");
+    }
+    if (nics.has("sharp")) t.sharp = nics.at("sharp").as_bool();
+    // Rails: NICs on separate leaf switches; recorded, not timed (NCCL keeps each channel on
+    // one rail, so rings and trees see one NIC's bandwidth per channel either way).
+    if (nics.has("rails")) positive_int(nics.at("rails"));
+    if (nics.has("latency_us")) t.nic_latency_us = non_negative(nics.at("latency_us"));
+    if (nics.has("gpu_affinity")) check_nic_gpu_affinity(nics.at("gpu_affinity"), t);
+}
+
+// network.placement: one leaf switch index per node (fabric mode).
+void read_leaf_placement(const JsonField& pl, Topology& t) {
+    pl.expect_array();
+    for (size_t i = 0; i < pl.size(); ++i) {
+        int64_t leaf = pl.at(i).as_integer();
+        if (leaf < 0) pl.at(i).fail_here("expected a leaf switch index (0 or more), found " + std::to_string(leaf));
+        t.leaf_of_node.push_back(leaf);
+    }
+}
+
+void read_network_section(const JsonField& net, Topology& t) {
+    check_keys(net, {"kind", "levels", "oversubscription", "nodes_per_leaf", "background_spine_load", "placement"});
+    std::string k = net.at("kind").as_string();
+    if (k == "fat_tree")
+        t.fabric = FabricKind::FatTree;
+    else if (k == "rail_optimized")
+        t.fabric = FabricKind::RailOptimized;
+    else
+        net.at("kind").fail_here("expected fat_tree or rail_optimized, found \"" + k + "\"");
+    if (net.has("levels")) t.fabric_levels = static_cast<int>(positive_int(net.at("levels")));
+    if (net.has("oversubscription")) {
+        t.oversubscription = positive(net.at("oversubscription"));
+        if (t.oversubscription < 1.0) net.at("oversubscription").fail_here("expected 1 (non-blocking) or more");
+    }
+    if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
+    if (net.has("placement")) read_leaf_placement(net.at("placement"), t);
+    if (net.has("background_spine_load")) {
+        t.background_spine_load = non_negative(net.at("background_spine_load"));
+        if (t.background_spine_load >= 1.0)
+            net.at("background_spine_load").fail_here("expected the share of the spine other traffic takes, from 0 to below 1");
+    }
+}
+
+void read_nccl_section(const JsonField& nccl, Topology& t) {
+    check_keys(nccl, {"version", "tuner"});
+    if (nccl.has("version")) {
+        auto v = NcclVersion::parse(nccl.at("version").as_string());
+        if (!v) nccl.at("version").fail_here(std::string("expected an NCCL release, ") + known_nccl_versions());
+        t.nccl_version = *v;
+    }
+    if (nccl.has("tuner")) {
+        std::string k = nccl.at("tuner").as_string();
+        if (k == "aws-ofi") t.aws_tuner = true;
+        else if (k != "nccl") nccl.at("tuner").fail_here("expected nccl or aws-ofi, found \"" + k + "\"");
+    }
+}
+
+// whatif.degrade / whatif.straggler: a share of the nominal figure per target.
+void read_whatif_shares(const JsonField& list, std::vector<std::pair<std::string, double>>& into) {
+    list.expect_object();
+    for (auto it = list.raw().begin(); it != list.raw().end(); ++it) {
+        double share = positive(list.at(it.key()));
+        if (share > 1.0) list.at(it.key()).fail_here("expected a share of the nominal figure in (0, 1]");
+        into.push_back({it.key(), share});
+    }
+}
+
+// whatif.nodes: mixed node designs; the node numbers are checked against --nodes there.
+void read_whatif_node_designs(const JsonField& nodes, Topology& t) {
+    nodes.expect_object();
+    for (auto it = nodes.raw().begin(); it != nodes.raw().end(); ++it) {
+        auto one = nodes.at(it.key());
+        const std::string& k = it.key();
+        if (k.empty() || k.size() > 9 || k.find_first_not_of("0123456789") != std::string::npos)
+            one.fail_here("expected a node number (e.g. \"3\") as the key, found '" + k + "'");
+        check_keys(one, {"nics", "nic_bandwidth_gbs"});
+        Topology::NodeDesign d;
+        d.node = std::stoll(k);
+        if (one.has("nics")) {
+            const int64_t n = positive_int(one.at("nics"));
+            if (n > t.nics_per_node)
+                one.at("nics").fail_here("expected 1 to " + std::to_string(t.nics_per_node) +
+                                         " NICs (nics.per_node: the node design's), found " + std::to_string(n));
+            d.nics = static_cast<int>(n);
+        }
+        if (one.has("nic_bandwidth_gbs")) d.nic_bandwidth_gbs = positive(one.at("nic_bandwidth_gbs"));
+        t.whatif_nodes.push_back(d);
+    }
+}
+
+// Fabric mode's what-ifs (docs/fabric.md); targets checked there.
+void read_whatif_section(const JsonField& w, Topology& t) {
+    check_keys(w, {"degrade", "straggler", "nodes"});
+    if (w.has("degrade")) read_whatif_shares(w.at("degrade"), t.whatif_degrade);
+    if (w.has("straggler")) read_whatif_shares(w.at("straggler"), t.whatif_straggler);
+    if (w.has("nodes")) read_whatif_node_designs(w.at("nodes"), t);
+}
+
+// Stage 3's parameter coordinator on the host (topologies/README.md).
+void read_host_section(const JsonField& host, Topology& t) {
+    check_keys(host, {"hook_us", "kernel_launch_us", "pcie_gbps", "cpu_adam_gbs"});
+    if (host.has("pcie_gbps")) t.host_pcie_gbs = non_negative(host.at("pcie_gbps")) / 8.0;   // Gb/s -> GB/s
+    if (host.has("cpu_adam_gbs")) t.host_cpu_adam_gbs = non_negative(host.at("cpu_adam_gbs"));
+    if (host.has("hook_us")) t.host_hook_us = non_negative(host.at("hook_us"));
+    if (host.has("kernel_launch_us")) t.host_kernel_launch_us = non_negative(host.at("kernel_launch_us"));
+}
+
+void read_calibration_section(const JsonField& cal, Topology& t) {
+    check_keys(cal, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "memory_scale", "fitted_from", "column",
+                     "per_collective", "fit"});
+    if (cal.has("bandwidth_scale")) t.bandwidth_scale = positive(cal.at("bandwidth_scale"));
+    if (cal.has("latency_scale")) t.latency_scale = positive(cal.at("latency_scale"));
+    if (cal.has("rendezvous_scale")) t.rendezvous_scale = positive(cal.at("rendezvous_scale"));
+    if (cal.has("memory_scale")) t.memory_scale = positive(cal.at("memory_scale"));
+    if (!cal.has("per_collective")) return;
+    auto per = cal.at("per_collective");
+    check_keys(per, {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"});
+    for (auto it = per.raw().begin(); it != per.raw().end(); ++it) {
+        auto one = per.at(it.key());
+        check_keys(one, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "memory_scale", "rows", "r2"});
+        t.collective_scales[it.key()] = {positive(one.at("bandwidth_scale")), positive(one.at("latency_scale")),
+                                         one.has("rendezvous_scale") ? positive(one.at("rendezvous_scale")) : 0.0,
+                                         one.has("memory_scale") ? positive(one.at("memory_scale")) : 0.0};
+    }
+}
+
+}  // namespace
+
 Result<Topology> parse_topology(const std::string& file, const std::string& text, int64_t nodes_override) {
     auto doc = parse_json_text(text, file);
     if (!doc) return doc.error();
@@ -125,192 +321,15 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         t.gpus_per_node = positive_int(root.at("gpus_per_node"));
         if (nodes_override > 0) t.nodes = nodes_override;
 
-        auto gpu = root.at("gpu");
-        check_keys(gpu, {"name", "peak_tflops", "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency",
-                         "launch_overhead_us", "memory_gb", "compute_capability"});
-        if (gpu.has("name")) t.gpu_name = gpu.at("name").as_string();
-        t.compute_capability = gpu.has("compute_capability") ? static_cast<int>(positive_int(gpu.at("compute_capability")))
-                                                             : compute_capability_of(t.gpu_name);
-        auto peak = gpu.at("peak_tflops");
-        check_keys(peak, {"fp32", "tf32", "fp16", "bf16", "fp64"});
-        for (auto it = peak.raw().begin(); it != peak.raw().end(); ++it)
-            t.peak_tflops[it.key()] = positive(peak.at(it.key()));
-        t.mem_bandwidth_gbs = positive(gpu.at("memory_bandwidth_gbs"));
-        if (gpu.has("compute_efficiency")) t.compute_efficiency = positive(gpu.at("compute_efficiency"));
-        if (gpu.has("memory_efficiency")) t.mem_efficiency = positive(gpu.at("memory_efficiency"));
-        if (gpu.has("launch_overhead_us")) t.launch_overhead_us = non_negative(gpu.at("launch_overhead_us"));
-        if (gpu.has("memory_gb")) t.gpu_memory_gb = positive(gpu.at("memory_gb"));
-
-        auto intra = root.at("intra_node");
-        check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_efficiency",
-                           "step_latency_us", "base_latency_us", "collectives", "eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"});
-        std::string kind = intra.at("kind").as_string();
-        if (kind == "nvswitch")
-            t.intra = IntraKind::NVSwitch;
-        else if (kind == "nvlink_mesh")
-            t.intra = IntraKind::NVLinkMesh;
-        else if (kind == "pcie")
-            t.intra = IntraKind::PCIe;
-        else if (kind == "shared_memory")
-            t.intra = IntraKind::SharedMemory;
-        else
-            intra.at("kind").fail_here("expected nvswitch, nvlink_mesh, pcie or shared_memory, found \"" + kind + "\"");
-        t.intra_bandwidth_gbs = positive(intra.at("bandwidth_gbs"));
-        t.intra_channels = static_cast<int>(intra.has("nccl_channels") ? positive_int(intra.at("nccl_channels")) : 1);
-        t.channel_bandwidth_gbs = intra.has("nccl_channel_bandwidth_gbs") ? positive(intra.at("nccl_channel_bandwidth_gbs"))
-                                                                          : t.intra_bandwidth_gbs / t.intra_channels;
-        if (intra.has("nvls")) t.nvls = intra.at("nvls").as_bool();
-        if (t.nvls && t.intra != IntraKind::NVSwitch) intra.at("nvls").fail_here("NVLS needs an NVSwitch fabric (kind nvswitch)");
-        if (intra.has("nvls_efficiency")) t.nvls_efficiency = positive(intra.at("nvls_efficiency"));
-        if (intra.has("step_latency_us")) t.intra_step_latency_us = non_negative(intra.at("step_latency_us"));
-        if (intra.has("base_latency_us")) t.base_latency_us = non_negative(intra.at("base_latency_us"));
-        if (intra.has("collectives")) {
-            std::string c = intra.at("collectives").as_string();
-            const CollectiveModel* model = collective_model_named(c);
-            if (model && model->runs_on(t)) t.collective_model = c;
-            else intra.at("collectives").fail_here("expected " + collective_model_choices());
-        }
-        for (const char* key : {"eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"})
-            if (intra.has(key) && t.collective_model != kOpenMpiTunedModelName)
-                intra.at(key).fail_here("describes OpenMPI's shared-memory transport: only with \"collectives\": \"openmpi-4.1-tuned\"");
-        if (intra.has("eager_limit_bytes")) t.intra_eager_limit_bytes = positive(intra.at("eager_limit_bytes"));
-        if (intra.has("rendezvous_latency_us")) t.intra_rendezvous_latency_us = non_negative(intra.at("rendezvous_latency_us"));
-        if (intra.has("cache_bytes_per_rank")) t.intra_cache_bytes = positive(intra.at("cache_bytes_per_rank"));
-
-        if (root.has("nics")) {
-            auto nics = root.at("nics");
-            check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "gpu_affinity", "kind", "efficiency", "sharp", "rails"});
-            t.nics_per_node = static_cast<int>(positive_int(nics.at("per_node")));
-            t.nic_bandwidth_gbs = positive(nics.at("bandwidth_gbs"));
-            if (nics.has("kind")) {
-                std::string k = nics.at("kind").as_string();
-                if (k == "infiniband") t.nic_kind = NicKind::InfiniBand;
-                else if (k == "roce") t.nic_kind = NicKind::RoCE;
-                else if (k == "efa") t.nic_kind = NicKind::EFA;
-                else nics.at("kind").fail_here("expected infiniband, roce or efa, found \"" + k + "\"");
-            }
-            if (nics.has("efficiency")) {
-                t.nic_efficiency = positive(nics.at("efficiency"));
-                if (t.nic_efficiency > 1.0) nics.at("efficiency").fail_here("expected a share of the line rate, at most 1");
-            }
-            if (nics.has("sharp")) t.sharp = nics.at("sharp").as_bool();
-            // Rails: NICs on separate leaf switches; recorded, not timed (NCCL keeps each channel on
-            // one rail, so rings and trees see one NIC's bandwidth per channel either way).
-            if (nics.has("rails")) positive_int(nics.at("rails"));
-            if (nics.has("latency_us")) t.nic_latency_us = non_negative(nics.at("latency_us"));
-            if (nics.has("gpu_affinity")) check_nic_gpu_affinity(nics.at("gpu_affinity"), t);
-        }
-        if (root.has("network")) {
-            auto net = root.at("network");
-            check_keys(net, {"kind", "levels", "oversubscription", "nodes_per_leaf", "background_spine_load", "placement"});
-            std::string k = net.at("kind").as_string();
-            if (k == "fat_tree")
-                t.fabric = FabricKind::FatTree;
-            else if (k == "rail_optimized")
-                t.fabric = FabricKind::RailOptimized;
-            else
-                net.at("kind").fail_here("expected fat_tree or rail_optimized, found \"" + k + "\"");
-            if (net.has("levels")) t.fabric_levels = static_cast<int>(positive_int(net.at("levels")));
-            if (net.has("oversubscription")) {
-                t.oversubscription = positive(net.at("oversubscription"));
-                if (t.oversubscription < 1.0) net.at("oversubscription").fail_here("expected 1 (non-blocking) or more");
-            }
-            if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
-            if (net.has("placement")) {   // one leaf switch index per node (fabric mode)
-                auto pl = net.at("placement");
-                pl.expect_array();
-                for (size_t i = 0; i < pl.size(); ++i) {
-                    int64_t leaf = pl.at(i).as_integer();
-                    if (leaf < 0) pl.at(i).fail_here("expected a leaf switch index (0 or more), found " + std::to_string(leaf));
-                    t.leaf_of_node.push_back(leaf);
-                }
-            }
-            if (net.has("background_spine_load")) {
-                t.background_spine_load = non_negative(net.at("background_spine_load"));
-                if (t.background_spine_load >= 1.0)
-                    net.at("background_spine_load").fail_here("expected the share of the spine other traffic takes, from 0 to below 1");
-            }
-        }
-        if (root.has("nccl")) {
-            auto nccl = root.at("nccl");
-            check_keys(nccl, {"version", "tuner"});
-            if (nccl.has("version")) {
-                auto v = NcclVersion::parse(nccl.at("version").as_string());
-                if (!v) nccl.at("version").fail_here(std::string("expected an NCCL release, ") + known_nccl_versions());
-                t.nccl_version = *v;
-            }
-            if (nccl.has("tuner")) {
-                std::string k = nccl.at("tuner").as_string();
-                if (k == "aws-ofi") t.aws_tuner = true;
-                else if (k != "nccl") nccl.at("tuner").fail_here("expected nccl or aws-ofi, found \"" + k + "\"");
-            }
-        }
+        read_gpu_section(root.at("gpu"), t);
+        read_intra_node_section(root.at("intra_node"), t);
+        if (root.has("nics")) read_nics_section(root.at("nics"), t);
+        if (root.has("network")) read_network_section(root.at("network"), t);
+        if (root.has("nccl")) read_nccl_section(root.at("nccl"), t);
         if (auto e = disconnected(t)) fail(e->file, e->field, e->message);
-        if (root.has("whatif")) {  // fabric mode's what-ifs (docs/fabric.md); targets checked there
-            auto w = root.at("whatif");
-            check_keys(w, {"degrade", "straggler", "nodes"});
-            for (const char* kind : {"degrade", "straggler"}) {
-                if (!w.has(kind)) continue;
-                auto list = w.at(kind);
-                list.expect_object();
-                auto& into = std::string(kind) == "degrade" ? t.whatif_degrade : t.whatif_straggler;
-                for (auto it = list.raw().begin(); it != list.raw().end(); ++it) {
-                    double share = positive(list.at(it.key()));
-                    if (share > 1.0) list.at(it.key()).fail_here("expected a share of the nominal figure in (0, 1]");
-                    into.push_back({it.key(), share});
-                }
-            }
-            if (w.has("nodes")) {  // mixed node designs; the node numbers are checked against --nodes there
-                auto nodes = w.at("nodes");
-                nodes.expect_object();
-                for (auto it = nodes.raw().begin(); it != nodes.raw().end(); ++it) {
-                    auto one = nodes.at(it.key());
-                    const std::string& k = it.key();
-                    if (k.empty() || k.size() > 9 || k.find_first_not_of("0123456789") != std::string::npos)
-                        one.fail_here("expected a node number (e.g. \"3\") as the key, found '" + k + "'");
-                    check_keys(one, {"nics", "nic_bandwidth_gbs"});
-                    Topology::NodeDesign d;
-                    d.node = std::stoll(k);
-                    if (one.has("nics")) {
-                        const int64_t n = positive_int(one.at("nics"));
-                        if (n > t.nics_per_node)
-                            one.at("nics").fail_here("expected 1 to " + std::to_string(t.nics_per_node) +
-                                                     " NICs (nics.per_node: the node design's), found " + std::to_string(n));
-                        d.nics = static_cast<int>(n);
-                    }
-                    if (one.has("nic_bandwidth_gbs")) d.nic_bandwidth_gbs = positive(one.at("nic_bandwidth_gbs"));
-                    t.whatif_nodes.push_back(d);
-                }
-            }
-        }
-        if (root.has("host")) {  // stage 3's parameter coordinator on the host (topologies/README.md)
-            auto host = root.at("host");
-            check_keys(host, {"hook_us", "kernel_launch_us", "pcie_gbps", "cpu_adam_gbs"});
-            if (host.has("pcie_gbps")) t.host_pcie_gbs = non_negative(host.at("pcie_gbps")) / 8.0;   // Gb/s -> GB/s
-            if (host.has("cpu_adam_gbs")) t.host_cpu_adam_gbs = non_negative(host.at("cpu_adam_gbs"));
-            if (host.has("hook_us")) t.host_hook_us = non_negative(host.at("hook_us"));
-            if (host.has("kernel_launch_us")) t.host_kernel_launch_us = non_negative(host.at("kernel_launch_us"));
-        }
-        if (root.has("calibration")) {
-            auto cal = root.at("calibration");
-            check_keys(cal, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "memory_scale", "fitted_from", "column",
-                             "per_collective", "fit"});
-            if (cal.has("bandwidth_scale")) t.bandwidth_scale = positive(cal.at("bandwidth_scale"));
-            if (cal.has("latency_scale")) t.latency_scale = positive(cal.at("latency_scale"));
-            if (cal.has("rendezvous_scale")) t.rendezvous_scale = positive(cal.at("rendezvous_scale"));
-            if (cal.has("memory_scale")) t.memory_scale = positive(cal.at("memory_scale"));
-            if (cal.has("per_collective")) {
-                auto per = cal.at("per_collective");
-                check_keys(per, {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"});
-                for (auto it = per.raw().begin(); it != per.raw().end(); ++it) {
-                    auto one = per.at(it.key());
-                    check_keys(one, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "memory_scale", "rows", "r2"});
-                    t.collective_scales[it.key()] = {positive(one.at("bandwidth_scale")), positive(one.at("latency_scale")),
-                                                     one.has("rendezvous_scale") ? positive(one.at("rendezvous_scale")) : 0.0,
-                                                     one.has("memory_scale") ? positive(one.at("memory_scale")) : 0.0};
-                }
-            }
-        }
+        if (root.has("whatif")) read_whatif_section(root.at("whatif"), t);
+        if (root.has("host")) read_host_section(root.at("host"), t);
+        if (root.has("calibration")) read_calibration_section(root.at("calibration"), t);
         return t;
     } catch (const InputFailure& f) {
         return f.error;
