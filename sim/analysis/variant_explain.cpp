@@ -10,6 +10,7 @@
 
 #include "analysis/explain.hpp"
 #include "formats/comms_log.hpp"
+#include "schedule/mesh.hpp"
 #include "schedule/partition.hpp"
 #include "schedule/schedule.hpp"
 
@@ -25,8 +26,8 @@ double off_node_share(const Schedule& s, const Op& op, int64_t g) {
     if (members.empty())
         for (int64_t r = 0; r < s.meta.world; ++r) members.push_back(static_cast<int>(r));
     if (members.size() < 2) return 0.0;
-    int64_t off = 0;
-    for (int r : members) off += r / g != members[0] / g;
+    // schedule/mesh.hpp places the members (the one place that puts ranks on nodes).
+    const int64_t off = static_cast<int64_t>(members.size()) - place_members(members, g).first_node_members;
     return static_cast<double>(off) / static_cast<double>(members.size() - 1);
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/explain.hpp"
+#include "schedule/mesh.hpp"
 #include "schedule/what_if_fsdp.hpp"
 
 namespace zerosim {
@@ -29,9 +30,8 @@ double nic_bytes_per_gpu(const Schedule& s, int step, int64_t gpus_per_node) {
         int64_t n = 0, on_node = 0;
     };
     auto shape_of = [&](const std::vector<int>& members) {
-        Shape sh{static_cast<int64_t>(members.size()), 0};
-        for (int r : members) sh.on_node += r / g == members[0] / g;
-        return sh;
+        // schedule/mesh.hpp places the members (the one place that puts ranks on nodes).
+        return Shape{static_cast<int64_t>(members.size()), place_members(members, g).first_node_members};
     };
     const Shape world{s.meta.world, std::min<int64_t>(s.meta.world, g)};
     std::map<GroupKind, Shape> shapes;

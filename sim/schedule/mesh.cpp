@@ -321,4 +321,22 @@ GroupPlacement Mesh::placement(MeshGroup kind, int64_t rank, int64_t gpus_per_no
     return place_members(group_of(kind, rank), gpus_per_node);
 }
 
+std::optional<GroupKind> ir_group_kind(MeshGroup g) {
+    switch (g) {
+        case MeshGroup::Data: return GroupKind::Dp;
+        case MeshGroup::Hpz: return GroupKind::Hpz;
+        case MeshGroup::QgzIntra: return GroupKind::QgzIntra;
+        case MeshGroup::QgzInter: return GroupKind::QgzInter;
+        case MeshGroup::MicsShard: return GroupKind::MicsShard;
+        case MeshGroup::MicsReplica: return GroupKind::MicsReplica;
+        case MeshGroup::FsdpShard: return GroupKind::FsdpShard;
+        case MeshGroup::FsdpReplica: return GroupKind::FsdpReplica;
+        default: return std::nullopt;
+    }
+}
+
+ProcessGroup mesh_process_group(const Mesh& mesh, MeshGroup kind) {
+    return ProcessGroup{ir_group_kind(kind).value(), mesh.groups(kind)};
+}
+
 }  // namespace zerosim

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "schedule/mesh.hpp"
 #include "schedule/partition.hpp"
 
 namespace zerosim::detail {
@@ -12,28 +13,16 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// Consecutive ranks [0..k-1], [k..2k-1], ... (groups.py _create_zero_param_parallel_group,
-// mics_utils.py create_mics_comm_groups' shard groups, groups.py local_i).
-ProcessGroup consecutive(GroupKind kind, int64_t world, int64_t k) {
-    ProcessGroup g{kind, {}};
-    for (int64_t start = 0; start < world; start += k) {
-        std::vector<int> m;
-        for (int64_t r = start; r < start + k; ++r) m.push_back(static_cast<int>(r));
-        g.members.push_back(std::move(m));
-    }
-    return g;
-}
-
-// The same position in every block of k consecutive ranks: {i, i+k, i+2k, ...} (MiCS replication
-// groups, qgZ's global_i).
-ProcessGroup strided(GroupKind kind, int64_t world, int64_t k) {
-    ProcessGroup g{kind, {}};
-    for (int64_t i = 0; i < k; ++i) {
-        std::vector<int> m;
-        for (int64_t r = i; r < world; r += k) m.push_back(static_cast<int>(r));
-        g.members.push_back(std::move(m));
-    }
-    return g;
+// The variants' process groups from the mesh (schedule/mesh.hpp, the one place groups are formed),
+// in the order meta.groups has always listed them: MiCS's shard and replication groups, hpZ's,
+// qgZ's intra- and inter-node groups.
+std::optional<Error> add_variant_groups(ScheduleMeta& meta, const ParallelLayout& layout) {
+    if (layout.hpz <= 1 && layout.mics_shard == 0 && layout.qgz_ranks_per_node == 0) return std::nullopt;
+    auto mesh = Mesh::build(layout);
+    if (!mesh.ok()) return mesh.error();
+    for (MeshGroup k : {MeshGroup::MicsShard, MeshGroup::MicsReplica, MeshGroup::Hpz, MeshGroup::QgzIntra, MeshGroup::QgzInter})
+        if (mesh.value().has(k)) meta.groups.push_back(mesh_process_group(mesh.value(), k));
+    return std::nullopt;
 }
 
 // qwZ's int8 gather of a fetch or prefetch: the same call, with the QuantizedShards payload of its
@@ -65,6 +54,8 @@ std::optional<Error> setup_zero_variants(Build& b) {
     meta.offload_param = z.offload_param && z.stage == 3;   // offload_param is a stage-3 key
     if (z.stage != 3) return std::nullopt;
     const std::string& file = b.cfg.source;
+    ParallelLayout layout;   // the world and the sub-groups these settings turn on
+    layout.world = W;
     if (z.mics_shard_size > 0) {
         // mics_utils.py create_mics_comm_groups: the world reshaped into rows of s ranks.
         const int64_t s = z.mics_shard_size;
@@ -81,8 +72,7 @@ std::optional<Error> setup_zero_variants(Build& b) {
                          "DeepSpeed's MiCS raises \"Local sharding has no support for CPU offloading\" when "
                          "mics_shard_size (" + str(s) + ") is below the world (" + str(W) + ")"};
         v.mics = s;
-        meta.groups.push_back(consecutive(GroupKind::MicsShard, W, s));
-        meta.groups.push_back(strided(GroupKind::MicsReplica, W, s));
+        layout.mics_shard = s;
     }
     if (z.hpz_partition_size > 1) {
         // groups.py _create_zero_param_parallel_group: min(k, world), which must divide the world.
@@ -92,7 +82,7 @@ std::optional<Error> setup_zero_variants(Build& b) {
                          "DeepSpeed needs it to divide the world size " + str(W) + " (groups.py asserts it); found " +
                              str(z.hpz_partition_size)};
         v.hpz = k;
-        if (k > 1) meta.groups.push_back(consecutive(GroupKind::Hpz, W, k));
+        layout.hpz = k;
     }
     v.qwz = z.quantized_weights;
     if (z.quantized_gradients) {
@@ -114,12 +104,11 @@ std::optional<Error> setup_zero_variants(Build& b) {
             // stage3.py __avg_scatter_grads: the quantized path only with more than one node.
             if (nodes > 1) {
                 v.qgz = true;
-                meta.groups.push_back(consecutive(GroupKind::QgzIntra, W, L));
-                meta.groups.push_back(strided(GroupKind::QgzInter, W, L));
+                layout.qgz_ranks_per_node = L;
             }
         }
     }
-    return std::nullopt;
+    return add_variant_groups(meta, layout);
 }
 
 Stage3Variants::Stage3Variants(Build& b)

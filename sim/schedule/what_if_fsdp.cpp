@@ -9,6 +9,7 @@
 #include <string>
 
 #include "inputs/model.hpp"
+#include "schedule/mesh.hpp"
 
 namespace zerosim {
 
@@ -17,24 +18,6 @@ namespace {
 constexpr RuleId kUnshard = RuleId::WhatifFsdpUnshard;
 constexpr RuleId kReduceScatter = RuleId::WhatifFsdpReduceScatter;
 constexpr RuleId kReplicaAllReduce = RuleId::WhatifHsdpAllreduce;
-
-ProcessGroup node_groups(GroupKind kind, int64_t world, int64_t g, bool across) {
-    ProcessGroup pg{kind, {}};
-    if (!across) {
-        for (int64_t first = 0; first < world; first += g) {
-            std::vector<int> m;
-            for (int64_t r = first; r < first + g; ++r) m.push_back(static_cast<int>(r));
-            pg.members.push_back(std::move(m));
-        }
-    } else {
-        for (int64_t local = 0; local < g; ++local) {
-            std::vector<int> m;
-            for (int64_t r = local; r < world; r += g) m.push_back(static_cast<int>(r));
-            pg.members.push_back(std::move(m));
-        }
-    }
-    return pg;
-}
 
 struct Generator {
     FsdpStrategy strategy;
@@ -303,8 +286,15 @@ Result<int> apply_fsdp_what_if(FsdpStrategy strategy, Schedule& s) {
         g.shard_ranks = std::min(n, world);
         g.replicas = world / g.shard_ranks;
         g.shard_group = GroupKind::FsdpShard;
-        g.out.meta.groups.push_back(node_groups(GroupKind::FsdpShard, world, g.shard_ranks, false));
-        g.out.meta.groups.push_back(node_groups(GroupKind::FsdpReplica, world, g.shard_ranks, true));
+        // The node-shaped groups from the mesh (schedule/mesh.hpp): one node's ranks, and the same
+        // local rank on every node (torch.distributed.fsdp _init_intra_and_inter_node_groups).
+        ParallelLayout layout;
+        layout.world = world;
+        layout.fsdp_shard = n;
+        auto mesh = Mesh::build(layout);
+        if (!mesh.ok()) return mesh.error();
+        g.out.meta.groups.push_back(mesh_process_group(mesh.value(), MeshGroup::FsdpShard));
+        g.out.meta.groups.push_back(mesh_process_group(mesh.value(), MeshGroup::FsdpReplica));
     }
     for (const auto& u : g.units) g.padded.push_back((u.numel + g.shard_ranks - 1) / g.shard_ranks * g.shard_ranks);
     g.unsharded.assign(g.units.size(), false);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fabric_platform.hpp"
+#include "schedule/mesh.hpp"
 #include "timing/fabric.hpp"
 
 namespace zerosim {
@@ -28,7 +29,7 @@ struct FabricModel::Impl {
 
     // Gives the platform this model's capacities (another model may have used it since).
     void apply() const;
-    int64_t node_of(int rank) const { return rank / ideal.gpus_per_node; }
+    int64_t node_of(int rank) const { return zerosim::node_of(rank, ideal.gpus_per_node); }   // schedule/mesh.hpp
     int64_t nic_of(int rank) const;          // global NIC index of the NIC the rank's traffic leaves by
     int64_t design_nic_of(int rank) const;   // the same on the node design (every node with all its NICs)
 };

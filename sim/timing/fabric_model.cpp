@@ -63,7 +63,7 @@ FlowPattern flow_pattern(OpKind kind, Algorithm a) {
 
 int64_t FabricModel::Impl::design_nic_of(int rank) const {
     const int64_t g = ideal.gpus_per_node, k = std::max(ideal.nics_per_node, 1);
-    return node_of(rank) * k + (rank % g) * k / g;
+    return node_of(rank) * k + local_rank(rank, g) * k / g;
 }
 
 // A node with fewer NICs than its design: the rails whose NIC is missing leave through NIC

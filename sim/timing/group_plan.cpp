@@ -8,7 +8,8 @@
 #include "timing/group_plan.hpp"
 
 #include <algorithm>
-#include <set>
+
+#include "schedule/mesh.hpp"
 
 namespace zerosim {
 
@@ -22,17 +23,12 @@ CollectivePlan plan_for_group(const Topology& t, const Op& op, const ScheduleMet
     if (members.empty())
         for (int64_t r = 0; r < world; ++r) members.push_back(static_cast<int>(r));
     const int64_t n = static_cast<int64_t>(members.size());
-    const int64_t g = std::max<int64_t>(t.gpus_per_node, 1);
-    std::set<int64_t> nodes;
-    int64_t on_first = 0;
-    for (int r : members) {
-        nodes.insert(r / g);
-        on_first += r / g == members[0] / g;
-    }
+    // Where the members sit (schedule/mesh.hpp, the one place that places ranks on nodes).
+    const GroupPlacement at = place_members(members, t.gpus_per_node);
     Topology sub = t;
-    sub.gpus_per_node = std::max<int64_t>(on_first, 1);
-    sub.nodes = static_cast<int64_t>(nodes.size());
-    if (g > 0) sub.nic_bandwidth_gbs = t.nic_bandwidth_gbs * static_cast<double>(sub.gpus_per_node) / static_cast<double>(g);
+    sub.gpus_per_node = std::max<int64_t>(at.first_node_members, 1);
+    sub.nodes = at.node_count();
+    sub.nic_bandwidth_gbs = t.nic_bandwidth_gbs * static_cast<double>(sub.gpus_per_node) / static_cast<double>(at.gpus_per_node);
     if (op.kind == OpKind::AllToAll) return plan_all_to_all(sub, bytes, n);
     return plan_collective(sub, op.kind, bytes, n);
 }

@@ -12,9 +12,11 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
+#include "schedule/ir.hpp"
 
 namespace zerosim {
 
@@ -117,5 +119,12 @@ private:
     std::array<std::vector<int>, kMeshGroups.size()> index_;   // per kind: rank -> its group
     void index_groups();
 };
+
+// The IR's group kind of a mesh group that schedules name today (ScheduleMeta::groups and Op::group):
+// Data in pure data parallelism is GroupKind::Dp; the ZeRO++ / MiCS / FSDP sub-groups their own
+// kinds; nullopt for the 3D axes no schedule names yet.
+std::optional<GroupKind> ir_group_kind(MeshGroup g);
+// Every group of a mesh kind as the IR's ProcessGroup (ir_group_kind(kind) must exist).
+ProcessGroup mesh_process_group(const Mesh& mesh, MeshGroup kind);
 
 }  // namespace zerosim
