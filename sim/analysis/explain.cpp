@@ -195,104 +195,129 @@ std::string release_notes(RuleId rule, Release r) {
     return out;
 }
 
-}  // namespace
 
-std::string explain_schedule(const Model& model, const DsConfig& cfg, const Schedule& s) {
-    std::ostringstream out;
-    const auto& meta = s.meta;
+// The collectives of a schedule per rule, the rules in the order they first appear.
+struct CollectivesByRule {
+    std::vector<RuleId> order;
+    std::map<RuleId, std::vector<const Op*>> ops;
+};
+
+CollectivesByRule collectives_by_rule(const Schedule& s) {
+    CollectivesByRule by;
+    for (const auto& op : s.ops) {
+        if (!is_collective(op.kind)) continue;
+        if (!by.ops.count(op.rule)) by.order.push_back(op.rule);
+        by.ops[op.rule].push_back(&op);
+    }
+    return by;
+}
+
+void write_explain_intro(std::ostream& out, const ScheduleMeta& meta, int last) {
     out << "# Why these collectives: " << meta.model_name << " (" << meta.total_params << " parameters), ZeRO stage "
         << meta.stage << ", " << meta.world << " ranks, " << dtype_name(meta.model_dtype) << " training, gradients sent in "
         << dtype_name(meta.comm_dtype) << "\n\n";
-
-    // Per rule, in the order rules first appear.
-    std::vector<RuleId> order;
-    std::map<RuleId, std::vector<const Op*>> by_rule;
-    for (const auto& op : s.ops) {
-        if (!is_collective(op.kind)) continue;
-        if (!by_rule.count(op.rule)) order.push_back(op.rule);
-        by_rule[op.rule].push_back(&op);
-    }
     // Counts and bytes are per step (the last, steady one; where another step differs it is said),
     // and bytes are what each rank sends and, equally, receives on a ring: all_reduce 2(n-1)/n S,
     // reduce_scatter (n-1)/n S of the full input, all_gather (n-1) x the shard, broadcast and reduce
     // (n-1)/n S: the convention the ZeRO paper's 2Ψ and 3Ψ use (table below).
-    const int last = meta.steps - 1;
     out << "Counts are per step (step " << last << " of " << meta.steps
         << "; another step is named where it differs). Bytes are what each rank sends, and equally receives, on a ring: "
            "all_reduce 2(n-1)/n x size, reduce_scatter (n-1)/n x the full input, all_gather (n-1) x the shard, "
            "broadcast and reduce (n-1)/n x size; the ZeRO paper's 2Ψ and 3Ψ count the same way.\n\n";
-    for (const auto& rule : order) {
-        const auto& ops = by_rule[rule];
-        const Rule& r = rule_info(rule);
-        std::map<int, StepOps> steps;
-        for (auto* op : ops) {
-            StepOps& so = steps[op->step];
-            so.count++;
-            so.wire += op_wire_bytes(*op, meta.group_size(op->group));
-            so.largest = std::max(so.largest, op->bytes());
+}
+
+std::map<int, StepOps> step_ops_by_step(const ScheduleMeta& meta, const std::vector<const Op*>& ops) {
+    std::map<int, StepOps> steps;
+    for (auto* op : ops) {
+        StepOps& so = steps[op->step];
+        so.count++;
+        so.wire += op_wire_bytes(*op, meta.group_size(op->group));
+        so.largest = std::max(so.largest, op->bytes());
+    }
+    return steps;
+}
+
+// "3 x all_reduce (caller), each rank sends and receives ...": one step's ops of a rule, named by its first op.
+std::string step_ops_text(const StepOps& so, const Op& first) {
+    std::string head = std::to_string(so.count) + " x " + op_record_name(first.kind) + " (" + first.caller + ")";
+    if (so.largest == 0) return head + ", no data";
+    return head + ", each rank sends and receives " + human(so.wire) + "; largest logged size " +
+           human(static_cast<double>(so.largest));
+}
+
+void write_rule_counts(std::ostream& out, const std::vector<const Op*>& ops, const std::map<int, StepOps>& steps, int last) {
+    const Op& first = *ops.front();
+    if (first.step < 0) {
+        out << "## at engine start: " << step_ops_text(steps.begin()->second, first) << "\n";
+    } else if (steps.count(last)) {
+        const StepOps& steady = steps.at(last);
+        out << "## per step: " << step_ops_text(steady, first);
+        for (int st = 0; st < last; ++st) {
+            auto it = steps.find(st);
+            if (it == steps.end())
+                out << " (step " << st << ": none)";
+            else if (it->second.count != steady.count || it->second.wire != steady.wire)
+                out << " (step " << st << ": " << it->second.count << " x, " << human(it->second.wire) << ")";
         }
-        const char* name = op_record_name(ops.front()->kind);
-        auto says = [&](const StepOps& so) {
-            std::string head = std::to_string(so.count) + " x " + name + " (" + ops.front()->caller + ")";
-            if (so.largest == 0) return head + ", no data";
-            return head + ", each rank sends and receives " + human(so.wire) + "; largest logged size " +
-                   human(static_cast<double>(so.largest));
-        };
-        if (ops.front()->step < 0) {
-            out << "## at engine start: " << says(steps.begin()->second) << "\n";
-        } else if (steps.count(last)) {
-            out << "## per step: " << says(steps[last]);
-            for (int st = 0; st < last; ++st) {
-                auto it = steps.find(st);
-                if (it == steps.end())
-                    out << " (step " << st << ": none)";
-                else if (it->second.count != steps[last].count || it->second.wire != steps[last].wire)
-                    out << " (step " << st << ": " << it->second.count << " x, " << human(it->second.wire) << ")";
-            }
-            out << "\n";
-        } else {
-            out << "## not every step: ";
-            bool first = true;
-            for (const auto& [st, so] : steps) {
-                out << (first ? "" : "; ") << "step " << st << ": " << says(so);
-                first = false;
-            }
-            out << "\n";
+        out << "\n";
+    } else {
+        out << "## not every step: ";
+        bool first_step = true;
+        for (const auto& [st, so] : steps) {
+            out << (first_step ? "" : "; ") << "step " << st << ": " << step_ops_text(so, first);
+            first_step = false;
         }
-        out << r.summary << " [rule " << r.name << "]\n";
-        std::string keys = r.config_keys;
-        std::stringstream ks(keys);
-        std::string k;
-        while (std::getline(ks, k, ',')) {
-            if (k.empty()) continue;
-            auto [v, d] = key_value(cfg, k);
-            out << "  - " << k << " = " << v << (v == d ? " (DeepSpeed's default)" : " (default " + d + ")") << "\n";
-        }
-        if (flushes_buckets(rule) && meta.stage >= 1) {
-            std::string b = bucket_sentence(s, cfg, ops, last);
-            if (!b.empty()) out << "  Buckets: " << b << ".\n";
-        }
-        auto c = consequences().find(rule);
-        if (c != consequences().end()) out << "  Changing it: " << c->second << "\n";
-        out << release_notes(rule, meta.release);
         out << "\n";
     }
+}
 
-    // The step in all, beside the paper's figure for this stage (the table below has every stage).
-    {
-        const double paper = (meta.stage == 3 ? 3 : 2) * static_cast<double>(meta.total_params) * dtype_size(meta.comm_dtype) *
-                             (meta.world > 1 ? static_cast<double>(meta.world - 1) / static_cast<double>(meta.world) : 0.0);
-        const double sent = wire_bytes_per_rank(s, last);
-        char ratio[32];
-        std::snprintf(ratio, sizeof ratio, "%.2f", paper > 0 ? sent / paper : 0.0);
-        out << "## Step " << last << " in all: each rank sends and receives " << human(sent) << "; the ZeRO paper's "
-            << (meta.stage == 3 ? "3Ψ" : "2Ψ") << " for stage " << meta.stage << " is " << human(paper) << " (" << ratio
-            << "x)\n\n";
+void write_rule_config_keys(std::ostream& out, const DsConfig& cfg, const Rule& r) {
+    std::string keys = r.config_keys;
+    std::stringstream ks(keys);
+    std::string k;
+    while (std::getline(ks, k, ',')) {
+        if (k.empty()) continue;
+        auto [v, d] = key_value(cfg, k);
+        out << "  - " << k << " = " << v << (v == d ? " (DeepSpeed's default)" : " (default " + d + ")") << "\n";
     }
+}
 
-    // The classic question.
-    if ((meta.stage == 1 || meta.stage == 2) && by_rule.count(RuleId::Stage12FlushMultiRankAllreduce)) {
-        const auto& ops = by_rule[RuleId::Stage12FlushMultiRankAllreduce];
+void write_rule_section(std::ostream& out, const DsConfig& cfg, const Schedule& s, RuleId rule,
+                        const std::vector<const Op*>& ops, int last) {
+    const auto& meta = s.meta;
+    const Rule& r = rule_info(rule);
+    write_rule_counts(out, ops, step_ops_by_step(meta, ops), last);
+    out << r.summary << " [rule " << r.name << "]\n";
+    write_rule_config_keys(out, cfg, r);
+    if (flushes_buckets(rule) && meta.stage >= 1) {
+        std::string b = bucket_sentence(s, cfg, ops, last);
+        if (!b.empty()) out << "  Buckets: " << b << ".\n";
+    }
+    auto c = consequences().find(rule);
+    if (c != consequences().end()) out << "  Changing it: " << c->second << "\n";
+    out << release_notes(rule, meta.release);
+    out << "\n";
+}
+
+// The step in all, beside the paper's figure for this stage (the table below has every stage).
+void write_step_against_paper(std::ostream& out, const Schedule& s, int last) {
+    const auto& meta = s.meta;
+    const double paper = (meta.stage == 3 ? 3 : 2) * static_cast<double>(meta.total_params) * dtype_size(meta.comm_dtype) *
+                         (meta.world > 1 ? static_cast<double>(meta.world - 1) / static_cast<double>(meta.world) : 0.0);
+    const double sent = wire_bytes_per_rank(s, last);
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f", paper > 0 ? sent / paper : 0.0);
+    out << "## Step " << last << " in all: each rank sends and receives " << human(sent) << "; the ZeRO paper's "
+        << (meta.stage == 3 ? "3Ψ" : "2Ψ") << " for stage " << meta.stage << " is " << human(paper) << " (" << ratio
+        << "x)\n\n";
+}
+
+// The classic question.
+void write_stage12_allreduce_question(std::ostream& out, const DsConfig& cfg, const Schedule& s,
+                                      const CollectivesByRule& by, int last) {
+    const auto& meta = s.meta;
+    if ((meta.stage == 1 || meta.stage == 2) && by.ops.count(RuleId::Stage12FlushMultiRankAllreduce)) {
+        const auto& ops = by.ops.at(RuleId::Stage12FlushMultiRankAllreduce);
         int64_t biggest = 0;
         int per_step = 0;
         for (auto* op : ops) {
@@ -311,14 +336,16 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
             << (buckets.empty() ? "" : ": " + buckets) << ". Set use_multi_rank_bucket_allreduce: false to send one reduce per owning rank instead (each rank "
                "receives only its share), or lower reduce_bucket_size for more, smaller all_reduces that overlap with "
                "backward. Stage 3 is the stage that really reduce-scatters.\n\n";
-    } else if ((meta.stage == 1 || meta.stage == 2) && by_rule.count(RuleId::Stage12FlushReducePerRank)) {
+    } else if ((meta.stage == 1 || meta.stage == 2) && by.ops.count(RuleId::Stage12FlushReducePerRank)) {
         out << "## Where is the all_reduce?\nuse_multi_rank_bucket_allreduce is false, so each gradient bucket (up to "
                "reduce_bucket_size = "
             << cfg.zero.reduce_bucket_size
             << " elements) goes out as one reduce per owning rank. The default (true) sends one all_reduce per bucket.\n\n";
     }
+}
 
-    // Volume per stage: the paper against DeepSpeed.
+// Volume per stage: the paper against DeepSpeed.
+void write_volume_per_stage(std::ostream& out, const Model& model, const DsConfig& cfg, const ScheduleMeta& meta) {
     out << "## Communication volume per step and rank: the ZeRO paper against DeepSpeed " << meta.release.number() << "\n";
     char line[256];
     std::snprintf(line, sizeof line, "%-7s %-12s %14s %16s %16s %8s\n", "stage", "paper", "paper bytes", "DeepSpeed step 0",
@@ -345,15 +372,32 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
            "on its first step (gathers in forward and again in backward, plus the reduce-scatter); later steps keep "
            "parameters gathered through backward when they are reused within stage3_max_reuse_distance, which brings "
            "small models down to about 2Ψ plus the persistent parameters' gathers.\n";
+}
+
+// What the release changes against v0.14.2, the dialect of docs/zero-comm.md.
+void write_release_changes(std::ostream& out, const ScheduleMeta& meta) {
+    out << "\n## DeepSpeed " << meta.release.name() << " against v0.14.2 (docs/releases.md)\n";
+    for (const auto& rr : release_rules())
+        if (in_releases(meta.release, rr.first, rr.last))
+            out << "- " << release_span(rr) << ": " << rr.change << " [" << rr.name << "]\n";
+}
+
+}  // namespace
+
+std::string explain_schedule(const Model& model, const DsConfig& cfg, const Schedule& s) {
+    std::ostringstream out;
+    const auto& meta = s.meta;
+    const int last = meta.steps - 1;
+    write_explain_intro(out, meta, last);
+    // Per rule, in the order rules first appear.
+    const CollectivesByRule by = collectives_by_rule(s);
+    for (const auto& rule : by.order) write_rule_section(out, cfg, s, rule, by.ops.at(rule), last);
+    write_step_against_paper(out, s, last);
+    write_stage12_allreduce_question(out, cfg, s, by, last);
+    write_volume_per_stage(out, model, cfg, meta);
     // ZeRO++ / MiCS: asked for by a variant config or by --gpus-per-node.
     if (meta.variants.any() || meta.variants.gpus_per_node > 0) out << "\n" << explain_hpz_choice(model, cfg, s);
-    if (meta.release != kBaselineRelease) {
-        // What the release changes against v0.14.2, the dialect of docs/zero-comm.md.
-        out << "\n## DeepSpeed " << meta.release.name() << " against v0.14.2 (docs/releases.md)\n";
-        for (const auto& rr : release_rules())
-            if (in_releases(meta.release, rr.first, rr.last))
-                out << "- " << release_span(rr) << ": " << rr.change << " [" << rr.name << "]\n";
-    }
+    if (meta.release != kBaselineRelease) write_release_changes(out, meta);
     return out.str();
 }
 
