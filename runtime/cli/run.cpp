@@ -115,6 +115,11 @@ int run_zero(Backend& be, const RunArgs& a) {
     const zerosim::Schedule& s = sched.value();
     // The executor's contract: a schedule the IR's one check accepts (a file was checked as read).
     if (auto e = zerosim::check_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
+    // Pipeline, tensor, sequence and expert parallel schedules are one rank's program each; the
+    // executor runs data-parallel schedules only, so it refuses them rather than run them wrong.
+    if (s.meta.layout.is_3d())
+        return input_error(be, {a.schedule, "meta.layout", "zerorun runs data-parallel schedules; a pipeline, tensor, sequence or "
+                                                           "expert parallel layout is not executed yet"});
     // ZeRO++ / MiCS (issue 17) run on the backends' sub-communicators, qwZ/qgZ with the executor's
     // block quantizer; a qgZ gradient whose scales cannot split over the all_to_alls is refused.
     if (auto why = quantized_schedule_problem(s))

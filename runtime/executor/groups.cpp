@@ -23,6 +23,13 @@ std::optional<GroupRole> group_role(zerosim::GroupKind group) {
         case GroupKind::MicsReplica: return GroupRole::MicsReplica;
         case GroupKind::FsdpShard:
         case GroupKind::FsdpReplica: return std::nullopt;   // what-if groups: plain sub-groups here
+        // 3D groups: zerorun refuses 3D schedules (runtime/cli) until it runs them.
+        case GroupKind::Pipe:
+        case GroupKind::Tensor:
+        case GroupKind::ModelParallel:
+        case GroupKind::Sequence:
+        case GroupKind::Expert:
+        case GroupKind::ExpertData: return std::nullopt;
     }
     return std::nullopt;
 }

@@ -46,7 +46,7 @@ int emit(const std::string& path, const std::vector<std::string>& inputs, const 
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
     sub->add_option("--ds-config", a.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
     sub->add_option("--model", a.model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")->required();
-    auto* w = sub->add_option("--world", a.world, "Data-parallel world size (number of ranks)")->check(integer_in(1));
+    auto* w = sub->add_option("--world", a.world, "Ranks in all (data parallel x --pp x --tp x --sp)")->check(integer_in(1));
     if (world_required) w->required();
     if (world_required)  // predict and report take it from the topology
         sub->add_option("--gpus-per-node", a.gpus_per_node,
@@ -58,6 +58,35 @@ void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
     sub->add_option("-o,--output", a.output, "Write to this file instead of standard output");
     sub->add_option("--overflow-steps", a.overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
     add_deepspeed_flag(sub, a.deepspeed);
+    add_layout_flags(sub, a);
+}
+
+void add_layout_flags(CLI::App* sub, ScheduleArgs& a) {
+    sub->add_option("--pp", a.pp, "Pipeline stages (deepspeed.pipe.PipelineModule num_stages); data parallel is what is left of --world")
+        ->capture_default_str()
+        ->check(integer_in(1));
+    sub->add_option("--tp", a.tp, "Tensor-parallel ranks (Megatron's model parallel size)")->capture_default_str()->check(integer_in(1));
+    sub->add_option("--sp", a.sp, "Ulysses sequence-parallel ranks")->capture_default_str()->check(integer_in(1));
+    sub->add_option("--ep", a.ep, "MoE expert-parallel ranks (ep_size), inside the data-parallel group")
+        ->capture_default_str()
+        ->check(integer_in(1));
+    sub->add_option("--pp-partition", a.pp_partition, "How PipelineModule cuts layers into stages (partition_method)")
+        ->check(CLI::IsMember({"parameters", "uniform"}))
+        ->capture_default_str();
+    sub->add_option("--rank", a.rank, "With --pp/--tp/--sp/--ep: the rank whose ops to build (0 is the rank DeepSpeed's logger prints)")
+        ->capture_default_str()
+        ->check(integer_in(0));
+}
+
+// The layout the flags give, on `world` ranks.
+static void apply_layout_flags(const ScheduleArgs& a, ScheduleOptions& opt) {
+    opt.layout.world = opt.world;
+    opt.layout.pipe = a.pp;
+    opt.layout.tensor = a.tp;
+    opt.layout.sequence = a.sp;
+    opt.layout.expert = a.ep;
+    opt.rank = a.rank;
+    opt.pp_partition = a.pp_partition == "uniform" ? PipePartition::Uniform : PipePartition::Parameters;
 }
 
 void add_deepspeed_flag(CLI::App* sub, std::string& version) {
@@ -141,6 +170,11 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     opt.max_ops = a.max_ops;
     opt.zero_init = a.zero_init;
     opt.gpus_per_node = a.gpus_per_node;
+    apply_layout_flags(a, opt);
+    if (opt.layout.is_3d() && !a.per_rank)
+        return Error{"", a.pp > 1 ? "--pp" : a.tp > 1 ? "--tp" : a.sp > 1 ? "--sp" : "--ep",
+                     "the time and memory of a pipeline, tensor, sequence or expert parallel layout are not modelled yet; "
+                     "zerosim schedule and explain list its ops per rank"};
     if (!a.max_memory.empty()) {
         auto cap = parse_size(a.max_memory, "--max-memory");
         if (!cap) return cap.error();
@@ -157,7 +191,9 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
 // The flags that build a schedule, which a saved schedule replaces (each subcommand has some of them).
 static const char* const kScheduleBuildingFlags[] = {"--ds-config", "--model",          "--world",     "--steps",
                                                      "--seq-len",   "--overflow-steps", "--deepspeed", "--zero-init",
-                                                     "--max-ops",   "--max-memory",     "--gpus-per-node"};
+                                                     "--max-ops",   "--max-memory",     "--gpus-per-node",
+                                                     "--pp",        "--tp",             "--sp",        "--ep",
+                                                     "--pp-partition", "--rank"};
 
 void add_saved_schedule(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--schedule", a.schedule,

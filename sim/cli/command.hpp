@@ -75,7 +75,14 @@ struct ScheduleArgs {
     std::string what_if;      // --what-if NAME (schedule/what_if.hpp): not DeepSpeed's schedule
     FabricArgs fabric;        // --fabric (predict): fabric mode
     std::string schedule;     // --schedule FILE (predict, report, explain): a saved schedule
+    // --pp, --tp, --sp, --ep, --pp-partition, --rank: the 3D layout and the rank whose program to build.
+    int64_t pp = 1, tp = 1, sp = 1, ep = 1;
+    std::string pp_partition = "parameters";
+    int64_t rank = 0;
+    bool per_rank = false;    // the subcommand takes a 3D layout (schedule, explain); others refuse it
 };
+// --pp, --tp, --sp, --ep, --pp-partition and --rank.
+void add_layout_flags(CLI::App* sub, ScheduleArgs& a);
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
 // --schedule FILE (predict, report, explain): the schedule a `zerosim schedule --format json` saved
 // (formats/schedule_json.hpp), in place of --ds-config, --model and the flags that build one, which

@@ -47,12 +47,14 @@ int run_schedule(const ScheduleArgs& a) {
 
 Command add_schedule(CLI::App& app) {
     auto a = std::make_shared<ScheduleArgs>();
+    a->per_rank = true;
     auto* sub = app.add_subcommand(
         "schedule", "List every collective (and compute segment) ZeRO issues for a model, config and world size");
     sub->add_option("--ds-config", a->ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
     sub->add_option("--model", a->model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")
         ->required();
-    sub->add_option("--world", a->world, "Data-parallel world size (number of ranks)")->required()->check(integer_in(1));
+    sub->add_option("--world", a->world, "Ranks in all (data parallel x --pp x --tp x --sp)")->required()->check(integer_in(1));
+    add_layout_flags(sub, *a);
     sub->add_option("--steps", a->steps, "Optimizer steps to list")->capture_default_str()->check(integer_in(1, INT32_MAX));
     sub->add_option("--seq-len", a->seq_len, "Sequence length for compute estimates (default: the model's, else 1024)")
         ->check(integer_in(1));

@@ -4,6 +4,7 @@
 #include "core/json_input.hpp"
 #include "formats/schedule_json.hpp"
 #include "schedule/check.hpp"
+#include "schedule/mesh.hpp"
 #include "schedule_json_names.hpp"
 
 namespace zerosim {
@@ -107,9 +108,25 @@ void read_variants(const JsonField& meta, ScheduleMeta& m) {
         for (size_t i = 0; i < gj.size(); ++i) g.members.push_back(read_list<int>(gj.at(i), 0));
         for (size_t i = 0; i < g.members.size(); ++i)
             for (size_t k = 0; k < g.members[i].size(); ++k)
-                if (g.members[i][k] >= m.world) gj.at(i).at(k).fail_here("expected a rank below the world size");
+                if (g.members[i][k] >= (m.layout.is_3d() ? m.layout.world : m.world))
+                    gj.at(i).at(k).fail_here("expected a rank below the world size");
         m.groups.push_back(std::move(g));
     }
+}
+
+// A 3D schedule's layout and rank (schedule/layout.hpp): the mesh's refusals apply as when it was built.
+void read_layout(const JsonField& meta, ScheduleMeta& m) {
+    auto l = meta.at("layout");
+    l.expect_object();
+    m.layout.world = l.at("world").as_integer_in(1, INT32_MAX);
+    m.layout.pipe = l.at("pipe").as_integer_in(1, INT32_MAX);
+    m.layout.tensor = l.at("tensor").as_integer_in(1, INT32_MAX);
+    m.layout.sequence = l.at("sequence").as_integer_in(1, INT32_MAX);
+    m.layout.expert = l.at("expert").as_integer_in(1, INT32_MAX);
+    if (auto e = check_parallel_layout(m.layout)) l.fail_here(e->message);
+    m.rank = meta.at("rank").as_integer_in(0, m.layout.world - 1);
+    m.pipe_stage = meta.at("pipe_stage").as_integer_in(0, m.layout.pipe - 1);
+    if (meta.has("param_shards")) m.param_shards = meta.at("param_shards").as_integer_in(1, m.world);
 }
 
 ScheduleMeta read_meta(const JsonField& meta) {
@@ -142,6 +159,7 @@ ScheduleMeta read_meta(const JsonField& meta) {
     if (meta.has("zero_init")) m.zero_init = meta.at("zero_init").as_bool();
     if (meta.has("offload_optimizer")) m.offload_optimizer = meta.at("offload_optimizer").as_bool();
     if (meta.has("offload_param")) m.offload_param = meta.at("offload_param").as_bool();
+    if (meta.has("layout")) read_layout(meta, m);
     read_variants(meta, m);
     return m;
 }
@@ -168,6 +186,8 @@ void read_collective_fields(const JsonField& o, Op& op) {
     if (coll || o.has("dtype")) op.dtype = read_dtype(o.at("dtype"));
     if (coll || o.has("redop")) op.redop = named_value(o.at("redop"), reduce_op_name, ReduceOp::Max);
     if (o.has("root")) op.root = read_int(o.at("root"), 0);
+    if (o.has("peer")) op.peer = o.at("peer").as_integer_in(0, INT32_MAX);
+    if ((op.kind == OpKind::Send || op.kind == OpKind::Recv) && op.peer < 0) o.fail_here("a send or recv needs its \"peer\" rank");
     if (coll || o.has("group")) schedule_json::set_group(op, o.at("group"));
     if (o.has("logged")) op.logged = o.at("logged").as_bool();
     if (coll || o.has("caller")) op.caller = o.at("caller").as_string();

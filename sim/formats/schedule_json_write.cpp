@@ -23,6 +23,7 @@ void write_collective_fields(Json& j, const Op& op) {
     if (coll || op.dtype != none.dtype) j["dtype"] = dtype_name(op.dtype);
     if (coll || op.redop != none.redop) j["redop"] = reduce_op_name(op.redop);
     if (op.root >= 0) j["root"] = op.root;
+    if (op.peer >= 0) j["peer"] = op.peer;
     if (coll || !on_world_group(op)) j["group"] = group_name(op);
     if (!op.logged) j["logged"] = false;
     if (coll || !op.caller.empty()) j["caller"] = op.caller;
@@ -139,7 +140,16 @@ Json meta_json(const ScheduleMeta& m) {
     meta["zero_init"] = m.zero_init;
     meta["offload_optimizer"] = m.offload_optimizer;
     meta["offload_param"] = m.offload_param;
-    meta["ranks"] = "every data-parallel rank runs these ops in this order";
+    if (m.layout.is_3d()) {
+        const ParallelLayout& L = m.layout;
+        meta["layout"] = Json{{"world", L.world}, {"pipe", L.pipe}, {"tensor", L.tensor}, {"sequence", L.sequence}, {"expert", L.expert}};
+        meta["rank"] = m.rank;
+        meta["pipe_stage"] = m.pipe_stage;
+        if (m.param_shards > 0) meta["param_shards"] = m.param_shards;
+        meta["ranks"] = "the ops of rank " + std::to_string(m.rank) + " in this order (each rank of a 3D layout runs its own)";
+    } else {
+        meta["ranks"] = "every data-parallel rank runs these ops in this order";
+    }
     write_variants(meta, m);
     return meta;
 }

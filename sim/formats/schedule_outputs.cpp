@@ -16,7 +16,10 @@ LoggedOp logged_op(const Schedule& s, const Op& op, double time_ms, double end_s
     l.line = static_cast<int>(op.id);
     l.phase = phase_label(op, s.meta.grad_accum);
     l.time_ms = time_ms;
-    Bandwidth bw = ds_bandwidth(l.record, l.bytes, l.time_ms, s.meta.world);
+    l.rank = s.meta.rank;
+    // Bus bandwidth over the op's own group (a 3D schedule's tensor, pipe, sequence and expert groups).
+    const int64_t group = s.meta.group_size(op.group);
+    Bandwidth bw = ds_bandwidth(l.record, l.bytes, l.time_ms, group > 0 ? group : s.meta.world);
     l.algbw_gbps = bw.algbw_gbps;
     l.busbw_gbps = bw.busbw_gbps;
     l.timestamp_s = end_s;
@@ -34,11 +37,29 @@ std::vector<LoggedOp> logged_ops(const Schedule& s, const std::vector<OpLogTime>
     return out;
 }
 
+// "rank 2 of 4 (pipe 2 x data 2, stage 1), " for a 3D schedule; "" otherwise.
+static std::string layout_words(const ScheduleMeta& m) {
+    const ParallelLayout& L = m.layout;
+    if (!L.is_3d()) return "";
+    std::string s = "rank " + std::to_string(m.rank) + " (";
+    const std::pair<const char*, int64_t> axes[] = {{"pipe", L.pipe}, {"data", L.data()}, {"sequence", L.sequence},
+                                                    {"tensor", L.tensor}, {"expert", L.expert}};
+    bool first = true;
+    for (const auto& [name, n] : axes)
+        if (n > 1 || std::string(name) == "data") {
+            s += std::string(first ? "" : " x ") + name + " " + std::to_string(n);
+            first = false;
+        }
+    if (L.pipe > 1) s += ", stage " + std::to_string(m.pipe_stage);
+    return s + "; ZeRO over " + std::to_string(m.world) + " ranks), ";
+}
+
 void write_schedule_deepspeed(std::ostream& out, const Schedule& s, const DeepSpeedLogOptions& opt) {
     const auto& m = s.meta;
     if (opt.header)
-        out << "# zerosim schedule (" << m.dialect << "): ZeRO stage " << m.stage << ", world " << m.world << ", "
-            << m.steps << " step(s), model " << m.model_name << "; times and bandwidths are not simulated here (0.00)\n";
+        out << "# zerosim schedule (" << m.dialect << "): ZeRO stage " << m.stage << ", world "
+            << (m.layout.is_3d() ? m.layout.world : m.world) << ", " << layout_words(m) << m.steps << " step(s), model " << m.model_name
+            << "; times and bandwidths are not simulated here (0.00)\n";
     std::vector<LoggedOp> ops = logged_ops(s);
     const int line = log_dist_line(m.release);
     for (const auto& l : ops) write_ds_verbose_line(out, l, line);

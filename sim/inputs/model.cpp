@@ -327,6 +327,8 @@ Result<Model> model_from_param_list_json(const std::string& file, const std::str
             }
         }
         if (auto err = finish_model(m, policy, order, tied_uses)) return *err;
+        // After finish_model: its checks name the parameters first; the parallel parts refer to them.
+        read_parallel_parts(root, root.at("parameters"), m);
         return m;
     } catch (const InputFailure& f) {
         return f.error;

@@ -2,6 +2,7 @@
 // between schedule.cpp and the stage files.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -11,9 +12,15 @@
 #include "inputs/model.hpp"
 #include "schedule/ir.hpp"
 #include "schedule/schedule.hpp"
+#include "schedule/mesh.hpp"
 
 namespace zerosim {
 namespace detail {
+
+// Where the model's own parallel layers issue their collectives relative to ZeRO's hooks: after a
+// module's forward, before its backward (ahead of stage 3's pre-backward fetch), after its backward
+// (after its gradients' reduce hooks: autograd runs AccumulateGrad first among ready nodes).
+enum class HookPoint { AfterForward, BeforeBackward, AfterBackward };
 
 // Shared state of one generation run; the stage files append to `out`.
 struct Build {
@@ -27,6 +34,28 @@ struct Build {
     int micro = -1;
     Phase phase = Phase::Init;
     std::optional<Error> failure;   // a refusal DeepSpeed raises mid-run (qwZ's assertion): the first one
+    // 3D parallelism (rank_schedule.cpp): the mesh and the rank whose program this is; null without.
+    const Mesh* mesh = nullptr;
+    int64_t rank = 0;
+    // Stage 3 under Ulysses: the ranks parameters are partitioned over (parameter_offload.py
+    // _convert_to_zero_parameters passes zero.Init mpu.get_data_parallel_group(), the data group),
+    // while the optimizer reduce-scatters gradients over opt.world (the sequence x data group). 0: opt.world.
+    int64_t param_world = 0;
+    int64_t parameter_world() const { return param_world > 0 ? param_world : opt.world; }
+    // The tensor, Ulysses and MoE layers' collectives (rank_schedule.cpp, moe.cpp); empty without 3D.
+    // `module` is a Model::modules index (stages 0-2 and stage 3's module calls); stage 3 also calls
+    // it for parameterless calls (module -1, `node` a Model::calls index), AfterForward right after
+    // the call's fetch and AfterBackward right after its pre-backward fetch.
+    std::function<void(Build&, HookPoint, int module, int node)> layer_hook;
+
+    void hook(HookPoint at, int module, int node = -1) {
+        if (layer_hook) layer_hook(*this, at, module, node);
+    }
+    // Ranks in this rank's group of a 3D kind (1 without a mesh).
+    int64_t group_size(MeshGroup kind) const { return mesh ? mesh->size(kind) : 1; }
+    // A collective on a 3D group; Send/Recv name the global rank at the other end.
+    Op& group_op(OpKind kind, int64_t elements, DType dtype, const char* caller, RuleId rule, GroupKind group);
+    Op& p2p(OpKind send_or_recv, int64_t elements, DType dtype, RuleId rule, int64_t peer);
 
     // The op takes rule_info(rule).payload: every op of a rule has its rule's payload.
     Op& collective(OpKind kind, int64_t elements, DType dtype, const char* caller, RuleId rule,
@@ -44,9 +73,40 @@ struct Build {
     std::vector<std::pair<int, std::vector<int>>> backward_plan() const;
 };
 
+// build_schedule's two halves: the meta and the ZeRO++/MiCS groups of b.opt on b.model, then the
+// generator (pipeline engine, stage 3 or stages 0-2) and the ordering pass.
+Status start_schedule(Build& b);
+Result<Schedule> finish_schedule(Build& b);
 void engine_start_broadcasts(Build& b);
 void generate_stage012(Build& b);
 void generate_stage3(Build& b);
+// ZeRO's gradient norm (or overflow flag) over the model-parallel group after its data-parallel
+// all_reduce (stage_1_and_2.py _model_parallel_all_reduce ~1645: skipped for a one-rank group;
+// stage3.py ~1708: skipped only without the group, i.e. without 3D parallelism).
+void model_parallel_allreduce(Build& b, DType dtype, ReduceOp redop);
+
+// 3D parallelism (rank_schedule.cpp): the schedule of rank opt.rank.
+Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
+// The pipeline engine (pipeline.cpp): b.model is the rank's stage; b.opt.world ZeRO's group.
+void generate_pipeline(Build& b);
+// MoE layers (moe.cpp): installs their collectives into b.layer_hook beside `inner`.
+void install_moe_hooks(Build& b);
+
+// The stages of a pipeline: layer indices [parts[s], parts[s + 1]) form stage s, as
+// runtime/pipe/module.py _partition_layers cuts them (ds_utils.partition_uniform / partition_balanced).
+std::vector<int64_t> partition_uniform(int64_t items, int64_t parts);
+std::vector<int64_t> partition_balanced(const std::vector<int64_t>& weights, int64_t parts);
+// The parameters of one layer of Model::parallel.pipe_layers (its name and a dot begin theirs).
+std::vector<int> pipe_layer_params(const Model& m, size_t layer);
+
+// The model as `rank` holds it: its pipeline stage's layers, its tensor-parallel shard of each split
+// parameter, its experts renamed from 0 as DeepSpeed numbers local experts (rank_model.cpp).
+struct RankModel {
+    Model model;
+    int64_t stage = 0;                  // pipeline stage
+    std::vector<int64_t> stage_layers;  // Model::parallel.pipe_layers indices of that stage
+};
+Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank, PipePartition partition);
 
 }  // namespace detail
 }  // namespace zerosim

@@ -82,6 +82,11 @@ bool payload_fits(Payload p, OpKind k) {
         case Payload::QuantizedShards: return k == OpKind::AllGather;
         case Payload::QuantScales: return k == OpKind::AllGather || k == OpKind::AllToAll;
         case Payload::QuantizedGradient: return k == OpKind::AllToAll;
+        case Payload::Activations:
+            return k == OpKind::AllReduce || k == OpKind::AllToAll || k == OpKind::AllGather || k == OpKind::ReduceScatter ||
+                   k == OpKind::Send || k == OpKind::Recv;
+        case Payload::Scalars:
+            return k == OpKind::AllReduce || k == OpKind::Broadcast || k == OpKind::Send || k == OpKind::Recv;
     }
     return false;
 }
@@ -113,8 +118,14 @@ class OpChecker {
         if (op.kind == OpKind::Compute) return op.compute == ComputeKind::OptimizerStep ? optimizer_step(k) : std::nullopt;
         if (op.elements < 0) return err(k, "negative elements");
         if (s_.meta.group_size(op.group) < 1) return err(k, std::string("group \"") + group_name(op.group) + "\" is not in meta.groups");
-        if ((op.kind == OpKind::Broadcast || op.kind == OpKind::Reduce) && (op.root < 0 || op.root >= s_.meta.world))
-            return err(k, "root " + str(op.root) + " is not a rank of " + str(s_.meta.world));
+        if ((op.kind == OpKind::Broadcast || op.kind == OpKind::Reduce) &&
+            (op.root < 0 || op.root >= s_.meta.group_size(op.group)))
+            return err(k, "root " + str(op.root) + " is not a rank of its group of " + str(s_.meta.group_size(op.group)));
+        if (op.kind == OpKind::Send || op.kind == OpKind::Recv) {
+            const int64_t W = s_.meta.layout.world;
+            if (op.peer < 0 || op.peer >= W || op.peer == s_.meta.rank)
+                return err(k, "peer " + str(op.peer) + " is not another rank of the world of " + str(W));
+        }
         return payload(k);
     }
 
@@ -131,8 +142,8 @@ class OpChecker {
     }
     // Stage 3 shards: ceil(numel / shard count) (the world, or the MiCS shard size); on the hpZ
     // group the secondary shards, that padded to the world and cut in hpZ-group-size pieces.
-    int64_t shards(const Op& op) const {
-        const int64_t cut = s_.meta.shard_count();
+    int64_t shards(const Op& op, int64_t cut = 0) const {
+        if (cut == 0) cut = s_.meta.shard_count();
         const bool secondary = op.group == GroupKind::Hpz && s_.meta.group_size(GroupKind::Hpz) > 0;
         int64_t n = 0;
         for (int p : op.params) {
@@ -179,9 +190,10 @@ class OpChecker {
             case Payload::GradientShards:
                 if (auto e = needs_params(k)) return e;
                 if (auto e = needs_layout(k, PartitionKind::PerParameter)) return e;
-                if (s_.meta.group_size(op.group) * shards(op) != op.elements)
-                    return err(k, "padded parameters hold " + str(s_.meta.group_size(op.group) * shards(op)) +
-                                      " elements; the op sends " + n);
+                // Each gradient padded to a multiple of the group it is scattered over (that group is
+                // the parameters' shard group, except under Ulysses: docs/zero-comm.md §9c).
+                if (const int64_t g = s_.meta.group_size(op.group); g * shards(op, g) != op.elements)
+                    return err(k, "padded parameters hold " + str(g * shards(op, g)) + " elements; the op sends " + n);
                 return std::nullopt;
             case Payload::ParameterShards:
                 if (auto e = needs_params(k)) return e;

@@ -21,8 +21,9 @@ constexpr Named<OpKind> kOpRecords[] = {
     {OpKind::ReduceScatter, "reduce_scatter_tensor"}, {OpKind::Broadcast, "broadcast"},
     {OpKind::Reduce, "reduce"},                {OpKind::Barrier, "barrier"},
     {OpKind::Compute, "compute"},              {OpKind::AllToAll, "all_to_all_single"},
+    {OpKind::Send, "send"},                    {OpKind::Recv, "recv"},
 };
-static_assert(dense_and_unique(kOpRecords) && std::size(kOpRecords) == 1 + static_cast<size_t>(OpKind::AllToAll));
+static_assert(dense_and_unique(kOpRecords) && std::size(kOpRecords) == 1 + static_cast<size_t>(OpKind::Recv));
 
 constexpr Named<Phase> kPhases[] = {
     {Phase::Init, "init"}, {Phase::Forward, "forward"}, {Phase::Backward, "backward"}, {Phase::Step, "step"}};
@@ -66,8 +67,10 @@ constexpr Named<Payload> kPayloads[] = {
     {Payload::QuantScales, "quant_scales"},
     {Payload::QuantizedGradient, "quantized_gradient"},
     {Payload::GradientPartitions, "gradient_partitions"},
+    {Payload::Activations, "activations"},
+    {Payload::Scalars, "scalars"},
 };
-static_assert(dense_and_unique(kPayloads) && std::size(kPayloads) == 1 + static_cast<size_t>(Payload::GradientPartitions));
+static_assert(dense_and_unique(kPayloads) && std::size(kPayloads) == 1 + static_cast<size_t>(Payload::Scalars));
 
 constexpr Named<PartitionKind> kPartitionKinds[] = {{PartitionKind::Replicated, "replicated"},
                                                     {PartitionKind::FlatGroups, "flat_groups"},
@@ -85,8 +88,14 @@ constexpr Named<GroupKind> kGroupKinds[] = {
     {GroupKind::MicsReplica, "mics_replica"},
     {GroupKind::FsdpShard, "fsdp_shard"},
     {GroupKind::FsdpReplica, "fsdp_replica"},
+    {GroupKind::Pipe, "pipe"},
+    {GroupKind::Tensor, "tensor"},
+    {GroupKind::ModelParallel, "model_parallel"},
+    {GroupKind::Sequence, "sequence"},
+    {GroupKind::Expert, "expert"},
+    {GroupKind::ExpertData, "expert_data"},
 };
-static_assert(dense_and_unique(kGroupKinds) && std::size(kGroupKinds) == 1 + static_cast<size_t>(GroupKind::FsdpReplica));
+static_assert(dense_and_unique(kGroupKinds) && std::size(kGroupKinds) == 1 + static_cast<size_t>(GroupKind::ExpertData));
 
 }  // namespace
 
@@ -216,6 +225,39 @@ constexpr Rule kRules[] = {
      "zero_optimization.stage", Payload::GradientShards},
     {RuleId::WhatifHsdpAllreduce, "whatif.hsdp.allreduce", "what-if, FSDP HYBRID_SHARD (not DeepSpeed): the gradient shard all_reduced across nodes",
      "zero_optimization.stage", Payload::GradientPartitions},
+    // ZeRO inside pipeline, tensor, sequence and expert parallelism, DeepSpeed v0.14.2
+    // (../shared/docs/zero-in-3d.md; docs/zero-comm.md "ZeRO inside 3D parallelism").
+    {RuleId::PipeInitParamCount, "pipe.init.param_count", "pipeline engine start: all_reduce of the stage's parameter counts over the model-parallel group",
+     "", Payload::Scalars},
+    {RuleId::PipeWarmupSend, "pipe.warmup_send", "pipeline engine start: a 4-byte send to the next stage (p2p warm-up)", "", Payload::Scalars},
+    {RuleId::PipeWarmupRecv, "pipe.warmup_recv", "pipeline engine start: the 4-byte receive from the previous stage", "", Payload::Scalars},
+    {RuleId::PipeMetaSend, "pipe.meta_send", "pipeline, first batch: the activation's dtype, rank and shape sent to the next stage", "", Payload::Scalars},
+    {RuleId::PipeMetaRecv, "pipe.meta_recv", "pipeline, first batch: the activation's dtype, rank and shape received", "", Payload::Scalars},
+    {RuleId::PipeActivationSend, "pipe.activation_send", "pipeline: a micro batch's activations sent to the next stage",
+     "train_micro_batch_size_per_gpu", Payload::Activations},
+    {RuleId::PipeActivationRecv, "pipe.activation_recv", "pipeline: a micro batch's activations received from the previous stage",
+     "train_micro_batch_size_per_gpu", Payload::Activations},
+    {RuleId::PipeGradSend, "pipe.grad_send", "pipeline: the activations' gradients sent back to the previous stage",
+     "train_micro_batch_size_per_gpu", Payload::Activations},
+    {RuleId::PipeGradRecv, "pipe.grad_recv", "pipeline: the activations' gradients received from the next stage",
+     "train_micro_batch_size_per_gpu", Payload::Activations},
+    {RuleId::PipeLossAllreduce, "pipe.loss_allreduce", "pipeline, last stage: the loss averaged over its data-parallel group", "", Payload::Scalars},
+    {RuleId::PipeLossBroadcast, "pipe.loss_broadcast", "pipeline: the last stage broadcasts the loss over the pipe group", "", Payload::Scalars},
+    {RuleId::PipeTiedGradAllreduce, "pipe.tied_grad_allreduce", "pipeline: gradients of weights tied across stages all_reduced over the tie group",
+     "", Payload::GradientBucket},
+    {RuleId::ZeroModelParallelAllreduce, "zero.model_parallel_allreduce",
+     "ZeRO's gradient norm (or overflow flag) all_reduced over the model-parallel group", "", Payload::Scalars},
+    {RuleId::TpForwardAllreduce, "tp.forward_allreduce", "tensor parallel: a row-parallel layer all_reduces its output in forward",
+     "train_micro_batch_size_per_gpu", Payload::Activations},
+    {RuleId::TpBackwardAllreduce, "tp.backward_allreduce", "tensor parallel: a column-parallel layer all_reduces its input gradient in backward",
+     "train_micro_batch_size_per_gpu", Payload::Activations},
+    {RuleId::MoeAllToAll, "moe.all_to_all", "MoE: dispatch and combine all_to_all of each MoE layer (twice forward, twice backward)",
+     "train_micro_batch_size_per_gpu", Payload::Activations},
+    {RuleId::MoeCapacityAllreduce, "moe.capacity_allreduce", "MoE without token dropping: all_reduce(MAX) of the capacity over the expert group",
+     "", Payload::Scalars},
+    {RuleId::MoeExpertGradNorm, "moe.expert_grad_norm", "MoE: expert gradient norms averaged over the expert-data-parallel group", "", Payload::Scalars},
+    {RuleId::UlyssesAllToAll, "ulysses.all_to_all", "Ulysses: all_to_all of q, k, v and the output per attention (4 forward, 4 backward)",
+     "train_micro_batch_size_per_gpu", Payload::Activations},
     {RuleId::ComputeForward, "compute.forward", "forward of one module for the micro batch", "train_micro_batch_size_per_gpu", Payload::Compute},
     {RuleId::ComputeBackward, "compute.backward", "backward of one module (about twice its forward)", "train_micro_batch_size_per_gpu", Payload::Compute},
     {RuleId::ComputeOptimizerStep, "compute.optimizer_step", "Adam update of this rank's partition of a parameter group", "zero_optimization.stage", Payload::Compute},

@@ -324,6 +324,13 @@ GroupPlacement Mesh::placement(MeshGroup kind, int64_t rank, int64_t gpus_per_no
 std::optional<GroupKind> ir_group_kind(MeshGroup g) {
     switch (g) {
         case MeshGroup::Data: return GroupKind::Dp;
+        case MeshGroup::SequenceData: return GroupKind::Dp;   // ZeRO's group under Ulysses
+        case MeshGroup::Pipe: return GroupKind::Pipe;
+        case MeshGroup::Tensor: return GroupKind::Tensor;
+        case MeshGroup::ModelParallel: return GroupKind::ModelParallel;
+        case MeshGroup::Sequence: return GroupKind::Sequence;
+        case MeshGroup::Expert: return GroupKind::Expert;
+        case MeshGroup::ExpertData: return GroupKind::ExpertData;
         case MeshGroup::Hpz: return GroupKind::Hpz;
         case MeshGroup::QgzIntra: return GroupKind::QgzIntra;
         case MeshGroup::QgzInter: return GroupKind::QgzInter;
@@ -331,8 +338,8 @@ std::optional<GroupKind> ir_group_kind(MeshGroup g) {
         case MeshGroup::MicsReplica: return GroupKind::MicsReplica;
         case MeshGroup::FsdpShard: return GroupKind::FsdpShard;
         case MeshGroup::FsdpReplica: return GroupKind::FsdpReplica;
-        default: return std::nullopt;
     }
+    return std::nullopt;
 }
 
 ProcessGroup mesh_process_group(const Mesh& mesh, MeshGroup kind) {

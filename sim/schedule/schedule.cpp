@@ -27,6 +27,36 @@ Op& Build::collective(OpKind kind, int64_t elements, DType dtype, const char* ca
     return out.add(std::move(op));
 }
 
+Op& Build::group_op(OpKind kind, int64_t elements, DType dtype, const char* caller, RuleId rule, GroupKind group) {
+    Op& op = collective(kind, elements, dtype, caller, rule);
+    op.group = group;
+    return op;
+}
+
+Op& Build::p2p(OpKind send_or_recv, int64_t elements, DType dtype, RuleId rule, int64_t peer) {
+    // pipe/p2p.py send/recv -> deepspeed.comm send/recv, logged with their own names as callers.
+    Op& op = collective(send_or_recv, elements, dtype, send_or_recv == OpKind::Send ? "send" : "recv", rule);
+    op.redop = ReduceOp::None;
+    op.group = GroupKind::Pipe;
+    op.peer = peer;
+    return op;
+}
+
+void model_parallel_allreduce(Build& b, DType dtype, ReduceOp redop) {
+    // Without an mpu (no 3D, or expert parallelism alone: groups.py builds MoE's groups itself) DeepSpeed's
+    // model_parallel_group is None. The pipeline engine hands its grid as the mpu; tensor and Ulysses runs pass one.
+    if (!b.mesh) return;
+    const auto& L = b.mesh->layout();
+    if (L.pipe == 1 && L.tensor == 1 && L.sequence == 1) return;
+    // The mpu's model-parallel group: under the pipeline engine the grid's ds_model_proc_group
+    // (pipe x tensor, topology.py 302-311), else the tensor-parallel group.
+    const bool pipe = L.pipe > 1;
+    if (b.cfg.zero.stage != 3 && b.group_size(pipe ? MeshGroup::ModelParallel : MeshGroup::Tensor) <= 1) return;
+    b.group_op(OpKind::AllReduce, 1, dtype, "_model_parallel_all_reduce", RuleId::ZeroModelParallelAllreduce,
+               pipe ? GroupKind::ModelParallel : GroupKind::Tensor)
+        .redop = redop;
+}
+
 namespace {
 
 // Forward FLOPs and bytes of one module for `tokens` tokens (one micro batch on one rank).
@@ -171,11 +201,22 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     if (opt.zero_init && cfg.zero.stage != 3)
         return Error{"", "--zero-init", "deepspeed.zero.Init partitions parameters only under ZeRO stage 3; " + cfg.source +
                                             " has stage " + std::to_string(cfg.zero.stage)};
+    if (opt.layout.is_3d()) return detail::build_rank_schedule(model, cfg, opt);
     auto batch = resolve_batch(cfg, opt.world);
     if (!batch) return batch.error();
     // Bounded work: the size is known from the inputs; refuse before building what cannot fit.
     if (auto e = check_schedule_size(model, cfg, opt, batch->grad_accum)) return *e;
-    detail::Build b{model, cfg, opt, batch.value(), 0, {}, -1, -1, Phase::Init, std::nullopt};
+    detail::Build b{model, cfg, opt, batch.value(), 0, {}, -1, -1, Phase::Init, std::nullopt, nullptr, 0, 0, {}};
+    if (auto e = detail::start_schedule(b)) return *e;
+    return detail::finish_schedule(b);
+}
+
+namespace detail {
+
+Status start_schedule(Build& b) {
+    const Model& model = b.model;
+    const DsConfig& cfg = b.cfg;
+    const ScheduleOptions& opt = b.opt;
     b.seq_len = opt.seq_len > 0 ? opt.seq_len : model.default_seq_len > 0 ? model.default_seq_len : 1024;
     auto& meta = b.out.meta;
     meta.model_name = model.name;
@@ -197,15 +238,22 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     meta.round_robin_gradients = cfg.zero.round_robin_gradients;
     for (const auto& p : model.params) b.out.params.push_back({p.name, p.shape, p.numel, p.group});
     // ZeRO++ / MiCS groups and DeepSpeed's refusals of their settings (stage3_variants.hpp).
-    if (auto e = detail::setup_zero_variants(b)) return *e;
-    if (cfg.zero.stage == 3)
-        detail::generate_stage3(b);
+    return detail::setup_zero_variants(b);
+}
+
+Result<Schedule> finish_schedule(Build& b) {
+    if (b.out.meta.layout.pipe > 1)
+        generate_pipeline(b);
+    else if (b.cfg.zero.stage == 3)
+        generate_stage3(b);
     else
-        detail::generate_stage012(b);
+        generate_stage012(b);
     if (b.failure) return *b.failure;
     // The generators emit ops in issue order; every wait beyond stream order comes from here.
     add_ordering_deps(b.out);
     return std::move(b.out);
 }
+
+}  // namespace detail
 
 }  // namespace zerosim

@@ -196,7 +196,10 @@ struct Stage012 {
 
     void micro_step(const std::vector<std::pair<int, std::vector<int>>>& plan) {
         b.phase = Phase::Forward;
-        for (int m : b.model.forward_order) b.forward(m);
+        for (int m : b.model.forward_order) {
+            b.forward(m);
+            b.hook(HookPoint::AfterForward, m);
+        }
         b.phase = Phase::Backward;
         flushes = 0;
         // Gradient hooks reduce as gradients become ready: stage 2 on every micro-step, stage 1
@@ -204,9 +207,11 @@ struct Stage012 {
         bool hooks = kind == Optimizer::Zero12 &&
                      (z.stage == 2 || (z.stage == 1 && z.overlap_comm && b.is_boundary()));
         for (const auto& [module, ready] : plan) {
+            b.hook(HookPoint::BeforeBackward, module);
             b.backward(module);
             if (hooks)
                 for (int p : ready) add(p);
+            b.hook(HookPoint::AfterBackward, module);
         }
         if (kind == Optimizer::Zero12) {
             if (z.stage == 2) {
@@ -244,16 +249,20 @@ struct Stage012 {
         bool checks = model_dt == DType::FP16 || (model_dt == DType::BF16 && b.cfg.bf16_check_grad_overflow &&
                                                   applies(ReleaseRuleId::Stage12Bf16OverflowCheck, rel));
         if (kind == Optimizer::Zero12 && checks) {
-            if (!(z.stage == 1 && applies(ReleaseRuleId::Stage1Fp16NoOverflowReduce, rel)))
+            if (!(z.stage == 1 && applies(ReleaseRuleId::Stage1Fp16NoOverflowReduce, rel))) {
                 b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", RuleId::StepOverflowCheck).redop = ReduceOp::Max;
+                model_parallel_allreduce(b, DType::UINT8, ReduceOp::Max);   // has_overflow ~2013
+            }
             if (b.overflows(s)) return;  // gradients dropped, loss scale lowered, no update
         }
         if (kind == Optimizer::Zero12)
-            for (int g = 0; g < b.model.num_groups; ++g)
+            for (int g = 0; g < b.model.num_groups; ++g) {
                 b.collective(OpKind::AllReduce, 1, DType::FP32,  // offload: the CPU path's norm, same 4-byte scalar
                              z.offload_optimizer ? "complete_grad_norm_calculation_for_cpu_offload" : "get_grad_norm_direct",
                              RuleId::Stage12StepGradNorm)
                     .param_group = g;
+                model_parallel_allreduce(b, DType::FP32, ReduceOp::Sum);   // get_grad_norm_direct ~1697
+            }
         // Each rank updates its partition of every group; `params` lists the group in flat order.
         for (int g = 0; g < b.model.num_groups; ++g) b.optimizer_step(g, layouts[g].partition_size).params = layouts[g].order;
         if (b.opt.world > 1)

@@ -93,7 +93,7 @@ struct Stage3 {
     int flushes = 0;
 
     explicit Stage3(Build& build)
-        : b(build), z(build.cfg.zero), m(build.model), world(build.opt.world),
+        : b(build), z(build.cfg.zero), m(build.model), world(build.parameter_world()),
           persistent(m.params.size(), false), available(m.params.size(), false), active(m.params.size()),
           host(build, m.params.size()), var(build) {
         if (applies(ReleaseRuleId::Stage3TraceCheckAtForward, b.cfg.release)) mode = TraceMode::Invalid;
@@ -136,6 +136,12 @@ struct Stage3 {
     }
 
     int64_t part(int p) const { return var.part(p); }  // ceil(numel / world), or / MiCS shard size
+    // A gradient in the reduce_scatter: padded to a multiple of the group it is scattered over (the
+    // MiCS shard group, else ZeRO's group, which under Ulysses is larger than the parameters' partition).
+    int64_t scatter_numel(int p) const {
+        if (b.param_world == 0) return b.out.meta.shard_count() * part(p);
+        return b.opt.world * stage3_partition_numel(m.params[p].numel, b.opt.world);
+    }
 
     std::vector<int> module_params(int node) const {
         int mod = m.calls[node].module;
@@ -279,7 +285,7 @@ struct Stage3 {
             // reduce_scatter_coalesced: each gradient padded to world * ceil(numel / world) and
             // interleaved by rank; one reduce_scatter per flush.
             int64_t elements = 0;
-            for (int p : bucket) elements += b.out.meta.shard_count() * part(p);
+            for (int p : bucket) elements += scatter_numel(p);
             op = &b.collective(OpKind::ReduceScatter, elements, b.cfg.comm_dtype(), "reduce_scatter_fn",
                                RuleId::Stage3FlushReduceScatter, st);
         }
@@ -340,6 +346,7 @@ struct Stage3 {
             if (e.kind == HookEvent::PreForward) {
                 fetch(e.node);
                 if (mod >= 0) b.forward(mod);
+                b.hook(HookPoint::AfterForward, mod, e.node);
             } else {
                 release(e.node);
             }
@@ -349,11 +356,13 @@ struct Stage3 {
         for (const auto& e : bwd) {
             int mod = m.calls[e.node].module;
             if (e.kind == HookEvent::PreBackward) {
+                if (mod >= 0) b.hook(HookPoint::BeforeBackward, mod);
                 fetch(e.node);
                 if (mod >= 0) {
                     b.backward(mod);
                     for (int p : ready_at_node[e.node]) add_gradient(p, mod);
                 }
+                b.hook(HookPoint::AfterBackward, mod, e.node);
             } else {
                 release(e.node);
             }
@@ -378,16 +387,20 @@ struct Stage3 {
             Op& flag = b.collective(OpKind::AllReduce, 1, DType::UINT8, "has_overflow", RuleId::StepOverflowCheck);
             flag.redop = ReduceOp::Max;
             flag.group = var.shard_group();
+            model_parallel_allreduce(b, DType::UINT8, ReduceOp::Max);   // has_overflow ~2168
             // Skipped step: persistent parameters stay partitioned, hpZ secondary copies stay valid.
             if (b.overflows(s)) return;
         }
         // With offload_optimizer the norm is complete_grad_norm_calculation_for_cpu_offload's fp32 scalar
         // (stage3.py, docs/zero-variants.md §5.2), else get_grad_norm_direct's fp64 one.
-        for (size_t g = 0; g < sub_groups.size(); ++g)
+        for (size_t g = 0; g < sub_groups.size(); ++g) {
             (z.offload_optimizer ? b.collective(OpKind::AllReduce, 1, DType::FP32, "complete_grad_norm_calculation_for_cpu_offload",
                                                 RuleId::Stage3StepGradNormCpuOffload)
                                  : b.collective(OpKind::AllReduce, 1, DType::FP64, "get_grad_norm_direct", RuleId::Stage3StepGradNorm))
                 .group = var.shard_group();
+            // stage3.py ~1404 / ~1761: the same scalar over the model-parallel group.
+            model_parallel_allreduce(b, z.offload_optimizer ? DType::FP32 : DType::FP64, ReduceOp::Sum);
+        }
         for (size_t g = 0; g < sub_groups.size(); ++g) {
             int64_t elements = 0;
             for (int p : sub_groups[g]) elements += part(p);

@@ -112,7 +112,7 @@ std::optional<Error> setup_zero_variants(Build& b) {
 }
 
 Stage3Variants::Stage3Variants(Build& b)
-    : b_(b), v_(b.out.meta.variants), world_(b.opt.world), secondary_(b.model.params.size(), v_.hpz > 1) {}
+    : b_(b), v_(b.out.meta.variants), world_(b.parameter_world()), secondary_(b.model.params.size(), v_.hpz > 1) {}
 
 int64_t Stage3Variants::part(int p) const {
     return stage3_partition_numel(b_.model.params[p].numel, v_.mics > 0 ? v_.mics : world_);

@@ -43,6 +43,7 @@ struct LoggedOp {
     std::string size_text;
     int line = 0;           // the line of the file it was read from; from a schedule, the op's id
     std::string phase;      // "step0.micro0.forward" (phase_label; "##### PHASE" markers), "" if none
+    int64_t rank = 0;       // the "[Rank N]" that logged it (a schedule's ScheduleMeta::rank)
 
     // The key the logger groups by: "all_reduce | [Caller Func: allreduce_bucket]".
     std::string record_key() const;
@@ -52,7 +53,7 @@ std::string ds_record_key(const std::string& record, const std::string& caller);
 
 // "[1970-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] " for t seconds; the line
 // number is the release's (schedule/release_rules.hpp log_dist_line; 96 is v0.14.2's).
-std::string ds_line_prefix(double timestamp_s, int log_dist_line = 96);
+std::string ds_line_prefix(double timestamp_s, int log_dist_line = 96, int64_t rank = 0);
 // "comm op: <record> | time (ms): ... | busbw (Gbps): ..." (no prefix, no newline).
 std::string ds_verbose_record(const LoggedOp& op);
 void write_ds_verbose_line(std::ostream& out, const LoggedOp& op, int log_dist_line = 96);

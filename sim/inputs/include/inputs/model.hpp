@@ -11,9 +11,16 @@
 
 namespace zerosim {
 
+// How Megatron-style tensor parallelism splits a parameter over the tensor-parallel ranks
+// (megatron/core/tensor_parallel/layers.py): a column-parallel linear cuts its output features (the
+// weight's first dimension and its bias), a row-parallel one its input features (the weight's
+// second dimension; its bias stays whole); None is replicated (norms, a row-parallel bias).
+enum class TpSplit { None, Column, Row };
+
 struct Parameter {
     std::string name;             // e.g. blocks.0.attn.qkv.weight
     std::vector<int64_t> shape;
+    TpSplit tp = TpSplit::None;   // parameter list "tp": "column" | "row" (the shape is the whole one)
     int64_t numel = 0;
     int group = 0;                // optimizer parameter group, after empty groups are dropped
     int module = -1;              // index into Model::modules of the module that registers it
@@ -40,6 +47,46 @@ struct CallNode {
                                   // for embeddings and the modules around them, fed token ids)
 };
 
+// The layers deepspeed.pipe.PipelineModule cuts into stages, in order (parameterless ones too:
+// partition_method "uniform" counts them). `name` is the prefix of the layer's parameters ("3" for
+// "3.weight"); `output` the shape per sample of the activation it hands to the next layer.
+struct PipeLayer {
+    std::string name;
+    std::vector<int64_t> output;
+};
+
+// A DeepSpeed MoE layer (deepspeed.moe.layer.MoE): its experts are the parameters named
+// "<experts>.<e>.<rest>", e = 0 .. num_experts - 1 (the whole model; expert parallelism gives each
+// rank num_experts / ep of them, renamed from 0 as DeepSpeed's local experts are).
+struct MoeLayer {
+    std::string module;            // the MoE module ("moe")
+    std::string experts;           // the experts' ModuleList ("moe.deepspeed_moe.experts.deepspeed_experts")
+    int64_t num_experts = 1;       // Hugging Face "num_local_experts", DeepSpeed num_experts
+    int64_t top_k = 1;             // "num_experts_per_tok", DeepSpeed k
+    bool drop_tokens = true;
+    double capacity_factor = 1.0;
+    int64_t min_capacity = 4;
+    int64_t hidden = 0;            // the model dimension the experts take and return
+};
+
+// An attention that Ulysses wraps (deepspeed.sequence.layer.DistributedAttention): it runs right
+// after `module` (the projection that makes q, k and v) as a parameterless module call `name`, on
+// which ZeRO-3's hooks fire too.
+struct AttentionLayer {
+    std::string module;
+    std::string name = "attention";
+    int64_t heads = 0;
+    int64_t head_size = 0;
+};
+
+// What a model says about its parallel parts (parameter list "pipeline", "moe", "attention").
+struct ParallelParts {
+    std::vector<PipeLayer> pipe_layers;
+    std::vector<MoeLayer> moe;
+    std::vector<AttentionLayer> attention;
+    bool empty() const { return pipe_layers.empty() && moe.empty() && attention.empty(); }
+};
+
 struct Model {
     std::string name;
     std::string source;                 // the file it came from
@@ -57,6 +104,7 @@ struct Model {
     // Hugging Face config.json's "gradient_checkpointing": true (configs saved by older transformers
     // releases carry the key): every layer checkpointed, for analysis/fit.hpp's activations.
     bool gradient_checkpointing = false;
+    ParallelParts parallel;             // pipeline layers, MoE layers, Ulysses attentions; tp splits on Parameter::tp
 
     int64_t total_numel() const;
     int64_t group_numel(int g) const;
@@ -103,6 +151,13 @@ struct TiedUse {
 };
 Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>& forward_order_names,
                     const std::vector<TiedUse>& tied = {});
+// The parameter list's "tp" fields and its "pipeline", "moe" and "attention" sections (model_parallel.cpp).
+class JsonField;
+void read_parallel_parts(const JsonField& root, const JsonField& parameters, Model& m);
+// A call node for each Ulysses attention, right after its module's call (read_parallel_parts and
+// sim/schedule's per-rank model, which rebuilds the call tree).
+void add_attention_calls(Model& m);
+
 // Sets CallNode::grad_in from the tree: embeddings and the calls around them take token ids.
 void mark_gradient_inputs(Model& m);
 

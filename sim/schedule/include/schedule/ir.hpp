@@ -16,10 +16,12 @@
 
 #include "core/dtype.hpp"
 #include "inputs/release.hpp"
+#include "schedule/layout.hpp"
 
 namespace zerosim {
 
-enum class OpKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Barrier, Compute, AllToAll };
+// Send and Recv: point-to-point (the pipeline engine's p2p.py); Op::peer names the other end.
+enum class OpKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Barrier, Compute, AllToAll, Send, Recv };
 enum class Phase { Init, Forward, Backward, Step };
 enum class Stream { Compute, Comm, Reduce, Fetch };
 enum class ReduceOp { None, Sum, Max };
@@ -49,6 +51,10 @@ enum class Payload {
     QuantizedGradient,    // all_to_all (qgZ): int4 values, two per byte, of one gradient `params`[0]
     GradientPartitions,   // all_reduce (MiCS): this rank's accumulated gradient partition of each of
                           //   `params`, over the replication group
+    // 3D parallelism (docs/zero-comm.md "ZeRO inside 3D parallelism"):
+    Activations,          // activations or their gradients: pipeline send/recv, tensor-parallel
+                          //   all_reduce, Ulysses' and MoE's all_to_all (`elements` of the op's dtype)
+    Scalars,              // a few numbers: the loss, parameter counts, a group's norm, a capacity
 };
 
 // Every enum of the IR has one table of {value, name} in ir.cpp; the name functions and their
@@ -113,6 +119,26 @@ enum class RuleId {
     WhatifFsdpUnshard,                // "whatif.fsdp.unshard"
     WhatifFsdpReduceScatter,          // "whatif.fsdp.reduce_scatter"
     WhatifHsdpAllreduce,              // "whatif.hsdp.allreduce"
+    // ZeRO inside 3D parallelism (docs/zero-comm.md, ../shared/docs/zero-in-3d.md):
+    PipeInitParamCount,               // "pipe.init.param_count"
+    PipeWarmupSend,                   // "pipe.warmup_send"
+    PipeWarmupRecv,                   // "pipe.warmup_recv"
+    PipeMetaSend,                     // "pipe.meta_send"
+    PipeMetaRecv,                     // "pipe.meta_recv"
+    PipeActivationSend,               // "pipe.activation_send"
+    PipeActivationRecv,               // "pipe.activation_recv"
+    PipeGradSend,                     // "pipe.grad_send"
+    PipeGradRecv,                     // "pipe.grad_recv"
+    PipeLossAllreduce,                // "pipe.loss_allreduce"
+    PipeLossBroadcast,                // "pipe.loss_broadcast"
+    PipeTiedGradAllreduce,            // "pipe.tied_grad_allreduce"
+    ZeroModelParallelAllreduce,       // "zero.model_parallel_allreduce"
+    TpForwardAllreduce,               // "tp.forward_allreduce"
+    TpBackwardAllreduce,              // "tp.backward_allreduce"
+    MoeAllToAll,                      // "moe.all_to_all"
+    MoeCapacityAllreduce,             // "moe.capacity_allreduce"
+    MoeExpertGradNorm,                // "moe.expert_grad_norm"
+    UlyssesAllToAll,                  // "ulysses.all_to_all"
     ComputeForward,                   // "compute.forward"
     ComputeBackward,                  // "compute.backward"
     ComputeOptimizerStep,             // "compute.optimizer_step"
@@ -134,7 +160,12 @@ std::ostream& operator<<(std::ostream& out, RuleId id);       // its name
 
 // The kinds of process group an op runs on. Dp is every rank; the others are the ZeRO variants'
 // sub-groups (ScheduleMeta::groups, docs/zero-variants.md) and the FSDP what-ifs' (docs/what-if.md).
-enum class GroupKind { Dp, Hpz, QgzIntra, QgzInter, MicsShard, MicsReplica, FsdpShard, FsdpReplica };
+// In a 3D layout (ScheduleMeta::layout) Dp is the group ZeRO shards over on the schedule's rank (its
+// data-parallel group; sequence x data under Ulysses), and the 3D kinds are the mesh's groups of
+// that rank (schedule/mesh.hpp): Pipe, Tensor, ModelParallel (ZeRO's grad-norm group under the
+// pipeline engine), Sequence (Ulysses), Expert and ExpertData (MoE).
+enum class GroupKind { Dp, Hpz, QgzIntra, QgzInter, MicsShard, MicsReplica, FsdpShard, FsdpReplica,
+                       Pipe, Tensor, ModelParallel, Sequence, Expert, ExpertData };
 const char* group_name(GroupKind k);   // "dp", "hpz", "qgz_intra", "qgz_inter", "mics_shard", ...
 std::optional<GroupKind> group_from_name(std::string_view name);
 std::ostream& operator<<(std::ostream& out, GroupKind k);   // its name (test messages, logs)
@@ -168,6 +199,7 @@ struct Op {
     bool logged = true;         // DeepSpeed's comms logger records it (MiCS's parameter gathers
                                 //   bypass the timed wrapper: recorded here, not logged)
     GroupKind group = GroupKind::Dp;   // process group: Dp (all ranks) or a kind in meta.groups
+    int64_t peer = -1;          // Send / Recv: the global rank at the other end
     int bucket = -1;            // gradient bucket (flush) number within the micro-step
     int param_group = -1;       // optimizer parameter group, where the op is per group
 
@@ -237,7 +269,12 @@ struct ScheduleMeta {
     std::string model_name;
     std::string model_file;
     std::string ds_config_file;
+    // The ranks ZeRO shards over: the world in pure data parallelism; in a 3D layout the size of
+    // the schedule's rank's data-parallel group (sequence x data under Ulysses), layout.world the whole world.
     int64_t world = 1;
+    ParallelLayout layout;               // pipe/tensor/sequence/expert all 1 without 3D parallelism
+    int64_t rank = 0;                    // the global rank whose program `ops` is (3D: each rank's differs)
+    int64_t pipe_stage = 0;              // that rank's pipeline stage
     int stage = 0;
     int steps = 1;
     int64_t micro_batch = 1;
@@ -265,8 +302,11 @@ struct ScheduleMeta {
     bool offload_param = false;
     ZeroVariants variants;
     std::vector<ProcessGroup> groups;    // every group an op names besides Dp
-    // Ranks every parameter is cut across: the MiCS shard size, else the world.
-    int64_t shard_count() const { return variants.mics > 0 ? variants.mics : world; }
+    // Stage 3 under Ulysses: the ranks parameters are partitioned over (the data-parallel group),
+    // fewer than `world`, the sequence x data group gradients are reduce-scattered over; 0 = world.
+    int64_t param_shards = 0;
+    // Ranks every parameter is cut across: the MiCS shard size, else param_shards, else the world.
+    int64_t shard_count() const { return variants.mics > 0 ? variants.mics : param_shards > 0 ? param_shards : world; }
     // Ranks in a group of kind `kind` (Dp: the world); 0 if meta.groups has none of that kind.
     int64_t group_size(GroupKind kind) const;
 };

@@ -17,12 +17,9 @@
 
 #include "core/error.hpp"
 #include "schedule/ir.hpp"
+#include "schedule/layout.hpp"
 
 namespace zerosim {
-
-// The axes of the grid (topology.py's names in comments). Sequence is Ulysses' axis, which the mpu
-// of Megatron-DeepSpeed lays inside the data axis (sequence ranks consecutive).
-enum class MeshAxis { Pipe, Data, Sequence, Tensor };   // "pipe", "data", (sequence), "model"
 
 // Every kind of process group the mesh forms.
 enum class MeshGroup {
@@ -47,29 +44,6 @@ inline constexpr std::array<MeshGroup, 15> kMeshGroups = {
     MeshGroup::SequenceData, MeshGroup::Expert, MeshGroup::ExpertData,  MeshGroup::Hpz,           MeshGroup::QgzIntra,
     MeshGroup::QgzInter, MeshGroup::MicsShard,  MeshGroup::MicsReplica, MeshGroup::FsdpShard,     MeshGroup::FsdpReplica};
 const char* mesh_group_name(MeshGroup g);   // "pipe", "data", ..., "fsdp_replica"
-
-struct ParallelLayout {
-    int64_t world = 1;
-    // The axes. data is what is left: world / (pipe x sequence x tensor).
-    int64_t pipe = 1;       // pipeline stages
-    int64_t tensor = 1;     // Megatron tensor ("model") parallel ranks
-    int64_t sequence = 1;   // Ulysses sequence parallel ranks
-    int64_t expert = 1;     // MoE ep_size: splits each data group into data / expert expert groups
-    // Slowest first; each axis once. DeepSpeed's grid: pipe, data, model (sequence beside the
-    // model axis, as Megatron-DeepSpeed's mpu keeps sequence ranks consecutive).
-    std::array<MeshAxis, 4> order = {MeshAxis::Pipe, MeshAxis::Data, MeshAxis::Sequence, MeshAxis::Tensor};
-    // The ZeRO++ / MiCS / FSDP sub-groups, formed over the whole world as DeepSpeed forms them
-    // (0 or 1 = off where noted).
-    int64_t hpz = 1;                  // zero_hpz_partition_size as configured (groups when min(k, world) > 1)
-    int64_t mics_shard = 0;           // mics_shard_size; 0 = off
-    int64_t qgz_ranks_per_node = 0;   // qgZ on: the ranks DeepSpeed sees per node (device_count()); 0 = off
-    int64_t fsdp_shard = 0;           // FSDP hybrid shard on: the ranks per node; 0 = off
-
-    int64_t data() const;           // world / (pipe x sequence x tensor)
-    int64_t expert_data() const;    // data / expert
-    int64_t sequence_data() const;  // sequence x data
-    int64_t axis_size(MeshAxis a) const;
-};
 
 // The layout's refusals, as DeepSpeed's assertions (field "parallel_layout.NAME"); nullopt when valid.
 Status check_parallel_layout(const ParallelLayout& l);
@@ -120,9 +94,8 @@ private:
     void index_groups();
 };
 
-// The IR's group kind of a mesh group that schedules name today (ScheduleMeta::groups and Op::group):
-// Data in pure data parallelism is GroupKind::Dp; the ZeRO++ / MiCS / FSDP sub-groups their own
-// kinds; nullopt for the 3D axes no schedule names yet.
+// The IR's group kind of a mesh group (ScheduleMeta::groups and Op::group): Data, and SequenceData
+// under Ulysses, are ZeRO's group, GroupKind::Dp; every other kind has its own.
 std::optional<GroupKind> ir_group_kind(MeshGroup g);
 // Every group of a mesh kind as the IR's ProcessGroup (ir_group_kind(kind) must exist).
 ProcessGroup mesh_process_group(const Mesh& mesh, MeshGroup kind);

@@ -11,11 +11,16 @@
 #include "schedule/ir.hpp"
 #include "inputs/model.hpp"
 #include "schedule/bounds.hpp"
+#include "schedule/layout.hpp"
 
 namespace zerosim {
 
+// How deepspeed.pipe.PipelineModule cuts layers into stages (partition_method): "parameters"
+// balances parameter counts (its default), "uniform" layer counts (runtime/pipe/module.py _partition_layers).
+enum class PipePartition { Parameters, Uniform };
+
 struct ScheduleOptions {
-    int64_t world = 1;
+    int64_t world = 1;                  // every rank (3D: pipe x data x sequence x tensor)
     int steps = 1;
     int64_t seq_len = 0;                // 0: the model's default, else 1024
     std::vector<int> overflow_steps;    // fp16: optimizer steps (0-based) whose gradients overflow
@@ -23,8 +28,13 @@ struct ScheduleOptions {
     // Ranks DeepSpeed sees on one node (get_accelerator().device_count()): qgZ's intra/inter-node
     // groups need it; 0 = not given (a qgZ schedule on more than one rank then refuses).
     int64_t gpus_per_node = 0;
-    int64_t max_ops = kDefaultMaxOps;               // refuse a schedule estimated past these (bounds.hpp)
+ int64_t max_ops = kDefaultMaxOps;               // refuse a schedule estimated past these (bounds.hpp)
     int64_t max_bytes = kDefaultMaxScheduleBytes;
+    // 3D parallelism (--pp, --tp, --sp, --ep): layout.world is set from `world` by build_schedule.
+    // With any axis above 1 the schedule is rank `rank`'s program (docs/zero-comm.md "ZeRO inside 3D").
+    ParallelLayout layout;
+    int64_t rank = 0;
+    PipePartition pp_partition = PipePartition::Parameters;
 };
 
 // Refuses, before building anything, a schedule whose estimate (bounds.hpp) passes opt's limits.

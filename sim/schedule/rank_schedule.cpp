@@ -1,0 +1,142 @@
+// One rank's schedule in a 3D layout (pipeline, tensor, Ulysses sequence and expert parallelism),
+// as DeepSpeed v0.14.2 runs it (../shared/docs/zero-in-3d.md; docs/zero-comm.md "ZeRO inside 3D
+// parallelism"): ZeRO's rules over the rank's data-parallel group on the parameters the rank holds,
+// and the model's parallel layers' collectives at their modules.
+#include "build.hpp"
+
+namespace zerosim::detail {
+
+namespace {
+
+// The layout's refusals, named by the flag that set each axis.
+Status check_layout(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt) {
+    const ParallelLayout& L = opt.layout;
+    if (auto e = check_parallel_layout(L)) {
+        static const std::pair<const char*, const char*> flags[] = {
+            {"parallel_layout.pipe", "--pp"}, {"parallel_layout.tensor", "--tp"}, {"parallel_layout.sequence", "--sp"},
+            {"parallel_layout.expert", "--ep"}, {"parallel_layout.world", "--world"}};
+        Error out = *e;
+        for (const auto& [field, flag] : flags)
+            if (out.field == field) out.field = flag;
+        return out;
+    }
+    if (opt.rank < 0 || opt.rank >= L.world)
+        return Error{"", "--rank", "expected a rank from 0 to " + std::to_string(L.world - 1) + ", found " + std::to_string(opt.rank)};
+    // runtime/pipe/engine.py PipelineEngine.__init__ (~77): assert self.zero_optimization_stage() < 2.
+    if (L.pipe > 1 && cfg.zero.stage >= 2)
+        return Error{cfg.source, "zero_optimization.stage",
+                     "DeepSpeed's pipeline engine supports ZeRO stages 0 and 1 only (runtime/pipe/engine.py asserts stage < 2); "
+                     "found " + std::to_string(cfg.zero.stage) + " with --pp " + std::to_string(L.pipe)};
+    if (L.pipe > 1 && model.parallel.pipe_layers.empty())
+        return Error{model.source, "pipeline", "--pp " + std::to_string(L.pipe) +
+                                                   " needs the layers PipelineModule cuts: a parameter list with a \"pipeline\" "
+                                                   "section (docs/zero-comm.md)"};
+    if (L.expert > 1 && model.parallel.moe.empty())
+        return Error{model.source, "moe", "--ep " + std::to_string(L.expert) + " needs MoE layers: a parameter list with a \"moe\" section"};
+    for (const auto& l : model.parallel.moe)
+        if (l.num_experts % L.expert != 0)   // moe/layer.py MoE.__init__: num_experts % ep_size == 0
+            return Error{model.source, "moe." + l.module + ".num_local_experts",
+                         std::to_string(l.num_experts) + " experts do not divide over --ep " + std::to_string(L.expert)};
+    if (L.sequence > 1 && model.parallel.attention.empty())
+        return Error{model.source, "attention",
+                     "--sp " + std::to_string(L.sequence) + " needs the attentions Ulysses wraps: an \"attention\" section"};
+    for (const auto& a : model.parallel.attention)
+        if (a.heads % L.sequence != 0)   // sequence/layer.py _SeqAllToAll scatters heads over the sequence group
+            return Error{model.source, "attention." + a.module + ".heads",
+                         std::to_string(a.heads) + " heads do not divide over --sp " + std::to_string(L.sequence)};
+    bool any_tp = false;
+    for (const auto& p : model.params) any_tp = any_tp || p.tp != TpSplit::None;
+    if (L.tensor > 1 && !any_tp)
+        return Error{model.source, "parameters", "--tp " + std::to_string(L.tensor) +
+                                                     " needs tensor-parallel parameters (\"tp\": \"column\" or \"row\")"};
+    return std::nullopt;
+}
+
+// Megatron's tensor-parallel linears (megatron/core/tensor_parallel/layers.py, mappings.py): a
+// row-parallel layer all_reduces its output in forward (reduce_from_tensor_model_parallel_region),
+// a column-parallel one its input's gradient in backward (copy_to_tensor_model_parallel_region),
+// each micro_batch x tokens x features in the model's dtype.
+void tensor_hook(Build& b, HookPoint at, int module, int64_t tokens) {
+    if (module < 0) return;
+    const auto& mod = b.model.modules[static_cast<size_t>(module)];
+    for (int p : mod.params) {
+        const auto& par = b.model.params[static_cast<size_t>(p)];
+        if (par.shape.size() < 2) continue;
+        if (par.tp == TpSplit::Row && at == HookPoint::AfterForward)
+            b.group_op(OpKind::AllReduce, tokens * par.shape[0], b.cfg.model_dtype, "forward", RuleId::TpForwardAllreduce, GroupKind::Tensor);
+        if (par.tp == TpSplit::Column && at == HookPoint::AfterBackward)
+            b.group_op(OpKind::AllReduce, tokens * par.shape[1], b.cfg.model_dtype, "backward", RuleId::TpBackwardAllreduce,
+                       GroupKind::Tensor);
+    }
+}
+
+// Ulysses (sequence/layer.py DistributedAttention.forward ~99-106): q, k and v go through
+// single_all_to_all before the local attention and its output after it, 4 in forward and their 4
+// backwards, each the local micro_batch x (seq / sp) x heads x head_size tensor. Stage 3 fires on the
+// attention's own call (after its fetch, which may prefetch); stages 0-2 after its projection's
+// forward and before its backward.
+void ulysses_hook(Build& b, HookPoint at, int module, int node, int64_t tokens) {
+    for (const auto& a : b.model.parallel.attention) {
+        bool here = false;
+        if (b.cfg.zero.stage == 3)
+            here = module < 0 && node >= 0 && b.model.calls[static_cast<size_t>(node)].name == a.name &&
+                   (at == HookPoint::AfterForward || at == HookPoint::AfterBackward);
+        else
+            here = module >= 0 && b.model.modules[static_cast<size_t>(module)].name == a.module &&
+                   (at == HookPoint::AfterForward || at == HookPoint::BeforeBackward);
+        if (!here) continue;
+        for (int i = 0; i < 4; ++i)
+            b.group_op(OpKind::AllToAll, tokens * a.heads * a.head_size, b.cfg.model_dtype, "single_all_to_all",
+                       RuleId::UlyssesAllToAll, GroupKind::Sequence);
+    }
+}
+
+void add_group(Schedule& s, const Mesh& mesh, MeshGroup kind) {
+    if (mesh.size(kind) > 0) s.meta.groups.push_back(mesh_process_group(mesh, kind));
+}
+
+}  // namespace
+
+Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& given) {
+    ScheduleOptions opt = given;
+    opt.layout.world = given.world;
+    if (auto e = check_layout(model, cfg, opt)) return *e;
+    auto mesh = Mesh::build(opt.layout);
+    if (!mesh) return mesh.error();
+    auto local = rank_model(model, mesh.value(), opt.rank, opt.pp_partition);
+    if (!local) return local.error();
+    const ParallelLayout& L = opt.layout;
+    // The batch is over the data-parallel ranks (engine.py train_batch_size = micro x accumulation x
+    // dp_world_size); ZeRO shards over the sequence x data group under Ulysses (engine.py ~1147).
+    auto batch = resolve_batch(cfg, L.data());
+    if (!batch) return batch.error();
+    ScheduleOptions zopt = opt;
+    zopt.world = L.sequence > 1 ? L.sequence_data() : L.data();
+    if (auto e = check_schedule_size(local->model, cfg, zopt, batch->grad_accum)) return *e;
+    Build b{local->model, cfg, zopt, batch.value(), 0, {}, -1, -1, Phase::Init, std::nullopt, nullptr, 0, 0, {}};
+    b.mesh = &mesh.value();
+    b.rank = opt.rank;
+    if (L.sequence > 1) b.param_world = L.data();
+    if (L.sequence > 1 && b.seq_len % L.sequence != 0)   // each rank holds an equal slice of every sequence
+        return Error{"", "--seq-len", "the sequence length (" + std::to_string(b.seq_len) + ") must divide over --sp " +
+                                          std::to_string(L.sequence)};
+    if (auto e = start_schedule(b)) return *e;
+    auto& meta = b.out.meta;
+    meta.layout = L;
+    meta.rank = opt.rank;
+    meta.pipe_stage = local->stage;
+    meta.param_shards = b.param_world;
+    for (MeshGroup kind : {MeshGroup::Pipe, MeshGroup::Tensor, MeshGroup::ModelParallel, MeshGroup::Sequence, MeshGroup::Expert,
+                           MeshGroup::ExpertData})
+        add_group(b.out, mesh.value(), kind);
+    // Each rank holds seq / sp tokens of every sequence under Ulysses.
+    const int64_t tokens = b.batch.micro_batch * (b.seq_len / L.sequence);
+    b.layer_hook = [tokens](Build& bb, HookPoint at, int module, int node) {
+        tensor_hook(bb, at, module, tokens);
+        ulysses_hook(bb, at, module, node, tokens);
+    };
+    if (L.expert > 1 || !local->model.parallel.moe.empty()) install_moe_hooks(b);
+    return finish_schedule(b);
+}
+
+}  // namespace zerosim::detail
