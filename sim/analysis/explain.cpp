@@ -24,14 +24,20 @@ double op_wire_bytes(const Op& op, int64_t ranks) {
         case OpKind::Reduce: return f * S;  // each rank sends its share once
         case OpKind::Broadcast: return f * S;
         case OpKind::AllToAll: return f * S;  // S/n to each other rank
+        case OpKind::Send:
+        case OpKind::Recv: return S;          // point to point: the buffer crosses once (sent, or received)
         default: return 0;
     }
 }
 
-double wire_bytes_per_rank(const Schedule& s, int step) {
+double wire_bytes_per_rank(const Schedule& s, int step, bool zero_only) {
     double total = 0;
-    for (const auto& op : s.ops)
-        if (is_collective(op.kind) && op.step == step) total += op_wire_bytes(op, s.meta.group_size(op.group));
+    for (const auto& op : s.ops) {
+        if (!is_collective(op.kind) || op.step != step) continue;
+        // ZeRO's own: its data-parallel group and the experts' (the 3D groups carry the model's layers).
+        if (zero_only && op.group != GroupKind::Dp && op.group != GroupKind::ExpertData) continue;
+        total += op_wire_bytes(op, s.meta.group_size(op.group));
+    }
     return total;
 }
 
@@ -304,10 +310,12 @@ void write_step_against_paper(std::ostream& out, const Schedule& s, int last) {
     const auto& meta = s.meta;
     const double paper = (meta.stage == 3 ? 3 : 2) * static_cast<double>(meta.total_params) * dtype_size(meta.comm_dtype) *
                          (meta.world > 1 ? static_cast<double>(meta.world - 1) / static_cast<double>(meta.world) : 0.0);
-    const double sent = wire_bytes_per_rank(s, last);
+    const bool layout = meta.layout.is_3d();
+    const double sent = wire_bytes_per_rank(s, last, layout);
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.2f", paper > 0 ? sent / paper : 0.0);
-    out << "## Step " << last << " in all: each rank sends and receives " << human(sent) << "; the ZeRO paper's "
+    out << "## Step " << last << (layout ? ", ZeRO's own groups" : " in all") << ": each rank sends and receives " << human(sent)
+        << "; the ZeRO paper's "
         << (meta.stage == 3 ? "3Ψ" : "2Ψ") << " for stage " << meta.stage << " is " << human(paper) << " (" << ratio
         << "x)\n\n";
 }
@@ -356,13 +364,17 @@ void write_volume_per_stage(std::ostream& out, const Model& model, const DsConfi
     for (int st = 0; st <= 3; ++st) {
         DsConfig c = cfg.with_stage(st);
         ScheduleOptions o;
-        o.world = meta.world;
+        o.world = meta.layout.is_3d() ? meta.layout.world : meta.world;
         o.steps = 2;
         o.gpus_per_node = meta.variants.gpus_per_node;  // qgZ's node groups
+        o.layout = meta.layout;   // a 3D schedule: the same rank of the same layout
+        o.rank = meta.rank;
+        o.pp_partition = meta.pipe_partition;
         auto sched = build_schedule(model, c, o);
         if (!sched) continue;
         double paper = (st == 3 ? 3 : 2) * psi_bytes * f;
-        double s0 = wire_bytes_per_rank(sched.value(), 0), s1 = wire_bytes_per_rank(sched.value(), 1);
+        const bool layout = meta.layout.is_3d();   // ZeRO's own groups against the paper
+        double s0 = wire_bytes_per_rank(sched.value(), 0, layout), s1 = wire_bytes_per_rank(sched.value(), 1, layout);
         std::snprintf(line, sizeof line, "%-7d %-12s %14s %16s %16s %7.2fx\n", st, st == 3 ? "3Ψ" : "2Ψ", human(paper).c_str(),
                       human(s0).c_str(), human(s1).c_str(), paper > 0 ? s1 / paper : 0.0);
         out << line;
@@ -389,6 +401,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
     const auto& meta = s.meta;
     const int last = meta.steps - 1;
     write_explain_intro(out, meta, last);
+    out << explain_layout(model, cfg, s);
     // Per rule, in the order rules first appear.
     const CollectivesByRule by = collectives_by_rule(s);
     for (const auto& rule : by.order) write_rule_section(out, cfg, s, rule, by.ops.at(rule), last);

@@ -65,8 +65,11 @@ void add_layout_flags(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--pp", a.pp, "Pipeline stages (deepspeed.pipe.PipelineModule num_stages); data parallel is what is left of --world")
         ->capture_default_str()
         ->check(integer_in(1));
-    sub->add_option("--tp", a.tp, "Tensor-parallel ranks (Megatron's model parallel size)")->capture_default_str()->check(integer_in(1));
-    sub->add_option("--sp", a.sp, "Ulysses sequence-parallel ranks")->capture_default_str()->check(integer_in(1));
+    sub->add_option("--tp", a.tp, "Tensor-parallel ranks (Megatron's model parallel size; default: the config's "
+                                  "tensor_parallel.autotp_size, else 1)")
+        ->check(integer_in(1));
+    sub->add_option("--sp", a.sp, "Ulysses sequence-parallel ranks (default: the config's sequence_parallel_size, else 1)")
+        ->check(integer_in(1));
     sub->add_option("--ep", a.ep, "MoE expert-parallel ranks (ep_size), inside the data-parallel group")
         ->capture_default_str()
         ->check(integer_in(1));
@@ -78,15 +81,44 @@ void add_layout_flags(CLI::App* sub, ScheduleArgs& a) {
         ->check(integer_in(0));
 }
 
-// The layout the flags give, on `world` ranks.
-static void apply_layout_flags(const ScheduleArgs& a, ScheduleOptions& opt) {
+// A layout size from its flag, else the config's key (0 = absent), else 1; both and unequal: refused.
+static Result<int64_t> flag_or_key(int64_t flag, const char* name, int64_t key, const DsConfig& cfg, const char* key_name) {
+    if (flag > 0 && key > 0 && flag != key)
+        return Error{cfg.source, key_name, "says " + std::to_string(key) + ", " + name + " says " + std::to_string(flag) +
+                                               "; give one, or make them agree"};
+    return flag > 0 ? flag : key > 0 ? key : 1;
+}
+
+static Status apply_layout_flags(const ScheduleArgs& a, const DsConfig& cfg, ScheduleOptions& opt);
+
+Status refuse_layout(const ParallelLayout& L) {
+    if (!L.is_3d()) return std::nullopt;
+    return Error{"", L.pipe > 1 ? "--pp" : L.tensor > 1 ? "--tp" : L.sequence > 1 ? "--sp" : "--ep",
+                 "the time and memory of a pipeline, tensor, sequence or expert parallel layout are not modelled yet; "
+                 "zerosim schedule and explain list its ops per rank"};
+}
+
+Status refuse_layout(const ScheduleArgs& a, const DsConfig& cfg) {
+    ScheduleOptions opt;
+    opt.world = a.world;
+    if (auto e = apply_layout_flags(a, cfg, opt)) return e;
+    return refuse_layout(opt.layout);
+}
+
+// The layout the flags (and the config's layout keys) give, on `world` ranks.
+static Status apply_layout_flags(const ScheduleArgs& a, const DsConfig& cfg, ScheduleOptions& opt) {
+    auto tp = flag_or_key(a.tp, "--tp", cfg.autotp_size, cfg, "tensor_parallel.autotp_size");
+    if (!tp) return tp.error();
+    auto sp = flag_or_key(a.sp, "--sp", cfg.sequence_parallel_size, cfg, "sequence_parallel_size");
+    if (!sp) return sp.error();
     opt.layout.world = opt.world;
     opt.layout.pipe = a.pp;
-    opt.layout.tensor = a.tp;
-    opt.layout.sequence = a.sp;
+    opt.layout.tensor = tp.value();
+    opt.layout.sequence = sp.value();
     opt.layout.expert = a.ep;
     opt.rank = a.rank;
     opt.pp_partition = a.pp_partition == "uniform" ? PipePartition::Uniform : PipePartition::Parameters;
+    return std::nullopt;
 }
 
 void add_deepspeed_flag(CLI::App* sub, std::string& version) {
@@ -170,11 +202,9 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     opt.max_ops = a.max_ops;
     opt.zero_init = a.zero_init;
     opt.gpus_per_node = a.gpus_per_node;
-    apply_layout_flags(a, opt);
-    if (opt.layout.is_3d() && !a.per_rank)
-        return Error{"", a.pp > 1 ? "--pp" : a.tp > 1 ? "--tp" : a.sp > 1 ? "--sp" : "--ep",
-                     "the time and memory of a pipeline, tensor, sequence or expert parallel layout are not modelled yet; "
-                     "zerosim schedule and explain list its ops per rank"};
+    if (auto e = apply_layout_flags(a, cfg.value(), opt)) return *e;
+    if (!a.per_rank)
+        if (auto e = refuse_layout(opt.layout)) return *e;
     if (!a.max_memory.empty()) {
         auto cap = parse_size(a.max_memory, "--max-memory");
         if (!cap) return cap.error();

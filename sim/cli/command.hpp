@@ -76,13 +76,16 @@ struct ScheduleArgs {
     FabricArgs fabric;        // --fabric (predict): fabric mode
     std::string schedule;     // --schedule FILE (predict, report, explain): a saved schedule
     // --pp, --tp, --sp, --ep, --pp-partition, --rank: the 3D layout and the rank whose program to build.
-    int64_t pp = 1, tp = 1, sp = 1, ep = 1;
+    int64_t pp = 1, tp = 0, sp = 0, ep = 1;   // tp, sp 0: not given (the config's autotp_size / sequence_parallel_size, else 1)
     std::string pp_partition = "parameters";
     int64_t rank = 0;
     bool per_rank = false;    // the subcommand takes a 3D layout (schedule, explain); others refuse it
 };
 // --pp, --tp, --sp, --ep, --pp-partition and --rank.
 void add_layout_flags(CLI::App* sub, ScheduleArgs& a);
+// The refusal of a subcommand that does not model a 3D layout yet (the flags' and the config's), or nullopt.
+Status refuse_layout(const ParallelLayout& L);
+Status refuse_layout(const ScheduleArgs& a, const DsConfig& cfg);
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required);
 // --schedule FILE (predict, report, explain): the schedule a `zerosim schedule --format json` saved
 // (formats/schedule_json.hpp), in place of --ds-config, --model and the flags that build one, which

@@ -6,6 +6,7 @@ namespace zerosim::cli {
 
 Command add_explain(CLI::App& app) {
     auto a = std::make_shared<ScheduleArgs>();
+    a->per_rank = true;
     auto* sub = app.add_subcommand("explain", "Why each collective is there, what the config keys do, paper volume vs DeepSpeed");
     add_schedule_inputs(sub, *a, true);
     add_schedule_limits(sub, *a);

@@ -22,6 +22,7 @@ int run_memory(const MemoryArgs& a) {
     auto cfg = load_ds_config(a.sched.ds_config, release.value());
     if (!cfg) return input_error(cfg.error());
     warn_ds_config("zerosim", cfg.value());
+    if (auto e = refuse_layout(a.sched, cfg.value())) return input_error(*e);
     auto model = load_model(a.sched.model);
     if (!model) return input_error(model.error());
     auto stages = parse_stage_list(a.stages);

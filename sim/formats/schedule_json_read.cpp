@@ -126,6 +126,11 @@ void read_layout(const JsonField& meta, ScheduleMeta& m) {
     if (auto e = check_parallel_layout(m.layout)) l.fail_here(e->message);
     m.rank = meta.at("rank").as_integer_in(0, m.layout.world - 1);
     m.pipe_stage = meta.at("pipe_stage").as_integer_in(0, m.layout.pipe - 1);
+    if (meta.has("pipe_partition")) {
+        const std::string how = meta.at("pipe_partition").as_string();
+        if (how != "parameters" && how != "uniform") meta.at("pipe_partition").fail_here("expected \"parameters\" or \"uniform\"");
+        m.pipe_partition = how == "uniform" ? PipePartition::Uniform : PipePartition::Parameters;
+    }
     if (meta.has("param_shards")) m.param_shards = meta.at("param_shards").as_integer_in(1, m.world);
 }
 

@@ -145,6 +145,7 @@ Json meta_json(const ScheduleMeta& m) {
         meta["layout"] = Json{{"world", L.world}, {"pipe", L.pipe}, {"tensor", L.tensor}, {"sequence", L.sequence}, {"expert", L.expert}};
         meta["rank"] = m.rank;
         meta["pipe_stage"] = m.pipe_stage;
+        meta["pipe_partition"] = m.pipe_partition == PipePartition::Uniform ? "uniform" : "parameters";
         if (m.param_shards > 0) meta["param_shards"] = m.param_shards;
         meta["ranks"] = "the ops of rank " + std::to_string(m.rank) + " in this order (each rank of a 3D layout runs its own)";
     } else {

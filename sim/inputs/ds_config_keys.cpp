@@ -257,8 +257,9 @@ bool offload_enabled(const JsonField& z, const char* key, Release release) {
     return device != "none";
 }
 
+void note_layout_key(const JsonField& root, const std::string& key, DsConfig& c);
+
 void note_top_level_keys(const JsonField& root, DsConfig& c) {
-    std::vector<std::string> parallel;
     for (auto it = root.raw().begin(); it != root.raw().end(); ++it) {
         const std::string& key = it.key();
         if (const LaterKey* later = later_key("", key); later && c.release < later->since) {
@@ -274,29 +275,29 @@ void note_top_level_keys(const JsonField& root, DsConfig& c) {
                 c.ignored_keys.push_back(near.empty() ? key : key + " (did you mean '" + near + "'?)");
             continue;
         }
-        const Json& v = it.value();
-        if (key == "pipeline" && !v.is_null()) parallel.push_back("pipeline parallelism (pipeline)");
-        if (key == "tensor_parallel" && !v.is_null()) {
-            // Inference's form: {"tp_size": N}; a size of 1 is no tensor parallelism.
-            bool one = v.is_object() && v.contains("tp_size") && v["tp_size"].is_number() && v["tp_size"] == 1;
-            if (!one) parallel.push_back("tensor parallelism (tensor_parallel)");
-        }
-        if (key == "moe" && !v.is_null()) {
-            bool off = v.is_boolean() ? !v.get<bool>()
-                                      : v.is_object() && v.contains("enabled") && v["enabled"] == false;
-            if (!off) parallel.push_back("expert parallelism (moe)");
-        }
-        if (key == "sequence_parallel_size") {
-            int64_t n = root.at(key).as_integer_in(1, INT64_MAX);
-            if (n > 1) parallel.push_back("sequence parallelism (sequence_parallel_size " + std::to_string(n) + ")");
-        }
+        note_layout_key(root, key, c);
     }
-    if (parallel.empty()) return;
-    std::string list;
-    for (const auto& p : parallel) list += (list.empty() ? "" : ", ") + p;
-    c.warnings.push_back(list + (parallel.size() == 1 ? " is" : " are") +
-                         " not modelled: the prediction leaves out " + (parallel.size() == 1 ? "its" : "their") +
-                         " own collectives, and ZeRO's run over the data-parallel group only (--world ranks)");
+}
+
+// The keys that touch the parallel layout. DeepSpeed's training engine takes the layout from the
+// mpu and the model (PipelineModule, MoE layers), which zerosim takes from --pp/--tp/--sp/--ep and
+// the model file; what a config key says is read where DeepSpeed reads it and named where not.
+void note_layout_key(const JsonField& root, const std::string& key, DsConfig& c) {
+    if (key == "tensor_parallel") {
+        auto tp = root.at(key);
+        if (tp.raw().is_null()) return;
+        tp.expect_object();
+        // v0.16.4+ (#7004): autotp_size turns on AutoTP for training (module_inject/layers.py).
+        if (tp.has("autotp_size") && !(c.release < Release{0, 16, 4})) c.autotp_size = tp.at("autotp_size").as_integer_in(1, 1 << 20);
+        if (tp.has("tp_size"))
+            c.warnings.push_back("tensor_parallel.tp_size is DeepSpeed inference's setting; the training engine takes tensor "
+                                 "parallelism from the mpu: pass --tp N");
+    } else if (key == "sequence_parallel_size") {
+        c.sequence_parallel_size = root.at(key).as_integer_in(1, 1 << 20);
+    } else if (key == "moe" && !root.at(key).raw().is_null()) {
+        c.warnings.push_back("moe: DeepSpeed's engine reads no MoE layout from its config; MoE layers come from the model "
+                             "(a parameter list's \"moe\" section) and their expert parallelism from --ep");
+    }
 }
 
 }  // namespace zerosim

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "reference_3d.hpp"
+#include "analysis/explain.hpp"
 #include "schedule/mesh.hpp"
 
 using namespace zerosim;
@@ -136,4 +137,34 @@ TEST(Layout3d, TensorSplitThatDoesNotDivideIsRefused) {
     auto s = build_schedule(hand_model(), hand_config(1), o);
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.error().field.find(".tp"), std::string::npos) << s.error().field;
+}
+
+// explain, per group of rank 1 of tp2_dp2_z1: the tensor group {0,1} carries 3 all_reduces per step
+// (the forward 8 KB, the backward 8 KB, ZeRO's 4-byte norm): 16 KB + 4 B logged; the data group
+// {1,3} carries ZeRO's bucket, norm and gather.
+TEST(Explain3d, EachGroupOfTheRankWithItsOpsPerStep) {
+    auto s = test::reference_3d_schedule("tp2_dp2_z1", "tensor", 1);
+    ASSERT_TRUE(s.ok()) << s.error().what();
+    auto whole = load_model(test::reference_3d_model("tensor"));
+    ASSERT_TRUE(whole.ok());
+    auto cfg = load_ds_config(test::reference(test::kReference3d + "tp2_dp2_z1/ds_config.json"));
+    ASSERT_TRUE(cfg.ok());
+    const std::string text = explain_layout(whole.value(), cfg.value(), s.value());
+    std::istringstream in(text);
+    std::string line, tensor_row, dp_row;
+    while (std::getline(in, line)) {
+        if (line.rfind("tensor ", 0) == 0) tensor_row = line;
+        if (line.rfind("dp ", 0) == 0) dp_row = line;
+    }
+    std::istringstream t(tensor_row);
+    std::string group, members, ops, size, unit;
+    t >> group >> members >> ops >> size >> unit;
+    EXPECT_EQ(members, "{0,1}");
+    EXPECT_EQ(ops, "3");
+    EXPECT_EQ(size + " " + unit, "16.0 KB");   // 8192 + 8192 + 4 bytes, printed as DeepSpeed rounds
+    std::istringstream d(dp_row);
+    d >> group >> members >> ops;
+    EXPECT_EQ(members, "{1,3}");
+    EXPECT_EQ(ops, "3");
+    EXPECT_EQ(explain_layout(whole.value(), cfg.value(), Schedule{}), "");   // no 3D layout, no section
 }

@@ -62,6 +62,12 @@ struct DsConfig {
     // deepspeed.checkpointing.checkpoint per layer (analysis/fit.hpp counts activations so).
     bool activation_checkpointing = false;
     std::optional<std::string> log_level;     // "log_level" (v0.19.3+, #8067): logger level, no collective
+    // Layout keys (sim/cli applies them where --tp / --sp are not given; a flag that disagrees is refused):
+    // tensor_parallel.autotp_size (v0.16.4+, #7004: DeepSpeed's AutoTP for training), 0 = absent;
+    // sequence_parallel_size (the Ulysses degree; v0.17.0+ divides the batch world by it, earlier
+    // releases take the group from the mpu alone), 0 = absent.
+    int64_t autotp_size = 0;
+    int64_t sequence_parallel_size = 0;
     std::vector<std::string> ignored_keys;    // keys zerosim does not know, reported in one warning
                                               // (with "(did you mean 'k'?)" where a known key is close)
     std::vector<std::string> warnings;        // what the prediction leaves out, one line each

@@ -275,6 +275,7 @@ struct ScheduleMeta {
     ParallelLayout layout;               // pipe/tensor/sequence/expert all 1 without 3D parallelism
     int64_t rank = 0;                    // the global rank whose program `ops` is (3D: each rank's differs)
     int64_t pipe_stage = 0;              // that rank's pipeline stage
+    PipePartition pipe_partition = PipePartition::Parameters;   // how the stages were cut (--pp-partition)
     int stage = 0;
     int steps = 1;
     int64_t micro_batch = 1;

@@ -12,6 +12,10 @@ namespace zerosim {
 // of Megatron-DeepSpeed lays inside the data axis (sequence ranks consecutive).
 enum class MeshAxis { Pipe, Data, Sequence, Tensor };   // "pipe", "data", (sequence), "model"
 
+// How deepspeed.pipe.PipelineModule cuts layers into stages (partition_method): "parameters"
+// balances parameter counts (its default), "uniform" layer counts (runtime/pipe/module.py _partition_layers).
+enum class PipePartition { Parameters, Uniform };
+
 struct ParallelLayout {
     int64_t world = 1;
     // The axes. data is what is left: world / (pipe x sequence x tensor).

@@ -15,10 +15,6 @@
 
 namespace zerosim {
 
-// How deepspeed.pipe.PipelineModule cuts layers into stages (partition_method): "parameters"
-// balances parameter counts (its default), "uniform" layer counts (runtime/pipe/module.py _partition_layers).
-enum class PipePartition { Parameters, Uniform };
-
 struct ScheduleOptions {
     int64_t world = 1;                  // every rank (3D: pipe x data x sequence x tensor)
     int steps = 1;
