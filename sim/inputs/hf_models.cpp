@@ -151,6 +151,7 @@ void build_gpt2(const HfConfig& c, HfBuilder& b) {
     int64_t P = c.count_or("n_positions", 1024);
     int64_t I = c.count_or("n_inner", 4 * E);
     c.divisible(E, "n_embd", H, "n_head");
+    b.m.attention_heads = b.m.kv_heads = H;
     bool tied = c.flag_or("tie_word_embeddings", true);
     b.m.default_seq_len = P;
     b.enter("transformer");
@@ -177,6 +178,7 @@ void build_gpt2(const HfConfig& c, HfBuilder& b) {
         b.call(h + ".ln_1");
         b.enter(h + ".attn");
         b.call(h + ".attn.c_attn");
+        b.m.parallel.attention.push_back({h + ".attn.c_attn", h + ".attn.attention", H, E / H, H});
         b.call(h + ".attn.attn_dropout");
         b.call(h + ".attn.c_proj");
         b.attention_outputs.emplace_back(h + ".attn.c_proj", E);
@@ -207,6 +209,7 @@ void build_gpt_neox(const HfConfig& c, HfBuilder& b) {
     int64_t nh = c.count_or("num_attention_heads", 64);
     int64_t I = c.count_or("intermediate_size", 24576);
     c.divisible(Hd, "hidden_size", nh, "num_attention_heads");
+    b.m.attention_heads = b.m.kv_heads = nh;
     bool bias = c.flag_or("attention_bias", true);
     bool tied = c.flag_or("tie_word_embeddings", false);
     b.m.default_seq_len = c.count_or("max_position_embeddings", 2048);
@@ -228,6 +231,7 @@ void build_gpt_neox(const HfConfig& c, HfBuilder& b) {
         b.call(h + ".input_layernorm");
         b.enter(h + ".attention");
         b.call(h + ".attention.query_key_value");
+        b.m.parallel.attention.push_back({h + ".attention.query_key_value", h + ".attention.attention", nh, Hd / nh, nh});
         b.call(h + ".attention.rotary_emb", false);
         b.call(h + ".attention.attention_dropout");
         b.call(h + ".attention.dense");
@@ -264,6 +268,8 @@ void build_llama(const HfConfig& c, HfBuilder& b, const std::string& type) {
     c.divisible(Hd, "hidden_size", nh, "num_attention_heads");
     c.divisible(nh, "num_attention_heads", nkv, "num_key_value_heads");
     int64_t hd = c.count_or("head_dim", Hd / nh);
+    b.m.attention_heads = nh;
+    b.m.kv_heads = nkv;
     // Qwen2 hard-codes biases on q, k, v only; Mistral has none; Llama's attention_bias covers q, k, v, o.
     bool qkv_bias = qwen2 ? true : mistral ? false : c.flag_or("attention_bias", false);
     bool o_bias = (qwen2 || mistral) ? false : c.flag_or("attention_bias", false);
@@ -293,6 +299,7 @@ void build_llama(const HfConfig& c, HfBuilder& b, const std::string& type) {
         b.call(h + ".self_attn.k_proj");
         b.call(h + ".self_attn.v_proj");
         b.call(h + ".self_attn.rotary_emb", false);
+        b.m.parallel.attention.push_back({h + ".self_attn.v_proj", h + ".self_attn.attention", nh, hd, nkv});
         b.call(h + ".self_attn.o_proj");
         b.attention_outputs.emplace_back(h + ".self_attn.o_proj", nh * hd);
         b.exit();
@@ -312,7 +319,34 @@ void build_llama(const HfConfig& c, HfBuilder& b, const std::string& type) {
     b.call("lm_head");
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 }  // namespace
+
+void mark_hf_tensor_splits(Model& m, const std::string& model_type) {
+    // Megatron's split of a transformer (megatron/core/tensor_parallel/layers.py): the projections
+    // into attention and the MLP column-parallel, the ones out of them row-parallel (their biases
+    // whole), the embedding and the head vocabulary-parallel (cut along the vocabulary).
+    static const char* const kColumn[] = {".q_proj.", ".k_proj.", ".v_proj.", ".gate_proj.", ".up_proj.",
+                                          ".query_key_value.", ".dense_h_to_4h.", ".c_attn.", ".c_fc."};
+    static const char* const kRow[] = {".o_proj.weight", ".down_proj.weight", ".attention.dense.weight",
+                                       ".dense_4h_to_h.weight", ".c_proj.weight"};
+    static const char* const kVocab[] = {"embed_tokens.weight", "transformer.wte.weight", "embed_in.weight",
+                                         "lm_head.weight", "embed_out.weight"};
+    const bool conv1d = model_type == "gpt2";   // Conv1D weights are [in, out]
+    for (auto& p : m.params) {
+        for (const char* t : kColumn)
+            if (p.name.find(t) != std::string::npos) p.tp = TpSplit::Column;
+        for (const char* t : kRow)
+            if (ends_with(p.name, t)) p.tp = TpSplit::Row;
+        for (const char* t : kVocab)
+            if (ends_with(p.name, t)) p.tp = TpSplit::Column;
+        const bool transposed = conv1d && p.shape.size() == 2 && p.name.rfind("transformer.h.", 0) == 0;
+        p.tp_dim = p.tp == TpSplit::Row ? (transposed ? 0 : 1) : (transposed ? 1 : 0);
+    }
+}
 
 Result<Model> model_from_hf_config_json(const std::string& file, const std::string& text) {
     auto doc = parse_json_text(text, file);
@@ -376,6 +410,7 @@ Result<Model> model_from_hf_config_json(const std::string& file, const std::stri
         for (auto& mod : b.m.modules)
             for (const auto& [suffix, width] : b.attention_outputs)
                 if (mod.name == suffix) mod.attention_width = width;
+        mark_hf_tensor_splits(b.m, type);
         return std::move(b.m);
     } catch (const InputFailure& f) {
         return f.error;

@@ -25,6 +25,7 @@ void read_tp_splits(const JsonField& parameters, Model& m) {
         else if (v != "none")
             tp.fail_here("expected \"column\" (output features split, Megatron's ColumnParallelLinear), \"row\" (input "
                          "features split, RowParallelLinear) or \"none\", found \"" + v + "\"");
+        m.params[i].tp_dim = m.params[i].tp == TpSplit::Row ? 1 : 0;
         if (m.params[i].tp == TpSplit::Row && m.params[i].shape.size() < 2)
             tp.fail_here("a row-parallel split cuts the weight's input features (its second dimension); \"" + m.params[i].name +
                          "\" has " + std::to_string(m.params[i].shape.size()) + " (a row-parallel bias is not split: leave \"tp\" out)");
@@ -111,7 +112,9 @@ void add_attention_calls(Model& m) {
         int after = -1;
         for (size_t i = 0; i < m.calls.size(); ++i)
             if (m.calls[i].module >= 0 && m.modules[static_cast<size_t>(m.calls[i].module)].name == a.module) after = static_cast<int>(i);
-        if (after < 0) continue;
+        bool present = false;
+        for (const auto& c : m.calls) present = present || (c.module < 0 && c.name == a.name);
+        if (after < 0 || present) continue;
         for (auto& c : m.calls) {
             auto at = std::find(c.children.begin(), c.children.end(), after);
             if (at == c.children.end()) continue;

@@ -62,8 +62,8 @@ bool starts_with_part(const std::string& name, const std::string& prefix) {
 Status split_for_tensor(Model& m, int64_t tp) {
     for (auto& p : m.params) {
         if (p.tp == TpSplit::None) continue;
-        // Column: output features (dimension 0, and a 1-D bias); row: input features (dimension 1).
-        size_t dim = p.tp == TpSplit::Column ? 0 : 1;
+        // Column: output features (a [out, in] weight's dimension 0, a bias's); row: input features.
+        const auto dim = static_cast<size_t>(p.shape.size() < 2 ? 0 : p.tp_dim);
         if (p.shape[dim] % tp != 0)
             return Error{m.source, "parameters." + p.name + ".tp",
                          std::string(p.tp == TpSplit::Column ? "its " : "its input ") + "features (" + std::to_string(p.shape[dim]) +
@@ -155,6 +155,7 @@ Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank,
     if (L.expert > 1) keep_local_experts(m, mesh, rank, keep);
     bool all = std::find(keep.begin(), keep.end(), false) == keep.end();
     if (all) {
+        if (L.sequence > 1) add_attention_calls(m);   // DistributedAttention wraps each attention
         out.model = std::move(m);
         return out;
     }
@@ -177,7 +178,7 @@ Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank,
     if (L.expert > 1) order.clear();
     if (r.params.empty()) return Error{whole.source, "parameters", "rank " + std::to_string(rank) + " holds no parameter in this layout"};
     if (auto e = finish_model(r, GroupPolicy::AllInOne, order)) return *e;
-    add_attention_calls(r);
+    if (L.sequence > 1) add_attention_calls(r);
     out.model = std::move(r);
     return out;
 }

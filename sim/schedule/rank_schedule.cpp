@@ -2,6 +2,8 @@
 // as DeepSpeed v0.14.2 runs it (../shared/docs/zero-in-3d.md; docs/zero-comm.md "ZeRO inside 3D
 // parallelism"): ZeRO's rules over the rank's data-parallel group on the parameters the rank holds,
 // and the model's parallel layers' collectives at their modules.
+#include <algorithm>
+
 #include "build.hpp"
 
 namespace zerosim::detail {
@@ -44,6 +46,15 @@ Status check_layout(const Model& model, const DsConfig& cfg, const ScheduleOptio
         if (a.heads % L.sequence != 0)   // sequence/layer.py _SeqAllToAll scatters heads over the sequence group
             return Error{model.source, "attention." + a.module + ".heads",
                          std::to_string(a.heads) + " heads do not divide over --sp " + std::to_string(L.sequence)};
+    // Megatron splits attention heads (and grouped-query attention's key/value heads) over tp.
+    if (L.tensor > 1 && model.attention_heads > 0 && (model.attention_heads % L.tensor != 0 || model.kv_heads % L.tensor != 0))
+        return Error{model.source, model.attention_heads % L.tensor != 0 ? "num_attention_heads" : "num_key_value_heads",
+                     std::to_string(model.attention_heads % L.tensor != 0 ? model.attention_heads : model.kv_heads) +
+                         " heads do not divide over --tp " + std::to_string(L.tensor)};
+    for (const auto& a : model.parallel.attention)
+        if (a.kv_heads > 0 && a.kv_heads % L.sequence != 0)   // each rank takes whole key/value heads
+            return Error{model.source, "num_key_value_heads",
+                         std::to_string(a.kv_heads) + " key/value heads do not divide over --sp " + std::to_string(L.sequence)};
     bool any_tp = false;
     for (const auto& p : model.params) any_tp = any_tp || p.tp != TpSplit::None;
     if (L.tensor > 1 && !any_tp)
@@ -52,21 +63,40 @@ Status check_layout(const Model& model, const DsConfig& cfg, const ScheduleOptio
     return std::nullopt;
 }
 
-// Megatron's tensor-parallel linears (megatron/core/tensor_parallel/layers.py, mappings.py): a
-// row-parallel layer all_reduces its output in forward (reduce_from_tensor_model_parallel_region),
-// a column-parallel one its input's gradient in backward (copy_to_tensor_model_parallel_region),
-// each micro_batch x tokens x features in the model's dtype.
+// Whether module `module` is the first of a run of column-parallel modules that read the same
+// input (q, k and v; gate and up): Megatron fuses them, so one copy_to_tensor_model_parallel_region
+// all_reduces their input's gradient once.
+bool first_reader_of_input(const Model& m, int module, int64_t in_features) {
+    const auto& order = m.forward_order;
+    auto at = std::find(order.begin(), order.end(), module);
+    if (at == order.begin() || at == order.end()) return true;
+    for (int p : m.modules[static_cast<size_t>(*(at - 1))].params) {
+        const auto& par = m.params[static_cast<size_t>(p)];
+        if (par.tp == TpSplit::Column && par.shape.size() == 2 && par.shape[static_cast<size_t>(1 - par.tp_dim)] == in_features)
+            return false;
+    }
+    return true;
+}
+
+// Megatron's tensor-parallel layers (megatron/core/tensor_parallel/layers.py, mappings.py): a
+// row-parallel linear all_reduces its output in forward (reduce_from_tensor_model_parallel_region),
+// a column-parallel one its input's gradient in backward (copy_to_tensor_model_parallel_region), a
+// vocabulary-parallel embedding its output in forward; each micro_batch x tokens x features in
+// the model's dtype. Features are the dimension the split leaves whole.
 void tensor_hook(Build& b, HookPoint at, int module, int64_t tokens) {
-    if (module < 0) return;
+    if (module < 0 || !b.mesh || b.mesh->layout().tensor == 1) return;
     const auto& mod = b.model.modules[static_cast<size_t>(module)];
     for (int p : mod.params) {
         const auto& par = b.model.params[static_cast<size_t>(p)];
-        if (par.shape.size() < 2) continue;
-        if (par.tp == TpSplit::Row && at == HookPoint::AfterForward)
-            b.group_op(OpKind::AllReduce, tokens * par.shape[0], b.cfg.model_dtype, "forward", RuleId::TpForwardAllreduce, GroupKind::Tensor);
-        if (par.tp == TpSplit::Column && at == HookPoint::AfterBackward)
-            b.group_op(OpKind::AllReduce, tokens * par.shape[1], b.cfg.model_dtype, "backward", RuleId::TpBackwardAllreduce,
+        if (par.shape.size() < 2 || par.tp == TpSplit::None) continue;
+        const int64_t features = par.shape[static_cast<size_t>(1 - par.tp_dim)];
+        const bool embedding = mod.kind == ModuleKind::Embedding;
+        if ((par.tp == TpSplit::Row || embedding) && at == HookPoint::AfterForward)
+            b.group_op(OpKind::AllReduce, tokens * features, b.cfg.model_dtype, "forward", RuleId::TpForwardAllreduce, GroupKind::Tensor);
+        if (par.tp == TpSplit::Column && !embedding && at == HookPoint::AfterBackward && first_reader_of_input(b.model, module, features))
+            b.group_op(OpKind::AllReduce, tokens * features, b.cfg.model_dtype, "backward", RuleId::TpBackwardAllreduce,
                        GroupKind::Tensor);
+        break;   // one collective per module (its weight decides)
     }
 }
 
@@ -76,6 +106,7 @@ void tensor_hook(Build& b, HookPoint at, int module, int64_t tokens) {
 // attention's own call (after its fetch, which may prefetch); stages 0-2 after its projection's
 // forward and before its backward.
 void ulysses_hook(Build& b, HookPoint at, int module, int node, int64_t tokens) {
+    if (!b.mesh || b.mesh->layout().sequence == 1) return;
     for (const auto& a : b.model.parallel.attention) {
         bool here = false;
         if (b.cfg.zero.stage == 3)
@@ -85,9 +116,13 @@ void ulysses_hook(Build& b, HookPoint at, int module, int node, int64_t tokens) 
             here = module >= 0 && b.model.modules[static_cast<size_t>(module)].name == a.module &&
                    (at == HookPoint::AfterForward || at == HookPoint::BeforeBackward);
         if (!here) continue;
-        for (int i = 0; i < 4; ++i)
-            b.group_op(OpKind::AllToAll, tokens * a.heads * a.head_size, b.cfg.model_dtype, "single_all_to_all",
-                       RuleId::UlyssesAllToAll, GroupKind::Sequence);
+        // q, k, v, then the output in forward; in backward the output's first, then v, k, q (autograd
+        // runs the later-created of ready nodes first): sizes q, kv, kv, q either way. Grouped-query
+        // attention's k and v are smaller; tensor parallelism leaves each rank heads / tp.
+        const int64_t tp = b.mesh ? b.mesh->layout().tensor : 1;
+        const int64_t q = tokens * a.heads / tp * a.head_size, kv = tokens * (a.kv_heads > 0 ? a.kv_heads : a.heads) / tp * a.head_size;
+        for (int64_t n : {q, kv, kv, q})
+            b.group_op(OpKind::AllToAll, n, b.cfg.model_dtype, "single_all_to_all", RuleId::UlyssesAllToAll, GroupKind::Sequence);
     }
 }
 

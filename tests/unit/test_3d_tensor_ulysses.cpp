@@ -168,3 +168,51 @@ TEST(Explain3d, EachGroupOfTheRankWithItsOpsPerStep) {
     EXPECT_EQ(ops, "3");
     EXPECT_EQ(explain_layout(whole.value(), cfg.value(), Schedule{}), "");   // no 3D layout, no section
 }
+
+namespace {
+
+Model small_llama(int64_t kv_heads) {
+    const std::string text = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": )" + std::to_string(kv_heads) + R"(, "intermediate_size": 128, "vocab_size": 256,
+        "max_position_embeddings": 32})";
+    auto m = model_from_hf_config_json("llama.json", text);
+    EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().what());
+    return m.value();
+}
+
+}  // namespace
+
+// A Hugging Face Llama under --tp 2, counted on paper: embed 256x64/2 = 8192; per layer q 2048,
+// k and v 1024 each (2 kv heads x 16), o 2048, gate, up and down 4096 each, two norms 128: 18560;
+// final norm 64; lm_head 8192. Megatron's all_reduces: o and down in forward plus the vocabulary-
+// parallel embedding (5), the q/k/v group and the gate/up group in backward plus the head (5),
+// each micro batch 2 x 32 tokens x 64 fp32.
+TEST(Tensor3d, HuggingFaceLlamaSplitAsMegatronSplitsIt) {
+    Schedule s = build(small_llama(2), 1, 4, 2, 1);
+    EXPECT_EQ(s.meta.total_params, 8192 + 2 * 18560 + 64 + 8192);
+    auto fwd = ops_of(s, RuleId::TpForwardAllreduce), bwd = ops_of(s, RuleId::TpBackwardAllreduce);
+    EXPECT_EQ(fwd.size(), 5u);
+    EXPECT_EQ(bwd.size(), 5u);
+    for (const Op* op : fwd) EXPECT_EQ(op->bytes(), 2 * 32 * 64 * 4);
+    for (const Op* op : bwd) EXPECT_EQ(op->bytes(), 2 * 32 * 64 * 4);
+}
+
+// Grouped-query attention: 4 query heads, 1 key/value head: --tp 2 cannot split the one kv head.
+TEST(Tensor3d, KeyValueHeadsThatDoNotDivideAreRefused) {
+    ScheduleOptions o;
+    o.world = 2;
+    o.layout.tensor = 2;
+    auto s = build_schedule(small_llama(1), hand_config(1), o);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().field, "num_key_value_heads");
+}
+
+// Ulysses on a Hugging Face Llama (GQA, 2 kv heads) at --sp 2: q and the output move 2 x 16 tokens
+// x 4 heads x 16, k and v 2 x 16 x 2 x 16 (fp32), four each way per layer.
+TEST(Ulysses3d, HuggingFaceGroupedQueryAttentionSizes) {
+    Schedule s = build(small_llama(2), 1, 2, 1, 2);
+    auto a2a = ops_of(s, RuleId::UlyssesAllToAll);
+    ASSERT_EQ(a2a.size(), 2u * 8u);
+    const int64_t q = 2 * 16 * 4 * 16 * 4, kv = 2 * 16 * 2 * 16 * 4;
+    for (size_t i = 0; i < a2a.size(); ++i) EXPECT_EQ(a2a[i]->bytes(), (i % 4 == 0 || i % 4 == 3) ? q : kv) << i;
+}

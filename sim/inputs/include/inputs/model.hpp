@@ -21,6 +21,9 @@ struct Parameter {
     std::string name;             // e.g. blocks.0.attn.qkv.weight
     std::vector<int64_t> shape;
     TpSplit tp = TpSplit::None;   // parameter list "tp": "column" | "row" (the shape is the whole one)
+    // The dimension tensor parallelism cuts: column 0 and row 1 for a [out, in] weight (and a
+    // column bias's 0); GPT-2's Conv1D stores [in, out], so there column 1 and row 0.
+    int tp_dim = 0;
     int64_t numel = 0;
     int group = 0;                // optimizer parameter group, after empty groups are dropped
     int module = -1;              // index into Model::modules of the module that registers it
@@ -77,6 +80,7 @@ struct AttentionLayer {
     std::string name = "attention";
     int64_t heads = 0;
     int64_t head_size = 0;
+    int64_t kv_heads = 0;          // grouped-query attention's key/value heads; 0 = heads
 };
 
 // What a model says about its parallel parts (parameter list "pipeline", "moe", "attention").
@@ -105,6 +109,9 @@ struct Model {
     // releases carry the key): every layer checkpointed, for analysis/fit.hpp's activations.
     bool gradient_checkpointing = false;
     ParallelParts parallel;             // pipeline layers, MoE layers, Ulysses attentions; tp splits on Parameter::tp
+    // Hugging Face models: attention heads and key/value heads (tensor parallelism splits both); 0 = unknown.
+    int64_t attention_heads = 0;
+    int64_t kv_heads = 0;
 
     int64_t total_numel() const;
     int64_t group_numel(int g) const;
@@ -154,9 +161,12 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
 // The parameter list's "tp" fields and its "pipeline", "moe" and "attention" sections (model_parallel.cpp).
 class JsonField;
 void read_parallel_parts(const JsonField& root, const JsonField& parameters, Model& m);
-// A call node for each Ulysses attention, right after its module's call (read_parallel_parts and
-// sim/schedule's per-rank model, which rebuilds the call tree).
+// A call node for each Ulysses attention, right after its module's call, unless it is there already
+// (read_parallel_parts: a parameter list's attention is a module of its own; sim/schedule's per-rank
+// model under --sp: a Hugging Face model's attentions wrapped by DistributedAttention).
 void add_attention_calls(Model& m);
+// Hugging Face models: Megatron's tensor split of each parameter (hf_models.cpp).
+void mark_hf_tensor_splits(Model& m, const std::string& model_type);
 
 // Sets CallNode::grad_in from the tree: embeddings and the calls around them take token ids.
 void mark_gradient_inputs(Model& m);
