@@ -308,3 +308,24 @@ TEST(InputStrictness, ReadmeExample) {
     ASSERT_EQ(head.params.size(), 1u);
     EXPECT_EQ(m->params[head.params[0]].name, "wte.weight");  // the tied use, fetched again for the head
 }
+
+// README.md's 3D sketch: every section reads, and means what the README says.
+TEST(InputStrictness, ReadmeParallelExample) {
+    std::string readme = read_file(config("../README.md"));
+    auto intro = readme.find("the test `ReadmeParallelExample` reads this sketch");
+    ASSERT_NE(intro, std::string::npos);
+    auto open = readme.find("```json\n", intro);
+    ASSERT_NE(open, std::string::npos);
+    open += 8;
+    auto close = readme.find("```", open);
+    auto m = model_from_param_list_json("README.md", readme.substr(open, close - open));
+    ASSERT_TRUE(m.ok()) << m.error().what();
+    EXPECT_EQ(m->params[0].tp, TpSplit::Column);
+    EXPECT_EQ(m->params[1].tp, TpSplit::Row);
+    ASSERT_EQ(m->parallel.pipe_layers.size(), 4u);
+    EXPECT_EQ(m->parallel.pipe_layers[3].output, (std::vector<int64_t>{16, 192}));
+    ASSERT_EQ(m->parallel.moe.size(), 1u);
+    EXPECT_EQ(m->parallel.moe[0].num_experts, 2);
+    ASSERT_EQ(m->parallel.attention.size(), 1u);
+    EXPECT_EQ(m->parallel.attention[0].heads, 4);
+}
