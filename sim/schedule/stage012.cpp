@@ -358,7 +358,7 @@ void generate_stage012(Build& b) {
     part.kind = kind == Optimizer::Plain ? PartitionKind::Replicated : PartitionKind::FlatGroups;
     if (kind != Optimizer::Plain)
         for (const auto& L : s.layouts) {
-            GroupPartition g{L.order, {}, L.partition_size};
+            GroupPartition g{L.order, {}, L.partition_size, s.over[static_cast<size_t>(L.group)]};
             for (int p : L.order) g.offsets.push_back(L.flat_offset.at(p));
             part.groups.push_back(std::move(g));
         }
