@@ -63,8 +63,8 @@ int64_t moe_tokens(const Build& b) { return b.batch.micro_batch * b.seq_len; }
 // Capacity C, the slots per expert of the dispatched tensor [experts, C, hidden].
 // With token dropping: _capacity (sharded_moe.py 159-168), ceil(tokens / experts x factor) raised
 // to min_capacity; the factor is torch.tensor(capacity_factor), a float32, so the product is
-// float32 (tokens / experts = 10, factor 1.1: 11, where double arithmetic would give 12). top2gating
-// doubles the factor (328). Without it the capacity is the largest expert load of the step, all_reduced
+// float32 (tokens / experts = 12.5, factor 1.2: 15.000001 and C = 16, where double arithmetic gives
+// 15.0 and 15). top2gating doubles the factor (328). Without it the capacity is the largest expert load of the step, all_reduced
 // over the expert group (216, 336): data the config does not hold; its bound, every token on one
 // expert (top-1 clamps to the tokens, 224; top-2's load cannot pass them either), is what is modelled.
 int64_t moe_capacity(const MoeLayer& l, int64_t tokens) {

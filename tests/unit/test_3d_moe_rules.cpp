@@ -105,14 +105,14 @@ TEST(MoeRules, FractionalCapacityRoundsUp) {
     EXPECT_EQ(all_to_all_elements(c), 4 * 10 * 64);
 }
 
-// S = 2 x 20 = 40, 40 / 4 = 10, factor 1.1 as torch's float32: 1.1f = 1.10000002384, 10 x 1.1f =
-// 11.00000024, which rounds to the float 11.0 (half a float step at 11 is 4.8e-7): C = 11. In double
-// it would be 11.000000000000002 and C = 12.
+// S = 2 x 25 = 50, 50 / 4 = 12.5, factor 1.2 as torch's float32: 1.2f = 1.20000005, 12.5 x 1.2f =
+// 15.0000006, which rounds to the float 15.00000095 (a float step at 15 is 9.5e-7): C = 16. In double
+// arithmetic 12.5 x 1.2 is 15.0 and C would be 15.
 TEST(MoeRules, CapacityIsComputedInFloat32) {
     MoeCase c;
-    c.seq_len = 20;
-    c.capacity_factor = "1.1";
-    EXPECT_EQ(all_to_all_elements(c), 4 * 11 * 64);
+    c.seq_len = 25;
+    c.capacity_factor = "1.2";
+    EXPECT_EQ(all_to_all_elements(c), 4 * 16 * 64);
 }
 
 // bf16 activations: the same elements, 2 bytes each (dispatch_mask.type_as(input)).
