@@ -84,6 +84,7 @@ PartitionLayout read_partition(const JsonField& p) {
         gp.order = read_list<int>(gj.at("order"), 0);
         gp.offsets = read_list<int64_t>(gj.at("offsets"), 0);
         gp.partition_size = gj.at("partition_size").as_integer_in(0, INT64_MAX);
+        if (gj.has("over")) gp.over = schedule_json::group_kind_of(gj.at("over"), gj.at("over").as_string());
         layout.groups.push_back(std::move(gp));
     }
     return layout;

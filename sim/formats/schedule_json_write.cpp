@@ -94,8 +94,10 @@ Json partition_json(const PartitionLayout& p) {
     j["layout"] = partition_kind_name(p.kind);
     if (!p.groups.empty()) {
         Json groups = Json::array();
-        for (const auto& g : p.groups)
+        for (const auto& g : p.groups) {
             groups.push_back(Json{{"order", g.order}, {"offsets", g.offsets}, {"partition_size", g.partition_size}});
+            if (g.over != GroupKind::Dp) groups.back()["over"] = ::zerosim::group_name(g.over);   // MoE experts' groups
+        }
         j["groups"] = std::move(groups);
     }
     return j;

@@ -89,8 +89,17 @@ void model_parallel_allreduce(Build& b, DType dtype, ReduceOp redop);
 Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
 // The pipeline engine (pipeline.cpp): b.model is the rank's stage; b.opt.world ZeRO's group.
 void generate_pipeline(Build& b);
-// MoE layers (moe.cpp): installs their collectives into b.layer_hook beside `inner`.
+// MoE layers (moe.cpp): DeepSpeed's refusals (into b.failure) and the layers' collectives, added to
+// b.layer_hook beside the tensor/Ulysses ones.
 void install_moe_hooks(Build& b);
+// The group ZeRO partitions, reduces and gathers optimizer parameter group `group` over
+// (stage_1_and_2.py _configure_moe_settings 618-627, bf16_optimizer.py 102-106: real_dp_process_group):
+// ExpertData for a group of expert parameters, else Dp; and that group's size.
+GroupKind param_group_over(const Build& b, int group);
+int64_t param_group_world(const Build& b, int group);
+// The optimizer parameter groups DeepSpeed builds for an MoE model (moe/utils.py
+// configure_moe_param_groups): the rank model's groups without their experts, then the experts.
+void split_moe_param_groups(Model& m);
 
 // The stages of a pipeline: layer indices [parts[s], parts[s + 1]) form stage s, as
 // runtime/pipe/module.py _partition_layers cuts them (ds_utils.partition_uniform / partition_balanced).

@@ -46,11 +46,13 @@ Status check_layout(const Schedule& s, const std::string& file) {
         for (int64_t p = 0; p < P; ++p)
             if (s.params[p].group == static_cast<int>(g) && !seen[p])
                 return Error{file, field + ".order", "misses " + s.params[p].name};
-        int64_t want = flat_partition_size(end, s.meta.world);
+        const int64_t ranks = s.meta.group_size(G.over);
+        if (ranks < 1) return Error{file, field + ".over", std::string("no process group ") + group_name(G.over) + " in meta"};
+        int64_t want = flat_partition_size(end, ranks);
         if (G.partition_size != want)
             return Error{file, field + ".partition_size",
-                         str(G.partition_size) + " elements per rank; " + str(end) + " elements over " +
-                             str(s.meta.world) + " ranks are cut into " + str(want)};
+                         str(G.partition_size) + " elements per rank; " + str(end) + " elements over " + str(ranks) +
+                             " ranks are cut into " + str(want)};
     }
     return std::nullopt;
 }

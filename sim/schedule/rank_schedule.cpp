@@ -140,6 +140,7 @@ Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, co
     if (!mesh) return mesh.error();
     auto local = rank_model(model, mesh.value(), opt.rank, opt.pp_partition);
     if (!local) return local.error();
+    if (!local->model.parallel.moe.empty()) split_moe_param_groups(local->model);   // moe.cpp
     const ParallelLayout& L = opt.layout;
     // The batch is over the data-parallel ranks (engine.py train_batch_size = micro x accumulation x
     // dp_world_size); ZeRO shards over the sequence x data group under Ulysses (engine.py ~1147).

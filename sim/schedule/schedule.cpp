@@ -172,7 +172,8 @@ std::vector<std::pair<int, std::vector<int>>> Build::backward_plan() const {
 
 void engine_start_broadcasts(Build& b) {
     // DeepSpeedEngine._broadcast_model: every parameter, registration order, in the model's dtype
-    // (the engine casts the module to fp16/bf16 before broadcasting).
+    // (the engine casts the module to fp16/bf16 before broadcasting); an expert's over its
+    // expert-data group (engine.py 1070-1074), logged even where that group has one rank.
     b.step = -1;
     b.micro = -1;
     b.phase = Phase::Init;
@@ -180,6 +181,7 @@ void engine_start_broadcasts(Build& b) {
         Op& op = b.collective(OpKind::Broadcast, b.model.params[i].numel, b.cfg.model_dtype, "_broadcast_model",
                               RuleId::InitBroadcastModel);
         op.params = {static_cast<int>(i)};
+        op.group = param_group_over(b, b.model.params[i].group);
     }
 }
 

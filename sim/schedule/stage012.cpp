@@ -1,6 +1,7 @@
 // ZeRO stages 0, 1 and 2 (and DeepSpeed's BF16 optimizer) as DeepSpeed v0.14.2 runs them:
 // deepspeed/runtime/zero/stage_1_and_2.py, engine.py (allreduce_gradients,
 // buffered_allreduce_fallback) and bf16_optimizer.py. docs/zero-comm.md states the rules.
+#include <algorithm>
 #include <map>
 
 #include "schedule/partition.hpp"
@@ -41,9 +42,10 @@ std::vector<std::pair<size_t, size_t>> chunk_after_crossing(const std::vector<in
     return out;
 }
 
-// A run of segments owned by one rank (DeepSpeed's rank_and_offsets entry).
+// A run of segments owned by one rank of one process group (DeepSpeed's rank_and_offsets entry).
 struct OwnerSlice {
     int owner;
+    GroupKind over;
     std::vector<Segment> segments;
     int64_t numel() const {
         int64_t n = 0;
@@ -57,14 +59,17 @@ struct Stage012 {
     const ZeroConfig& z;
     Optimizer kind;
     std::vector<FlatGroupLayout> layouts;   // one per optimizer parameter group
+    std::vector<GroupKind> over;            // the group each is partitioned over (Dp; ExpertData: MoE)
     std::vector<int> bucket;                // the IPG bucket: parameters in fill order
     int64_t bucket_elements = 0;
     int flushes = 0;                        // flush counter within the micro-step
 
     Stage012(Build& build, Optimizer k) : b(build), z(build.cfg.zero), kind(k) {
         bool round_robin = k == Optimizer::Zero12 && z.round_robin_gradients;
-        for (int g = 0; g < b.model.num_groups; ++g)
-            layouts.push_back(flat_group_layout(b.model, g, b.opt.world, round_robin));
+        for (int g = 0; g < b.model.num_groups; ++g) {
+            over.push_back(param_group_over(b, g));
+            layouts.push_back(flat_group_layout(b.model, g, param_group_world(b, g), round_robin));
+        }
     }
 
     Stream reduce_stream() const { return z.overlap_comm ? Stream::Reduce : Stream::Comm; }
@@ -114,16 +119,18 @@ struct Stage012 {
     }
 
     // average_tensor with reduce_scatter: cut the bucket into (owner, elements) slices, merging
-    // neighbours with the same owner, then all_reduce (multi-rank) or reduce per owner.
+    // neighbours with the same owner in the same process group (1100-1107: an expert parameter's
+    // owners are expert-data ranks, 1068-1071), then all_reduce (multi-rank) or reduce per owner.
     void flush_by_owner() {
         std::vector<OwnerSlice> slices;
         for (int p : bucket) {
-            for (const auto& gs : layouts[b.model.params[p].group].slices(b.model, p)) {
+            const int g = b.model.params[p].group;
+            for (const auto& gs : layouts[g].slices(b.model, p)) {
                 Segment seg{p, gs.offset, gs.numel};
-                if (!slices.empty() && slices.back().owner == gs.partition)
+                if (!slices.empty() && slices.back().owner == gs.partition && slices.back().over == over[g])
                     slices.back().segments.push_back(seg);
                 else
-                    slices.push_back({gs.partition, {seg}});
+                    slices.push_back({gs.partition, over[g], {seg}});
             }
         }
         if (slices.empty()) return;
@@ -138,44 +145,55 @@ struct Stage012 {
                     n += sizes[i];
                 }
                 Op& op = reduction(k, n, "allreduce_bucket", rule, std::move(segs));
+                op.group = list.front()->over;
                 if (root >= 0) op.root = root;
             }
         };
-        if (z.use_multi_rank_bucket_allreduce) {
-            std::vector<const OwnerSlice*> all;
-            for (const auto& sl : slices) all.push_back(&sl);
-            send(all, OpKind::AllReduce, RuleId::Stage12FlushMultiRankAllreduce, -1);
-        } else {
-            // average_tensor:1114-1135: a dict keyed by (dst, group) in first-insertion order, so
-            // an owner's slices form one list even with other owners' slices between them; each
-            // list goes through allreduce_no_retain as reduces to that owner (docs/zero-comm.md
-            // §7, "Order of the per-rank reduces").
-            std::vector<int> owners;
-            std::map<int, std::vector<const OwnerSlice*>> by_owner;
-            for (const auto& sl : slices) {
-                if (!by_owner.count(sl.owner)) owners.push_back(sl.owner);
-                by_owner[sl.owner].push_back(&sl);
-            }
-            for (int dst : owners) send(by_owner[dst], OpKind::Reduce, RuleId::Stage12FlushReducePerRank, dst);
+        // average_tensor:1114-1135: a dict keyed by the process group (multi-rank all_reduce) or by
+        // (dst, group) (reduces to that owner), in first-insertion order, so an owner's slices form one
+        // list even with other owners' slices between them; each list goes through
+        // allreduce_and_scatter / allreduce_no_retain (docs/zero-comm.md §7, "Order of the per-rank
+        // reduces"). A bucket of dense and expert gradients sends each group's list apart.
+        const bool multi = z.use_multi_rank_bucket_allreduce;
+        std::vector<std::pair<int, GroupKind>> keys;
+        std::map<std::pair<int, GroupKind>, std::vector<const OwnerSlice*>> lists;
+        for (const auto& sl : slices) {
+            std::pair<int, GroupKind> key{multi ? -1 : sl.owner, sl.over};
+            if (!lists.count(key)) keys.push_back(key);
+            lists[key].push_back(&sl);
+        }
+        for (const auto& key : keys) {
+            if (multi)
+                send(lists[key], OpKind::AllReduce, RuleId::Stage12FlushMultiRankAllreduce, -1);
+            else
+                send(lists[key], OpKind::Reduce, RuleId::Stage12FlushReducePerRank, key.first);
         }
     }
 
-    // engine.buffered_allreduce_fallback: gradients (or the BF16 optimizer's padded fp32 group
-    // buffers) in order, sent in chunks of the fixed engine bucket.
+    // engine.buffered_allreduce_fallback (engine.py 2454-2468): the dense gradients over the
+    // data-parallel group, then, with MoE, the experts' over their expert-data group
+    // (_reduce_expert_gradients 2431-2451), each list sent in chunks of the fixed engine bucket.
     void engine_allreduce() {
-        // Plain: every gradient, registration order. BF16 optimizer: each group's padded fp32
-        // gradient buffer, i.e. its parameters in flat order (padding is not a segment).
+        for (GroupKind g : {GroupKind::Dp, GroupKind::ExpertData}) engine_allreduce_over(g);
+    }
+
+    void engine_allreduce_over(GroupKind group) {
+        // Plain: every gradient, registration order (_get_gradients_for_reduction 2383-2412). BF16
+        // optimizer: each group's padded fp32 gradient buffer, i.e. its parameters in flat order
+        // (padding is not a segment; get_grads_for_reduction, bf16_optimizer.py 367-372).
         std::vector<int64_t> sizes;
         std::vector<std::vector<Segment>> pieces;
         if (kind == Optimizer::BF16) {
-            for (const auto& L : layouts) {
-                sizes.push_back(L.padded_numel);
+            for (size_t g = 0; g < layouts.size(); ++g) {
+                if (over[g] != group) continue;
+                sizes.push_back(layouts[g].padded_numel);
                 std::vector<Segment> segs;
-                for (int p : L.order) segs.push_back({p, 0, b.model.params[p].numel});
+                for (int p : layouts[g].order) segs.push_back({p, 0, b.model.params[p].numel});
                 pieces.push_back(std::move(segs));
             }
         } else {
             for (size_t p = 0; p < b.model.params.size(); ++p) {
+                if (over[b.model.params[p].group] != group) continue;
                 sizes.push_back(b.model.params[p].numel);
                 pieces.push_back({{static_cast<int>(p), 0, b.model.params[p].numel}});
             }
@@ -189,6 +207,7 @@ struct Stage012 {
                 segs.insert(segs.end(), pieces[i].begin(), pieces[i].end());
             }
             Op& op = b.collective(OpKind::AllReduce, n, b.cfg.comm_dtype(), "allreduce_bucket", rule);
+            op.group = group;
             for (const auto& sg : segs) op.params.push_back(sg.param);
             op.segments = std::move(segs);
         }
@@ -263,18 +282,52 @@ struct Stage012 {
                     .param_group = g;
                 model_parallel_allreduce(b, DType::FP32, ReduceOp::Sum);   // get_grad_norm_direct ~1697
             }
+        expert_norms();
         // Each rank updates its partition of every group; `params` lists the group in flat order.
         for (int g = 0; g < b.model.num_groups; ++g) b.optimizer_step(g, layouts[g].partition_size).params = layouts[g].order;
-        if (b.opt.world > 1)
-            for (int g = 0; g < b.model.num_groups; ++g) {
-                Op& op = b.collective(OpKind::AllGather, layouts[g].partition_size, model_dt,
-                                      "all_gather_into_tensor_dp_groups",
-                                      kind == Optimizer::BF16 ? RuleId::Bf16StepAllgatherPartitions
-                                                              : RuleId::Stage12StepAllgatherPartitions);
-                op.param_group = g;
-            }
+        // all_gather_into_tensor_dp_groups (runtime/utils.py 952-960): each group over its own
+        // process group, skipped where that group has one rank (an expert group with --ep = dp).
+        for (int g = 0; g < b.model.num_groups; ++g) {
+            if (param_group_world(b, g) <= 1) continue;
+            Op& op = b.collective(OpKind::AllGather, layouts[g].partition_size, model_dt, "all_gather_into_tensor_dp_groups",
+                                  kind == Optimizer::BF16 ? RuleId::Bf16StepAllgatherPartitions
+                                                          : RuleId::Stage12StepAllgatherPartitions);
+            op.param_group = g;
+            op.group = over[g];
+        }
+    }
+
+    // MoE: the experts' gradient norms. ZeRO: _average_expert_grad_norms (stage_1_and_2.py 1950-1957)
+    // after every group's get_grad_norm_direct (whose all_reduce is over the data-parallel group even
+    // for an expert group, 1697): each expert group's norm all_reduced over its expert-data group.
+    // BF16 optimizer: get_norm_with_moe_layers (runtime/utils.py 1026-1049) sums each expert group
+    // name's norm over the expert-parallel group (893-895); a run has one name (ep_size_<--ep>).
+    void expert_norms() {
+        if (kind == Optimizer::BF16) {
+            if (std::find(over.begin(), over.end(), GroupKind::ExpertData) != over.end())
+                b.group_op(OpKind::AllReduce, 1, DType::FP32, "get_global_norm_of_tensors", RuleId::MoeExpertGradNorm,
+                           GroupKind::Expert);
+            return;
+        }
+        for (int g = 0; g < b.model.num_groups; ++g)
+            if (over[g] == GroupKind::ExpertData)
+                b.group_op(OpKind::AllReduce, 1, DType::FP32, "_average_expert_grad_norms", RuleId::MoeExpertGradNorm,
+                           GroupKind::ExpertData)
+                    .param_group = g;
     }
 };
+
+// stage_1_and_2.py _configure_moe_settings (605-613) asserts for a model with MoE layers:
+// contiguous gradients at stage 2 (offload forces them on, 205) and reduce_scatter at stages 1 and 2.
+Status zero12_moe_refusal(const DsConfig& c) {
+    if (c.zero.stage == 2 && !c.zero.contiguous_gradients && !c.zero.offload_optimizer)
+        return Error{c.source, "zero_optimization.contiguous_gradients",
+                     "DeepSpeed's ZeRO stage 2 needs contiguous_gradients true with MoE layers (stage_1_and_2.py asserts it)"};
+    if (!c.zero.reduce_scatter)
+        return Error{c.source, "zero_optimization.reduce_scatter",
+                     "DeepSpeed's ZeRO stages 1 and 2 need reduce_scatter true with MoE layers (stage_1_and_2.py asserts it)"};
+    return std::nullopt;
+}
 
 }  // namespace
 
@@ -291,6 +344,12 @@ void generate_stage012(Build& b) {
                            (c.zero.stage == 1 && c.grad_accum_dtype == DType::FP32));
     Optimizer kind = bf16_optimizer ? Optimizer::BF16 : c.zero.stage == 0 ? Optimizer::Plain : Optimizer::Zero12;
     Stage012 s(b, kind);
+    const bool moe = std::find(s.over.begin(), s.over.end(), GroupKind::ExpertData) != s.over.end();
+    if (kind == Optimizer::Zero12 && moe)
+        if (auto e = zero12_moe_refusal(c)) {
+            if (!b.failure) b.failure = *e;
+            return;
+        }
     // The layout actually applied: the BF16 optimizer never reorders round robin.
     b.out.meta.round_robin_gradients = kind == Optimizer::Zero12 && c.zero.round_robin_gradients;
     // Stage 0's plain optimizer keeps everything on every rank; the others own one partition of
@@ -299,7 +358,7 @@ void generate_stage012(Build& b) {
     part.kind = kind == Optimizer::Plain ? PartitionKind::Replicated : PartitionKind::FlatGroups;
     if (kind != Optimizer::Plain)
         for (const auto& L : s.layouts) {
-            GroupPartition g{L.order, {}, L.partition_size};
+            GroupPartition g{L.order, {}, L.partition_size, s.over[static_cast<size_t>(L.group)]};
             for (int p : L.order) g.offsets.push_back(L.flat_offset.at(p));
             part.groups.push_back(std::move(g));
         }

@@ -238,6 +238,7 @@ struct GroupPartition {
     std::vector<int> order;
     std::vector<int64_t> offsets;
     int64_t partition_size = 0;
+    GroupKind over = GroupKind::Dp;   // the ranks it is cut over: Dp, or ExpertData for MoE experts
 };
 
 struct PartitionLayout {
