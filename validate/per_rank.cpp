@@ -80,7 +80,7 @@ Result<std::map<int64_t, MeasuredLog>> logs_by_rank(std::vector<MeasuredLog> log
 Result<RankPairs> pair_ranks(const std::map<int64_t, MeasuredLog>& pred, const std::map<int64_t, MeasuredLog>& meas,
                              const std::string& pred_name, const std::string& meas_name) {
     std::vector<int64_t> predicted = keys_of(pred), measured = keys_of(meas);
-    const std::string world = (predicted.size() == 1 ? "rank " : "ranks ") + ranks_text(predicted);
+    const std::string world = predicted.size() == 1 ? "rank " + ranks_text(predicted) + " only" : "ranks " + ranks_text(predicted);
     for (int64_t r = 0; r < static_cast<int64_t>(predicted.size()); ++r)
         if (!pred.count(r))
             return Error{pred_name, "", "no prediction of rank " + std::to_string(r) + " (it holds " + world + "; a world of " +
