@@ -54,12 +54,14 @@ bool looks_like_nccl_row(const std::string& raw) {
 // "zerorun-log" (runtime/executor/run_log.cpp, version 1), "zerosim-prediction"
 // (prediction/predict_outputs.cpp, no version field yet) and "zerosim-schedule"
 // (formats/schedule_outputs.cpp, version 1).
-// A log without a version is read as version 1 (the prediction writes none).
+// A log without a version is read as version 1 (the prediction writes none). The schedule's
+// version 2 (the whole IR, formats/schedule_json_write.cpp) keeps version 1's op fields, which are
+// all this reader takes.
 struct KnownJsonLog {
     const char* format;
+    int64_t newest_version;
 };
-constexpr KnownJsonLog kJsonLogs[] = {{"zerorun-log"}, {"zerosim-prediction"}, {"zerosim-schedule"}};
-constexpr int64_t kJsonLogVersion = 1;
+constexpr KnownJsonLog kJsonLogs[] = {{"zerorun-log", 1}, {"zerosim-prediction", 1}, {"zerosim-schedule", 2}};
 
 Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& name) {
     auto parsed = parse_json_text(text, name);
@@ -79,9 +81,12 @@ Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& n
     for (const auto& k : kJsonLogs)
         if (j["format"].get<std::string>() == k.format) kind = &k;
     if (!kind) return Error{name, "format", "expected one of " + known + ", found " + j["format"].dump()};
-    if (j.contains("version") && (!j["version"].is_number_integer() || j["version"].get<int64_t>() != kJsonLogVersion))
+    if (j.contains("version") && (!j["version"].is_number_integer() || j["version"].get<int64_t>() < 1 ||
+                                  j["version"].get<int64_t>() > kind->newest_version))
         return Error{name, "version",
-                     "expected " + std::to_string(kJsonLogVersion) + " (the version this zerosim reads), found " + j["version"].dump()};
+                     (kind->newest_version == 1 ? std::string("expected 1 (the version this zerosim reads)")
+                                                : "expected 1 to " + std::to_string(kind->newest_version) + " (the versions this zerosim reads)") +
+                         ", found " + j["version"].dump()};
     const Json* meta = j.contains("meta") && j["meta"].is_object() ? &j["meta"] : &j;
     const std::string meta_prefix = meta == &j ? "" : "meta.";
     for (const char* key : {"world", "total_params"}) {
