@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/comms_log.hpp"
+#include "diff_json.hpp"
 #include "stats.hpp"
 
 namespace zerosim {
@@ -273,6 +274,20 @@ void stats_table(std::ostream& out, const char* title, const std::vector<TimeSta
 
 }  // namespace
 
+std::string verdict_reason(const DiffReport& r) {
+    if (!r.mismatch.empty()) return r.mismatch;
+    std::string why;
+    if (r.scope != DiffScope::Time) why += std::string("structure ") + (r.structure_ok ? "identical" : "differs");
+    if (r.scope == DiffScope::All) why += "; ";
+    if (r.scope != DiffScope::Ops && r.repeats.usable())
+        why += "op error " + percent_text(r.repeats.error) + " [" + percent_text(r.repeats.error_lo) + ", " +
+               (std::isfinite(r.repeats.error_hi) ? percent_text(r.repeats.error_hi) : std::string("inf")) + "] against tolerance " +
+               percent_text(r.tolerance) + ", noise floor " + percent_text(r.repeats.floor);
+    else if (r.scope != DiffScope::Ops)
+        why += "median time error " + percent_text(r.overall.median_abs_error) + " against tolerance " + percent_text(r.tolerance);
+    return why;
+}
+
 void write_diff_text(std::ostream& out, const DiffReport& r) {
     out << "validate: " << r.pred_name << " (" << log_format_name(r.pred_format) << ", " << r.pred_ops << " ops) against "
         << r.meas_name << " (" << log_format_name(r.meas_format) << ", " << r.meas_ops << " ops)\n";
@@ -297,20 +312,7 @@ void write_diff_text(std::ostream& out, const DiffReport& r) {
         stats_table(out, "by step", r.by_step, false);
         if (r.repeats.usable()) write_repeat_text(out, r.repeats);
     }
-    if (!r.mismatch.empty()) {
-        out << "\nverdict: FAIL (" << r.mismatch << ")\n";
-        return;
-    }
-    out << "\nverdict: " << r.verdict() << " (";
-    if (r.scope != DiffScope::Time) out << "structure " << (r.structure_ok ? "identical" : "differs");
-    if (r.scope == DiffScope::All) out << "; ";
-    if (r.scope != DiffScope::Ops && r.repeats.usable())
-        out << "op error " << percent_text(r.repeats.error) << " [" << percent_text(r.repeats.error_lo) << ", "
-            << (std::isfinite(r.repeats.error_hi) ? percent_text(r.repeats.error_hi) : std::string("inf")) << "] against tolerance "
-            << percent_text(r.tolerance) << ", noise floor " << percent_text(r.repeats.floor);
-    else if (r.scope != DiffScope::Ops)
-        out << "median time error " << percent_text(r.overall.median_abs_error) << " against tolerance " << percent_text(r.tolerance);
-    out << ")\n";
+    out << "\nverdict: " << r.verdict() << " (" << verdict_reason(r) << ")\n";
 }
 
 void write_diff_markdown(std::ostream& out, const DiffReport& r) {
@@ -358,7 +360,9 @@ void write_diff_row(std::ostream& out, const DiffReport& r) {
     out << line;
 }
 
-void write_diff_json(std::ostream& out, const DiffReport& r) {
+namespace validate_detail {
+
+nlohmann::ordered_json diff_json(const DiffReport& r) {
     nlohmann::ordered_json j;
     j["predicted"] = {{"file", r.pred_name}, {"format", log_format_name(r.pred_format)}, {"ops", r.pred_ops}};
     j["measured"] = {{"file", r.meas_name}, {"format", log_format_name(r.meas_format)}, {"ops", r.meas_ops}};
@@ -405,7 +409,11 @@ void write_diff_json(std::ostream& out, const DiffReport& r) {
     for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     j["verdict"] = v;
     if (!r.mismatch.empty()) j["mismatch"] = r.mismatch;
-    out << j.dump(1) << '\n';
+    return j;
 }
+
+}  // namespace validate_detail
+
+void write_diff_json(std::ostream& out, const DiffReport& r) { out << validate_detail::diff_json(r).dump(1) << '\n'; }
 
 }  // namespace zerosim

@@ -1,7 +1,10 @@
 // zerosim schedule: every collective (and compute segment) ZeRO issues, in three formats.
+#include <filesystem>
+
 #include "command.hpp"
 #include "core/json_input.hpp"
 #include "formats/schedule_outputs.hpp"
+#include "inputs/release.hpp"
 
 namespace zerosim::cli {
 
@@ -16,7 +19,8 @@ Result<ScheduleSources> schedule_sources(const ScheduleArgs& a) {
     return ScheduleSources{std::move(cfg).value(), std::move(model).value()};
 }
 
-int run_schedule(const ScheduleArgs& a) {
+// One rank's schedule (ScheduleArgs::rank) written as the flags say.
+int write_schedule(const ScheduleArgs& a) {
     auto in = load_inputs(a);
     if (!in) return input_error(in.error());
     if (!a.what_if.empty())
@@ -43,6 +47,32 @@ int run_schedule(const ScheduleArgs& a) {
     });
 }
 
+// --rank all: every rank's schedule, one file each, DIR/rank0.log .. rankN-1.log (.json and .txt
+// for those formats), the layout zerosim validate reads back as one log per rank.
+int write_every_rank(ScheduleArgs a) {
+    if (a.pp * a.tp * a.sp * a.ep <= 1)
+        return input_error(Error{"", "--rank", "all needs a pipeline, tensor, sequence or expert parallel layout "
+                                               "(--pp, --tp, --sp, --ep): without one every rank's ops are rank 0's"});
+    std::error_code ec;
+    const bool folder = std::filesystem::is_directory(a.output, ec);
+    if (a.output.empty() || (!folder && a.output.back() != '/'))
+        return input_error(Error{"", "--rank", "all writes one file per rank: give -o a folder (-o DIR/)"});
+    if (!folder && !std::filesystem::create_directories(a.output, ec))
+        return input_error(Error{a.output, "-o", "cannot create the folder: " + ec.message()});
+    const std::string ext = a.format == "deepspeed" ? ".log" : a.format == "json" ? ".json" : ".txt";
+    const std::string dir = a.output;
+    for (int64_t r = 0; r < a.world; ++r) {
+        a.rank = r;
+        a.output = (std::filesystem::path(dir) / ("rank" + std::to_string(r) + ext)).string();
+        if (int rc = write_schedule(a)) return rc;
+        // The release note said once is enough: the later ranks are built for the same release.
+        if (a.deepspeed.empty()) a.deepspeed = kNewestRelease.number();
+    }
+    return 0;
+}
+
+int run_schedule(const ScheduleArgs& a, bool every_rank) { return every_rank ? write_every_rank(a) : write_schedule(a); }
+
 }  // namespace
 
 Command add_schedule(CLI::App& app) {
@@ -55,6 +85,14 @@ Command add_schedule(CLI::App& app) {
         ->required();
     sub->add_option("--world", a->world, "Ranks in all (data parallel x --pp x --tp x --sp)")->required()->check(integer_in(1));
     add_layout_flags(sub, *a);
+    // schedule alone also takes --rank all (write_every_rank): the word sets `every` and reaches
+    // the number's check as 0 (the option, its help and its checks stay command.cpp's).
+    auto every = std::make_shared<bool>(false);
+    sub->get_option("--rank")->transform([every](std::string v) {
+        if (v != "all") return v;
+        *every = true;
+        return std::string("0");
+    });
     sub->add_option("--steps", a->steps, "Optimizer steps to list")->capture_default_str()->check(integer_in(1, INT32_MAX));
     sub->add_option("--seq-len", a->seq_len, "Sequence length for compute estimates (default: the model's, else 1024)")
         ->check(integer_in(1));
@@ -73,7 +111,7 @@ Command add_schedule(CLI::App& app) {
                     "Ranks DeepSpeed sees on one node (its device_count()): qgZ's intra/inter-node groups, "
                     "--what-if hybrid-shard's node groups")
         ->check(integer_in(1));
-    return {sub, [a] { return run_schedule(*a); }};
+    return {sub, [a, every] { return run_schedule(*a, *every); }};
 }
 
 }  // namespace zerosim::cli

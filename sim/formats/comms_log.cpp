@@ -122,6 +122,25 @@ std::optional<double> parse_ds_size_string(const std::string& text) {
     return std::nullopt;
 }
 
+namespace {
+
+// N of the last "[Rank N]" before `end` (log_dist's prefix; a launcher's own prefix may come
+// before it), nullopt when there is none or N is not a whole number 0 or more.
+std::optional<int64_t> logged_rank(const std::string& line, size_t end) {
+    size_t at = line.rfind("[Rank ", end);
+    if (at == std::string::npos) return std::nullopt;
+    size_t digits = at + 6, close = line.find(']', digits);
+    if (close == std::string::npos || close > end || close == digits || close - digits > 9) return std::nullopt;
+    int64_t n = 0;
+    for (size_t i = digits; i < close; ++i) {
+        if (line[i] < '0' || line[i] > '9') return std::nullopt;
+        n = n * 10 + (line[i] - '0');
+    }
+    return n;
+}
+
+}  // namespace
+
 std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
     auto at = line.find("comm op: ");
     if (at == std::string::npos) return std::nullopt;
@@ -170,6 +189,10 @@ std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
         }
     }
     if (out.op.record.empty() || !have_size) return std::nullopt;
+    if (auto rank = logged_rank(line, at)) {
+        out.op.rank = *rank;
+        out.rank_named = true;
+    }
     return out;
 }
 

@@ -1,5 +1,6 @@
 #include "formats/measured_logs.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -53,12 +54,14 @@ bool looks_like_nccl_row(const std::string& raw) {
 // "zerorun-log" (runtime/executor/run_log.cpp, version 1), "zerosim-prediction"
 // (prediction/predict_outputs.cpp, no version field yet) and "zerosim-schedule"
 // (formats/schedule_outputs.cpp, version 1).
-// A log without a version is read as version 1 (the prediction writes none).
+// A log without a version is read as version 1 (the prediction writes none). The schedule's
+// version 2 (the whole IR, formats/schedule_json_write.cpp) keeps version 1's op fields, which are
+// all this reader takes.
 struct KnownJsonLog {
     const char* format;
+    int64_t newest_version;
 };
-constexpr KnownJsonLog kJsonLogs[] = {{"zerorun-log"}, {"zerosim-prediction"}, {"zerosim-schedule"}};
-constexpr int64_t kJsonLogVersion = 1;
+constexpr KnownJsonLog kJsonLogs[] = {{"zerorun-log", 1}, {"zerosim-prediction", 1}, {"zerosim-schedule", 2}};
 
 Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& name) {
     auto parsed = parse_json_text(text, name);
@@ -78,9 +81,12 @@ Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& n
     for (const auto& k : kJsonLogs)
         if (j["format"].get<std::string>() == k.format) kind = &k;
     if (!kind) return Error{name, "format", "expected one of " + known + ", found " + j["format"].dump()};
-    if (j.contains("version") && (!j["version"].is_number_integer() || j["version"].get<int64_t>() != kJsonLogVersion))
+    if (j.contains("version") && (!j["version"].is_number_integer() || j["version"].get<int64_t>() < 1 ||
+                                  j["version"].get<int64_t>() > kind->newest_version))
         return Error{name, "version",
-                     "expected " + std::to_string(kJsonLogVersion) + " (the version this zerosim reads), found " + j["version"].dump()};
+                     (kind->newest_version == 1 ? std::string("expected 1 (the version this zerosim reads)")
+                                                : "expected 1 to " + std::to_string(kind->newest_version) + " (the versions this zerosim reads)") +
+                         ", found " + j["version"].dump()};
     const Json* meta = j.contains("meta") && j["meta"].is_object() ? &j["meta"] : &j;
     const std::string meta_prefix = meta == &j ? "" : "meta.";
     for (const char* key : {"world", "total_params"}) {
@@ -158,6 +164,11 @@ Status scan_comm_op_line(const std::string& line, int n, const std::string& name
         scan.in_summary = false;
     }
     if (p->op.record == "log_summary_barrier") return std::nullopt;
+    if (!p->rank_named) {
+        if (!log.unranked_line) log.unranked_line = n;
+    } else if (auto it = std::lower_bound(log.ranks.begin(), log.ranks.end(), p->op.rank); it == log.ranks.end() || *it != p->op.rank) {
+        log.ranks.insert(it, p->op.rank);
+    }
     if (const char* problem = time_problem(p->op.time_ms))
         return at(name, n, time_error("comm op time (ms)", p->op.time_ms, problem));
     for (double bw : {p->op.algbw_gbps, p->op.busbw_gbps})
@@ -337,6 +348,55 @@ Result<MeasuredLog> read_log(const std::string& path) {
     auto text = read_log_text(path);
     if (!text) return text.error();
     return parse_log(text.value(), path);
+}
+
+Result<std::vector<MeasuredLog>> split_by_rank(MeasuredLog log) {
+    if (log.ranks.size() < 2) {
+        std::vector<MeasuredLog> whole;
+        whole.push_back(std::move(log));   // a run's log can hold millions of ops: never copied
+        return whole;
+    }
+    if (log.unranked_line)
+        return at(log.path, log.unranked_line,
+                  "a comm op line without \"[Rank N]\" among the lines of ranks " + std::to_string(log.ranks.front()) + " to " +
+                      std::to_string(log.ranks.back()) + ": cannot tell which rank logged it");
+    std::vector<MeasuredLog> out;
+    for (int64_t rank : log.ranks) {
+        MeasuredLog one;
+        one.path = log.path;
+        one.format = log.format;
+        one.world = log.world;
+        one.total_params = log.total_params;
+        one.log_dist_line = log.log_dist_line;
+        one.ranks = {rank};
+        for (const auto& op : log.ops)
+            if (op.rank == rank) one.ops.push_back(op);
+        out.push_back(std::move(one));
+    }
+    return out;
+}
+
+std::optional<int64_t> rank_in_file_name(const std::string& path) {
+    std::string name = std::filesystem::path(path).filename().string();
+    if (name.rfind("rank", 0) != 0) return std::nullopt;
+    size_t end = std::min(name.find_first_not_of("0123456789", 4), name.size());
+    if (end == 4 || end - 4 > 9 || (end < name.size() && name[end] != '.')) return std::nullopt;
+    return std::stoll(name.substr(4, end - 4));
+}
+
+std::vector<std::string> rank_log_files(const std::string& path) {
+    std::error_code ec;
+    std::vector<std::pair<int64_t, std::string>> found;
+    if (!std::filesystem::is_directory(path, ec)) return {};
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+        std::error_code kind;
+        if (auto rank = rank_in_file_name(entry.path().string()); rank && entry.is_regular_file(kind))
+            found.emplace_back(*rank, entry.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> files;
+    for (auto& f : found) files.push_back(std::move(f.second));
+    return files;
 }
 
 }  // namespace zerosim

@@ -55,6 +55,10 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
 // nccl-tests against nccl-tests: row by row by size.
 DiffReport diff_nccl_tables(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance);
 
+// Why the verdict is what it is, as the text report's verdict line says in parentheses: the
+// sentence of logs that cannot be of one run, else the structure and the time error against the
+// tolerance (each as the scope judges it).
+std::string verdict_reason(const DiffReport& r);
 void write_diff_text(std::ostream& out, const DiffReport& r);
 void write_diff_markdown(std::ostream& out, const DiffReport& r);
 void write_diff_json(std::ostream& out, const DiffReport& r);

@@ -66,8 +66,12 @@ void write_ds_summary(std::ostream& out, const std::vector<LoggedOp>& ops);
 // before "comm op:" (logging prefix, "rank=0 | "), no caller (debug off), and extra
 // " | [Key: value]" fields such as "[Line Number: n]". Sizes are parsed from their printed form,
 // so `bytes` is only as precise as the two printed decimals; `op.size_text` keeps the original.
+// The prefix's "[Rank N]" (log_dist's, the global rank that logged the line) sets `op.rank` and
+// `rank_named`; without one (another prefix, or log_dist's "[Rank -1]" before torch.distributed
+// is up) op.rank stays 0 and rank_named false, so a reader can tell "rank 0" from "unsaid".
 struct ParsedLogLine {
     LoggedOp op;
+    bool rank_named = false;
 };
 std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line);
 // "134.33 MB" -> bytes (approximate); "0B" -> 0. nullopt if malformed.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,27 @@ struct MeasuredLog {
     // N of the first "[logging.py:N:log_dist]" prefix in the log (0: none), which names the
     // DeepSpeed releases that wrote it (formats/log_release.hpp).
     int log_dist_line = 0;
+    // The global ranks its comm op lines name ("[Rank N]", log_dist's prefix), ascending; empty
+    // when none names one (a JSON log, or another prefix). Each op's own is LoggedOp::rank.
+    std::vector<int64_t> ranks;
+    // The first comm op line that names no rank (0: every one does, or none does): in a log of
+    // several ranks such a line belongs to no one, and split_by_rank refuses it.
+    int unranked_line = 0;
 };
 
 Result<MeasuredLog> parse_log(const std::string& text, const std::string& name);
 Result<MeasuredLog> read_log(const std::string& path);
+
+// Per-rank logs (docs/validate.md, "One log per rank"). A log whose lines name several ranks
+// split into one log per rank, ascending, each with its ops in order and `ranks` = {N}; the
+// log_summary table, whose rank the file does not say, goes with none of them. A log of one rank
+// or none comes back whole. Refused: a comm op line without a rank among lines of several.
+Result<std::vector<MeasuredLog>> split_by_rank(MeasuredLog log);
+// N of a file named "rankN" or "rankN.<ext>" (rank0.log, rank12.json), whatever its folder;
+// nullopt for any other name.
+std::optional<int64_t> rank_in_file_name(const std::string& path);
+// The files of a folder named as rank_in_file_name reads them, by rank; empty when `path` is not
+// a folder or holds none (the caller then reads it as one file, and says what it is).
+std::vector<std::string> rank_log_files(const std::string& path);
 
 }  // namespace zerosim
