@@ -5,7 +5,9 @@
 // ("The pipeline engine") states the rules; the reference runs are pp2_dp2_z1 and pp4_dp1_z0.
 #include "schedule/pipe_schedule.hpp"
 
+#include <algorithm>
 #include <iterator>
+#include <string>
 #include <utility>
 
 #include "build.hpp"
@@ -191,6 +193,28 @@ void aggregate_loss(Build& b, const PipeStage& st) {
     bcast.root = static_cast<int>(st.stages - 1);
 }
 
+// _exec_reduce_tied_grads (266-281): each tied module the stage holds all_reduces its weight's
+// gradient over the ranks of the stages holding it (module.py _index_tied_modules 447-492; a
+// module tied within one stage has a group of one and is still logged). A TiedLayerSpec's
+// parameters are named tied_modules.<key>.* (module.py 237), so a layer of that name is tied; its
+// tied attribute is DeepSpeed's default, `weight` (TiedLayerSpec tied_weight_attr). Keys go in the
+// order the stage's layers first use them (DeepSpeed iterates a Python set, module.py 454).
+// The group is put on the pipe group (the tie group is a subset of it: exact when every stage ties).
+void reduce_tied_grads(Build& b, const ZeroOptimizer& zero) {
+    std::vector<std::string> keys;
+    for (int64_t l : b.stage_layers) {
+        const std::string& name = b.model.parallel.pipe_layers[static_cast<size_t>(l)].name;
+        if (name.rfind("tied_modules.", 0) == 0 && std::find(keys.begin(), keys.end(), name) == keys.end()) keys.push_back(name);
+    }
+    for (const auto& key : keys)
+        for (size_t p = 0; p < b.model.params.size(); ++p) {
+            if (b.model.params[p].name != key + ".weight") continue;
+            Op& op = b.group_op(OpKind::AllReduce, b.model.params[p].numel, zero.tied_grad_dtype(), "_exec_reduce_tied_grads",
+                                RuleId::PipeTiedGradAllreduce, GroupKind::Pipe);
+            op.params = {static_cast<int>(p)};
+        }
+}
+
 // One train_batch: the stage's TrainSchedule, instruction by instruction (_exec_schedule 1420-1433).
 void train_batch(Build& b, PipeStage& st, ZeroOptimizer& zero, const std::vector<std::pair<int, std::vector<int>>>& plan) {
     for (const auto& cmds : pipe_train_schedule(b.batch.grad_accum, st.stages, st.stage)) {
@@ -201,7 +225,10 @@ void train_batch(Build& b, PipeStage& st, ZeroOptimizer& zero, const std::vector
                 case PipeInstr::BackwardPass:
                     compute(b, c.instr == PipeInstr::ForwardPass, plan);
                     break;
-                case PipeInstr::ReduceTiedGrads:   // _exec_reduce_tied_grads (266-281): no tied layers in the grammar
+                case PipeInstr::ReduceTiedGrads:
+                    b.phase = Phase::Backward;
+                    reduce_tied_grads(b, zero);
+                    break;
                 case PipeInstr::LoadMicroBatch:
                     break;
                 case PipeInstr::ReduceGrads:   // _exec_reduce_grads (283-294) at the forced accumulation boundary

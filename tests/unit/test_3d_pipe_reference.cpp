@@ -142,7 +142,9 @@ TEST(PipeEngine, StartUpAndLossCollectives) {
         EXPECT_EQ(warm[0]->peer, r == 1 ? 3 : 1);
         auto avg = ops_of(s.value(), RuleId::PipeLossAllreduce);
         ASSERT_EQ(avg.size(), r == 3 ? 1u : 0u);
-        if (r == 3) EXPECT_EQ(avg[0]->group, GroupKind::Dp);
+        if (r == 3) {
+            EXPECT_EQ(avg[0]->group, GroupKind::Dp);
+        }
         auto bcast = ops_of(s.value(), RuleId::PipeLossBroadcast);
         ASSERT_EQ(bcast.size(), 1u);
         EXPECT_EQ(bcast[0]->bytes(), 8);
@@ -234,5 +236,28 @@ TEST(PipePartition, ParametersBalanceTheStagesUniformDoesNot) {
         Names got;
         for (const auto& p : s.value().params) got.push_back(p.name);
         EXPECT_EQ(got, want);
+    }
+}
+
+// A TiedLayerSpec's module is named tied_modules.<key> (module.py 237): at ReduceTiedGrads, after
+// the last backward and before ReduceGrads, the stage holding it all_reduces the tied weight's
+// gradient (engine.py _exec_reduce_tied_grads 266-281), logged even when the tie spans one stage.
+// Layers [tied_modules.embed: 40 parameters, fc: 16] cut [0, 1, 2]: stage 0 holds the tie.
+TEST(PipeEngine, TiedWeightGradientAllReducedBeforeTheReduction) {
+    const Model m = parse_model(R"({"name": "tied", "parameters": [
+        {"name": "tied_modules.embed.weight", "shape": [10, 4]}, {"name": "fc.weight", "shape": [4, 4]}],
+        "pipeline": {"layers": [{"name": "tied_modules.embed", "output": [4]}, {"name": "fc", "output": [4]}]}})");
+    for (int64_t r : {0, 1}) {
+        auto s = pipe_schedule(m, pipe_config(0), 2, 2, r);
+        ASSERT_TRUE(s.ok()) << s.error().what();
+        auto tied = ops_of(s.value(), RuleId::PipeTiedGradAllreduce);
+        ASSERT_EQ(tied.size(), r == 0 ? 1u : 0u);
+        if (r != 0) continue;
+        EXPECT_EQ(tied[0]->bytes(), 40 * 4);
+        EXPECT_EQ(tied[0]->caller, "_exec_reduce_tied_grads");
+        auto bucket = ops_of(s.value(), RuleId::Stage0BucketAllreduce);
+        ASSERT_EQ(bucket.size(), 1u);
+        EXPECT_LT(tied[0]->id, bucket[0]->id);
+        EXPECT_GT(tied[0]->id, ops_of(s.value(), RuleId::PipeGradRecv).back()->id);
     }
 }
