@@ -24,7 +24,8 @@ constexpr detail::Named<PipeInstr> kPipeInstrNames[] = {
     {PipeInstr::RecvGrad, "RecvGrad"},             {PipeInstr::ReduceTiedGrads, "ReduceTiedGrads"},
     {PipeInstr::ReduceGrads, "ReduceGrads"},       {PipeInstr::OptimizerStep, "OptimizerStep"},
 };
-static_assert(detail::dense_and_unique(kPipeInstrNames, [](const auto& e) { return e.value; }, [](const auto& e) { return e.name; }) &&
+static_assert(detail::dense_and_unique(
+                  kPipeInstrNames, [](const auto& e) { return e.value; }, [](const auto& e) { return e.name; }) &&
               std::size(kPipeInstrNames) == 1 + static_cast<size_t>(PipeInstr::OptimizerStep));
 
 // schedule.py _step_to_micro_batch (258-278): even stages run forwards on even steps, odd stages on
@@ -65,7 +66,8 @@ std::vector<std::vector<PipeCommand>> pipe_train_schedule(int64_t micro_batches,
         if ((stage == 0 || stage == stages - 1) && forward && valid(mb)) cmds.push_back({PipeInstr::LoadMicroBatch, mb});
         if (valid(mb)) cmds.push_back({forward ? PipeInstr::ForwardPass : PipeInstr::BackwardPass, mb});
         if (step == total - 1)   // the model step at the end of the batch (238-241)
-            for (PipeInstr i : {PipeInstr::ReduceTiedGrads, PipeInstr::ReduceGrads, PipeInstr::OptimizerStep}) cmds.push_back({i, -1});
+            for (PipeInstr i : {PipeInstr::ReduceTiedGrads, PipeInstr::ReduceGrads, PipeInstr::OptimizerStep})
+                cmds.push_back({i, -1});
         prev = mb;
         steps.push_back(std::move(cmds));
     }
@@ -108,7 +110,7 @@ PipeStage pipe_stage(const Build& b) {
 
 // engine.py _send_tensor_meta / _recv_tensor_meta (917-1033) for one tensor: its type (0), its
 // number of dimensions and its shape, each a LongTensor.
-void tensor_meta(Build& b, OpKind kind, int64_t dims, int64_t peer) {
+void pipe_tensor_meta(Build& b, OpKind kind, int64_t dims, int64_t peer) {
     const RuleId rule = kind == OpKind::Send ? RuleId::PipeMetaSend : RuleId::PipeMetaRecv;
     b.p2p(kind, 1, DType::INT64, rule, peer);
     b.p2p(kind, 1, DType::INT64, rule, peer);
@@ -118,7 +120,7 @@ void tensor_meta(Build& b, OpKind kind, int64_t dims, int64_t peer) {
 // engine.py __init__: the parameter-count all_reduce (155-156) and the warm-up exchange (224-234),
 // even stages sending before they receive, odd stages the other way round; `self.loss`, the 4-byte
 // fp32 scalar it sends, is fp32 whatever the model's dtype.
-void engine_start(Build& b, const PipeStage& st) {
+void pipe_engine_start(Build& b, const PipeStage& st) {
     b.group_op(OpKind::AllReduce, 2, DType::INT64, "__init__", RuleId::PipeInitParamCount, GroupKind::ModelParallel);
     auto send = [&] {
         if (st.next_rank >= 0) b.p2p(OpKind::Send, 1, DType::FP32, RuleId::PipeWarmupSend, st.next_rank);
@@ -139,15 +141,15 @@ void engine_start(Build& b, const PipeStage& st) {
 // travel in the model's dtype (the module is cast; receive buffers come from _allocate_zeros). The
 // tensor metadata goes once in the engine's life, before the first activation: first_output_send
 // and pipe_recv_buf are never reset by train_batch.
-void exchange(Build& b, PipeStage& st, PipeInstr instr) {
+void pipe_exchange(Build& b, PipeStage& st, PipeInstr instr) {
     const DType dt = b.cfg.model_dtype;
     switch (instr) {
         case PipeInstr::SendActivation:
-            if (!std::exchange(st.meta_sent, true)) tensor_meta(b, OpKind::Send, st.out_dims, st.next_rank);
+            if (!std::exchange(st.meta_sent, true)) pipe_tensor_meta(b, OpKind::Send, st.out_dims, st.next_rank);
             b.p2p(OpKind::Send, st.out_elements, dt, RuleId::PipeActivationSend, st.next_rank);
             break;
         case PipeInstr::RecvActivation:
-            if (!std::exchange(st.meta_received, true)) tensor_meta(b, OpKind::Recv, st.in_dims, st.prev_rank);
+            if (!std::exchange(st.meta_received, true)) pipe_tensor_meta(b, OpKind::Recv, st.in_dims, st.prev_rank);
             b.p2p(OpKind::Recv, st.in_elements, dt, RuleId::PipeActivationRecv, st.prev_rank);
             break;
         case PipeInstr::SendGrad:   // the received input's gradient, back where it came from
@@ -165,7 +167,7 @@ void exchange(Build& b, PipeStage& st, PipeInstr instr) {
 // Nothing is logged here: the last stage's backward goes through DeepSpeedEngine.backward, but the
 // engine turned enable_backward_allreduce off (engine.py 78) and ZeRO-1 without overlap_comm
 // installs no gradient hooks.
-void compute(Build& b, bool forward, const std::vector<std::pair<int, std::vector<int>>>& plan) {
+void stage_compute(Build& b, bool forward, const std::vector<std::pair<int, std::vector<int>>>& plan) {
     b.phase = forward ? Phase::Forward : Phase::Backward;
     if (forward) {
         for (int m : b.model.forward_order) {
@@ -184,12 +186,14 @@ void compute(Build& b, bool forward, const std::vector<std::pair<int, std::vecto
 // _aggregate_total_loss (574-640), after every batch: the last stage averages the loss over its
 // data-parallel group (a scalar in the loss's dtype, the model's), then broadcasts [loss, averaged
 // loss] as two fp32 over the pipe group; the other stages receive those two numbers.
-void aggregate_loss(Build& b, const PipeStage& st) {
+void pipe_aggregate_loss(Build& b, const PipeStage& st) {
     b.phase = Phase::Step;
     b.micro = -1;
     const bool last = st.stage == st.stages - 1;
-    if (last && b.opt.world > 1) b.group_op(OpKind::AllReduce, 1, b.cfg.model_dtype, "_aggregate_total_loss", RuleId::PipeLossAllreduce, GroupKind::Dp);
-    Op& bcast = b.group_op(OpKind::Broadcast, 2, DType::FP32, "_aggregate_total_loss", RuleId::PipeLossBroadcast, GroupKind::Pipe);
+    const char* caller = "_aggregate_total_loss";
+    if (last && b.opt.world > 1)
+        b.group_op(OpKind::AllReduce, 1, b.cfg.model_dtype, caller, RuleId::PipeLossAllreduce, GroupKind::Dp);
+    Op& bcast = b.group_op(OpKind::Broadcast, 2, DType::FP32, caller, RuleId::PipeLossBroadcast, GroupKind::Pipe);
     bcast.root = static_cast<int>(st.stages - 1);
 }
 
@@ -216,14 +220,14 @@ void reduce_tied_grads(Build& b, const ZeroOptimizer& zero) {
 }
 
 // One train_batch: the stage's TrainSchedule, instruction by instruction (_exec_schedule 1420-1433).
-void train_batch(Build& b, PipeStage& st, ZeroOptimizer& zero, const std::vector<std::pair<int, std::vector<int>>>& plan) {
+void pipe_train_batch(Build& b, PipeStage& st, ZeroOptimizer& zero, const std::vector<std::pair<int, std::vector<int>>>& plan) {
     for (const auto& cmds : pipe_train_schedule(b.batch.grad_accum, st.stages, st.stage)) {
         for (const PipeCommand& c : cmds) {
             if (c.micro >= 0) b.micro = static_cast<int>(c.micro);
             switch (c.instr) {
                 case PipeInstr::ForwardPass:
                 case PipeInstr::BackwardPass:
-                    compute(b, c.instr == PipeInstr::ForwardPass, plan);
+                    stage_compute(b, c.instr == PipeInstr::ForwardPass, plan);
                     break;
                 case PipeInstr::ReduceTiedGrads:
                     b.phase = Phase::Backward;
@@ -240,27 +244,32 @@ void train_batch(Build& b, PipeStage& st, ZeroOptimizer& zero, const std::vector
                     zero.step(b.step);
                     break;
                 default:
-                    b.phase = c.instr == PipeInstr::SendActivation || c.instr == PipeInstr::RecvActivation ? Phase::Forward : Phase::Backward;
-                    exchange(b, st, c.instr);
+                    b.phase = c.instr == PipeInstr::SendActivation || c.instr == PipeInstr::RecvActivation ? Phase::Forward
+                                                                                                             : Phase::Backward;
+                    pipe_exchange(b, st, c.instr);
             }
         }
     }
-    aggregate_loss(b, st);
+    pipe_aggregate_loss(b, st);
 }
 
 }  // namespace
 
 void generate_pipeline(Build& b) {
+    if (b.stage_layers.empty()) {   // rank_model refuses a stage without parameters first; a stage without layers has none
+        b.failure = Error{b.model.source, "pipeline", "stage " + std::to_string(b.out.meta.pipe_stage) + " holds no layer"};
+        return;
+    }
     PipeStage st = pipe_stage(b);
     // DeepSpeedEngine.__init__ first (_broadcast_model over the stage's data group, logged even for a
     // one-rank group; the optimizer, which logs nothing), then PipelineEngine.__init__'s own.
     engine_start_broadcasts(b);
     auto zero = stage01_optimizer(b);
-    engine_start(b, st);
+    pipe_engine_start(b, st);
     const auto plan = b.backward_plan();
     for (int step = 0; step < b.opt.steps; ++step) {
         b.step = step;
-        train_batch(b, st, *zero, plan);
+        pipe_train_batch(b, st, *zero, plan);
     }
 }
 

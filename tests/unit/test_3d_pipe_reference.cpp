@@ -39,7 +39,12 @@ Result<Schedule> pipe_schedule(const Model& m, const DsConfig& c, int64_t world,
     o.layout.pipe = pp;
     o.rank = rank;
     o.pp_partition = how;
-    return build_schedule(m, c, o);
+    auto s = build_schedule(m, c, o);
+    if (s.ok()) {   // every schedule built here is one the runtime accepts
+        auto bad = check_schedule(s.value(), "pipe");
+        EXPECT_FALSE(bad) << bad->what();
+    }
+    return s;
 }
 
 std::vector<const Op*> ops_of(const Schedule& s, RuleId rule) {
@@ -107,7 +112,8 @@ TEST(PipeSchedule, FourStagesFirstStageWarmsUpWithThreeForwards) {
 // peer's receives from it, in the same order and of the same size: the programs cannot deadlock.
 TEST(PipeSchedule, EverySendMeetsItsReceive) {
     const Model m = parse_model(test::read_file(test::reference_3d_model("pipe")));
-    for (auto [pp, dp, micro] : std::vector<std::tuple<int64_t, int64_t, int>>{{2, 1, 1}, {2, 2, 3}, {4, 1, 2}, {4, 2, 7}, {4, 1, 4}}) {
+    const std::vector<std::tuple<int64_t, int64_t, int>> layouts{{2, 1, 1}, {2, 2, 3}, {4, 1, 2}, {4, 2, 7}, {4, 1, 4}};
+    for (auto [pp, dp, micro] : layouts) {
         SCOPED_TRACE("pp " + std::to_string(pp) + " dp " + std::to_string(dp) + " micro batches " + std::to_string(micro));
         std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sent, received;   // (from, to) -> bytes
         for (int64_t r = 0; r < pp * dp; ++r) {
