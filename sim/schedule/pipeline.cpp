@@ -260,6 +260,15 @@ void generate_pipeline(Build& b) {
         b.failure = Error{b.model.source, "pipeline", "stage " + std::to_string(b.out.meta.pipe_stage) + " holds no layer"};
         return;
     }
+    // fp16 without ZeRO: FP16_Optimizer / FP16_UnfusedOptimizer check overflow and norms over the grid's
+    // model-parallel group (runtime/utils.py CheckOverflow.has_overflow 263, get_weight_norm 538,
+    // get_flattened_grad_norm), which one depends on the optimizer class; not modelled, so refused.
+    if (b.cfg.model_dtype == DType::FP16 && b.cfg.zero.stage == 0) {
+        b.failure = Error{b.cfg.source, "fp16.enabled",
+                          "fp16 without ZeRO under the pipeline engine is not modelled (its optimizer's model-parallel "
+                          "overflow and norm checks); use ZeRO stage 1, bf16 or fp32"};
+        return;
+    }
     PipeStage st = pipe_stage(b);
     // DeepSpeedEngine.__init__ first (_broadcast_model over the stage's data group, logged even for a
     // one-rank group; the optimizer, which logs nothing), then PipelineEngine.__init__'s own.

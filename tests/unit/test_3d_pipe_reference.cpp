@@ -193,6 +193,19 @@ TEST(PipeEngine, OverlapCommIsOffUnderThePipeline) {
     EXPECT_EQ(ops_of(with.value(), RuleId::Stage12FlushMultiRankAllreduce).size(), 1u);
 }
 
+// fp16 without ZeRO: its optimizer's model-parallel checks are not modelled, so it is refused
+// rather than answered without them; fp16 with ZeRO-1 adds has_overflow and its model-parallel twin.
+TEST(PipeEngine, Fp16WithoutZeroRefusedWithZeroOneChecksOverflow) {
+    const Model m = parse_model(test::read_file(test::reference_3d_model("pipe")));
+    auto z0 = pipe_schedule(m, pipe_config(0, R"(, "fp16": {"enabled": true})"), 4, 2, 0);
+    ASSERT_FALSE(z0.ok());
+    EXPECT_EQ(z0.error().field, "fp16.enabled");
+    auto z1 = pipe_schedule(m, pipe_config(1, R"(, "fp16": {"enabled": true})"), 4, 2, 0);
+    ASSERT_TRUE(z1.ok()) << z1.error().what();
+    EXPECT_EQ(ops_of(z1.value(), RuleId::StepOverflowCheck).size(), 1u);
+    EXPECT_EQ(ops_of(z1.value(), RuleId::ZeroModelParallelAllreduce).size(), 2u);   // the flag and the norm
+}
+
 // pipe/engine.py 74-75: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
 TEST(PipeEngine, RefusesZeroStagesTwoAndThree) {
     const Model m = parse_model(test::read_file(test::reference_3d_model("pipe")));
