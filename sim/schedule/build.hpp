@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -47,6 +48,8 @@ struct Build {
     // it for parameterless calls (module -1, `node` a Model::calls index), AfterForward right after
     // the call's fetch and AfterBackward right after its pre-backward fetch.
     std::function<void(Build&, HookPoint, int module, int node)> layer_hook;
+    // Under the pipeline: the Model::parallel.pipe_layers indices of this rank's stage (rank_model.cpp).
+    std::vector<int64_t> stage_layers = {};
 
     void hook(HookPoint at, int module, int node = -1) {
         if (layer_hook) layer_hook(*this, at, module, node);
@@ -85,6 +88,18 @@ void generate_stage3(Build& b);
 // stage3.py ~1708: skipped only without the group, i.e. without 3D parallelism).
 void model_parallel_allreduce(Build& b, DType dtype, ReduceOp redop);
 
+// Stages 0-1's optimizer (stage012.cpp: DeepSpeedZeroOptimizer, the BF16 optimizer or the engine's
+// own all_reduce) for a driver that runs forward and backward itself, the pipeline engine: its
+// ReduceGrads instruction calls reduce_gradients(), OptimizerStep step(s).
+struct ZeroOptimizer {
+    virtual ~ZeroOptimizer() = default;
+    virtual void reduce_gradients() = 0;
+    virtual void step(int s) = 0;
+    virtual DType tied_grad_dtype() const = 0;   // the dtype tied weights' gradients are all_reduced in
+};
+// Sets it up as generate_stage012 does (the partition layout into b.out.meta).
+std::unique_ptr<ZeroOptimizer> stage01_optimizer(Build& b);
+
 // 3D parallelism (rank_schedule.cpp): the schedule of rank opt.rank.
 Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
 // The pipeline engine (pipeline.cpp): b.model is the rank's stage; b.opt.world ZeRO's group.
@@ -113,7 +128,7 @@ std::vector<int> pipe_layer_params(const Model& m, size_t layer);
 struct RankModel {
     Model model;
     int64_t stage = 0;                  // pipeline stage
-    std::vector<int64_t> stage_layers;  // Model::parallel.pipe_layers indices of that stage
+    std::vector<int64_t> stage_layers = {};  // Model::parallel.pipe_layers indices of that stage
 };
 Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank, PipePartition partition);
 

@@ -162,6 +162,7 @@ Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, co
     meta.rank = opt.rank;
     meta.pipe_stage = local->stage;
     meta.pipe_partition = opt.pp_partition;
+    b.stage_layers = local->stage_layers;   // the pipeline engine's stage (pipeline.cpp)
     meta.param_shards = b.param_world;
     for (MeshGroup kind : {MeshGroup::Pipe, MeshGroup::Tensor, MeshGroup::ModelParallel, MeshGroup::Sequence, MeshGroup::Expert,
                            MeshGroup::ExpertData})

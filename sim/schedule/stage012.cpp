@@ -3,6 +3,7 @@
 // buffered_allreduce_fallback) and bf16_optimizer.py. docs/zero-comm.md states the rules.
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "schedule/partition.hpp"
 #include "schedule/release_rules.hpp"
@@ -54,9 +55,22 @@ struct OwnerSlice {
     }
 };
 
-struct Stage012 {
+// The mpu's norm all_reduce outside ZeRO's _model_parallel_all_reduce: runtime/utils.py
+// get_global_norm_of_tensors (~888, the BF16 optimizer's step) and clip_grad_norm_ (~366, stage 0's
+// fp32 clipping) sum over mpu.get_model_parallel_group() whenever an mpu is given, a one-rank group
+// included. The pipeline engine hands its grid (model-parallel group = the pipe x tensor ranks of a
+// data index, topology.py 302-311); tensor and Ulysses runs pass their own mpu.
+void mpu_norm_allreduce(Build& b, const char* caller) {
+    if (!b.mesh) return;
+    const auto& L = b.mesh->layout();
+    if (L.pipe == 1 && L.tensor == 1 && L.sequence == 1) return;
+    b.group_op(OpKind::AllReduce, 1, DType::FP32, caller, RuleId::MpuNormAllreduce,
+               L.pipe > 1 ? GroupKind::ModelParallel : GroupKind::Tensor);
+}
+
+struct Stage012 : ZeroOptimizer {
     Build& b;
-    const ZeroConfig& z;
+    ZeroConfig z;   // a copy: the pipeline engine turns overlap_comm off
     Optimizer kind;
     std::vector<FlatGroupLayout> layouts;   // one per optimizer parameter group
     std::vector<GroupKind> over;            // the group each is partitioned over (Dp; ExpertData: MoE)
@@ -65,6 +79,9 @@ struct Stage012 {
     int flushes = 0;                        // flush counter within the micro-step
 
     Stage012(Build& build, Optimizer k) : b(build), z(build.cfg.zero), kind(k) {
+        // engine.py _configure_zero_optimizer (1512-1515): "Pipeline parallelism does not support
+        // overlapped communication, will be disabled."
+        if (b.mesh && b.mesh->layout().pipe > 1) z.overlap_comm = false;
         bool round_robin = k == Optimizer::Zero12 && z.round_robin_gradients;
         for (int g = 0; g < b.model.num_groups; ++g) {
             over.push_back(param_group_over(b, g));
@@ -232,20 +249,36 @@ struct Stage012 {
                 for (int p : ready) add(p);
             b.hook(HookPoint::AfterBackward, module);
         }
-        if (kind == Optimizer::Zero12) {
-            if (z.stage == 2) {
-                flush();  // the epilogue, every micro-step
-            } else if (b.is_boundary()) {
-                // reduce_gradients: without hooks, walk every group in registration order.
-                if (!z.overlap_comm)
-                    for (int g = 0; g < b.model.num_groups; ++g)
-                        for (size_t p = 0; p < b.model.params.size(); ++p)
-                            if (b.model.params[p].group == g) add(static_cast<int>(p));
-                flush();
-            }
-        } else if (b.is_boundary()) {
+        if (kind == Optimizer::Zero12 && z.stage == 2)
+            flush();  // the epilogue, every micro-step
+        else if (b.is_boundary())
+            boundary_reduction();
+    }
+
+    // The gradient reduction at the accumulation boundary: stage 1's reduce_gradients, or the
+    // engine's buffered_allreduce_fallback (stage 0, BF16 optimizer).
+    void boundary_reduction() {
+        if (kind != Optimizer::Zero12) {
             engine_allreduce();
+            return;
         }
+        // reduce_gradients (stage_1_and_2.py 695-715): without hooks, walk every group in registration order.
+        if (!z.overlap_comm)
+            for (int g = 0; g < b.model.num_groups; ++g)
+                for (size_t p = 0; p < b.model.params.size(); ++p)
+                    if (b.model.params[p].group == g) add(static_cast<int>(p));
+        flush();
+    }
+
+    // ZeroOptimizer, for the pipeline engine (its ReduceGrads and OptimizerStep instructions).
+    void reduce_gradients() override {
+        flushes = 0;
+        boundary_reduction();
+    }
+    void step(int s) override { optimizer_step(s); }
+    DType tied_grad_dtype() const override {
+        // pipe/engine.py _exec_reduce_tied_grads (279): the BF16 optimizer's fp32 _hp_grad, else weight.grad.
+        return kind == Optimizer::BF16 ? DType::FP32 : b.cfg.model_dtype;
     }
 
     void optimizer_step(int s) {
@@ -254,8 +287,10 @@ struct Stage012 {
         const DType model_dt = b.cfg.model_dtype;
         if (kind == Optimizer::Plain) {
             // fp16 checks overflow locally at stage 0; fp32 with clipping all_reduces the norm.
-            if (model_dt == DType::FP32 && b.cfg.gradient_clipping > 0.0)
+            if (model_dt == DType::FP32 && b.cfg.gradient_clipping > 0.0) {
+                mpu_norm_allreduce(b, "clip_grad_norm_");
                 b.collective(OpKind::AllReduce, 1, DType::FP32, "clip_grad_norm_", RuleId::Stage0ClipGradNorm);
+            }
             if (!b.overflows(s)) {
                 Op& opt = b.optimizer_step(-1, b.model.total_numel());
                 for (size_t p = 0; p < b.model.params.size(); ++p) opt.params.push_back(static_cast<int>(p));
@@ -283,6 +318,7 @@ struct Stage012 {
                 model_parallel_allreduce(b, DType::FP32, ReduceOp::Sum);   // get_grad_norm_direct ~1697
             }
         expert_norms();
+        if (kind == Optimizer::BF16) mpu_norm_allreduce(b, "get_global_norm_of_tensors");   // bf16_optimizer.py 284
         // Each rank updates its partition of every group; `params` lists the group in flat order.
         for (int g = 0; g < b.model.num_groups; ++g) b.optimizer_step(g, layouts[g].partition_size).params = layouts[g].order;
         // all_gather_into_tensor_dp_groups (runtime/utils.py 952-960): each group over its own
@@ -329,10 +365,9 @@ Status zero12_moe_refusal(const DsConfig& c) {
     return std::nullopt;
 }
 
-}  // namespace
-
-void generate_stage012(Build& b) {
-    engine_start_broadcasts(b);
+// The optimizer DeepSpeed builds for stages 0-2, with the partition layout it applies written into
+// the schedule's meta.
+std::unique_ptr<Stage012> make_stage012(Build& b) {
     const auto& c = b.cfg;
     // bf16 without ZeRO, or with stage 1 and fp32 gradient accumulation, runs DeepSpeed's BF16
     // optimizer instead (engine._do_optimizer_sanity_check). From v0.17.6 (#7515) bf16 without ZeRO
@@ -343,13 +378,11 @@ void generate_stage012(Build& b) {
                           ((c.zero.stage == 0 && stage0_bf16_optimizer) ||
                            (c.zero.stage == 1 && c.grad_accum_dtype == DType::FP32));
     Optimizer kind = bf16_optimizer ? Optimizer::BF16 : c.zero.stage == 0 ? Optimizer::Plain : Optimizer::Zero12;
-    Stage012 s(b, kind);
-    const bool moe = std::find(s.over.begin(), s.over.end(), GroupKind::ExpertData) != s.over.end();
+    auto s = std::make_unique<Stage012>(b, kind);
+    const bool moe = std::find(s->over.begin(), s->over.end(), GroupKind::ExpertData) != s->over.end();
     if (kind == Optimizer::Zero12 && moe)
-        if (auto e = zero12_moe_refusal(c)) {
+        if (auto e = zero12_moe_refusal(c))
             if (!b.failure) b.failure = *e;
-            return;
-        }
     // The layout actually applied: the BF16 optimizer never reorders round robin.
     b.out.meta.round_robin_gradients = kind == Optimizer::Zero12 && c.zero.round_robin_gradients;
     // Stage 0's plain optimizer keeps everything on every rank; the others own one partition of
@@ -357,19 +390,29 @@ void generate_stage012(Build& b) {
     PartitionLayout& part = b.out.meta.partition;
     part.kind = kind == Optimizer::Plain ? PartitionKind::Replicated : PartitionKind::FlatGroups;
     if (kind != Optimizer::Plain)
-        for (const auto& L : s.layouts) {
-            GroupPartition g{L.order, {}, L.partition_size, s.over[static_cast<size_t>(L.group)]};
+        for (const auto& L : s->layouts) {
+            GroupPartition g{L.order, {}, L.partition_size, s->over[static_cast<size_t>(L.group)]};
             for (int p : L.order) g.offsets.push_back(L.flat_offset.at(p));
             part.groups.push_back(std::move(g));
         }
+    return s;
+}
+
+}  // namespace
+
+std::unique_ptr<ZeroOptimizer> stage01_optimizer(Build& b) { return make_stage012(b); }
+
+void generate_stage012(Build& b) {
+    engine_start_broadcasts(b);
+    auto s = make_stage012(b);
     auto plan = b.backward_plan();
     for (int step = 0; step < b.opt.steps; ++step) {
         b.step = step;
         for (int micro = 0; micro < b.batch.grad_accum; ++micro) {
             b.micro = micro;
-            s.micro_step(plan);
+            s->micro_step(plan);
         }
-        s.optimizer_step(step);
+        s->optimizer_step(step);
     }
 }
 

@@ -139,6 +139,7 @@ enum class RuleId {
     MoeCapacityAllreduce,             // "moe.capacity_allreduce"
     MoeExpertGradNorm,                // "moe.expert_grad_norm"
     UlyssesAllToAll,                  // "ulysses.all_to_all"
+    MpuNormAllreduce,                 // "mpu.norm_allreduce"
     ComputeForward,                   // "compute.forward"
     ComputeBackward,                  // "compute.backward"
     ComputeOptimizerStep,             // "compute.optimizer_step"
