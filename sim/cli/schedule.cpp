@@ -50,7 +50,7 @@ int write_schedule(const ScheduleArgs& a) {
 // --rank all: every rank's schedule, one file each, DIR/rank0.log .. rankN-1.log (.json and .txt
 // for those formats), the layout zerosim validate reads back as one log per rank.
 int write_every_rank(ScheduleArgs a) {
-    if (a.pp * a.tp * a.sp * a.ep <= 1)
+    if (a.pp <= 1 && a.tp <= 1 && a.sp <= 1 && a.ep <= 1)   // tp, sp 0: not given
         return input_error(Error{"", "--rank", "all needs a pipeline, tensor, sequence or expert parallel layout "
                                                "(--pp, --tp, --sp, --ep): without one every rank's ops are rank 0's"});
     std::error_code ec;
@@ -88,11 +88,14 @@ Command add_schedule(CLI::App& app) {
     // schedule alone also takes --rank all (write_every_rank): the word sets `every` and reaches
     // the number's check as 0 (the option, its help and its checks stay command.cpp's).
     auto every = std::make_shared<bool>(false);
-    sub->get_option("--rank")->transform([every](std::string v) {
-        if (v != "all") return v;
-        *every = true;
-        return std::string("0");
-    });
+    sub->get_option("--rank")
+        ->transform([every](std::string v) {
+            if (v != "all") return v;
+            *every = true;
+            return std::string("0");
+        })
+        ->description("With --pp/--tp/--sp/--ep: the rank whose ops to build (0 is the rank DeepSpeed's logger prints), "
+                      "or all with -o DIR/ (DIR/rank0.log ..)");
     sub->add_option("--steps", a->steps, "Optimizer steps to list")->capture_default_str()->check(integer_in(1, INT32_MAX));
     sub->add_option("--seq-len", a->seq_len, "Sequence length for compute estimates (default: the model's, else 1024)")
         ->check(integer_in(1));

@@ -1,6 +1,7 @@
 // A saved schedule's config and model (formats/schedule_json.hpp): the documents of its "inputs"
 // read as `zerosim schedule` read the files, under the names the schedule's meta gives them.
 #include "formats/schedule_json.hpp"
+#include "schedule/schedule.hpp"
 
 namespace zerosim {
 
@@ -20,14 +21,29 @@ Status check_sources_match(const ScheduleInputs& in, const std::string& path) {
                      "is " + std::to_string(in.cfg.zero.stage) + ", the schedule's meta.stage " + std::to_string(m.stage) +
                          ": the config is not the one the schedule was built from"};
     const auto& params = in.schedule.params;
-    if (in.model.params.size() != params.size())
+    // A rank of a 3D layout (or of a model with MoE layers) holds its share of the model: compare
+    // with the parameters the same rank's schedule holds when built from the sources.
+    std::vector<ScheduleParam> held;
+    if (m.layout.is_3d() || !in.model.parallel.moe.empty()) {
+        ScheduleOptions o;
+        o.world = m.layout.is_3d() ? m.layout.world : m.world;
+        o.layout = m.layout;
+        o.rank = m.rank;
+        o.pp_partition = m.pipe_partition;
+        auto rebuilt = build_schedule(in.model, in.cfg, o);
+        if (!rebuilt) return Error{path, "inputs", rebuilt.error().message + " (rebuilding rank " + std::to_string(m.rank) + ")"};
+        held = rebuilt->params;
+    } else {
+        for (const auto& p : in.model.params) held.push_back({p.name, p.shape, p.numel, p.group});
+    }
+    if (held.size() != params.size())
         return Error{path, "inputs.model",
-                     "has " + std::to_string(in.model.params.size()) + " parameters, the schedule " +
+                     "has " + std::to_string(held.size()) + " parameters, the schedule " +
                          std::to_string(params.size()) + ": the model is not the one the schedule was built from"};
     for (size_t i = 0; i < params.size(); ++i)
-        if (in.model.params[i].name != params[i].name || in.model.params[i].numel != params[i].numel)
+        if (held[i].name != params[i].name || held[i].numel != params[i].numel)
             return Error{path, "inputs.model",
-                         "parameter " + std::to_string(i) + " is " + in.model.params[i].name + ", the schedule's " +
+                         "parameter " + std::to_string(i) + " is " + held[i].name + ", the schedule's " +
                              params[i].name + ": the model is not the one the schedule was built from"};
     return std::nullopt;
 }

@@ -218,7 +218,7 @@ Op read_op(const JsonField& o, size_t index) {
     Op op;
     if (o.at("id").as_integer() != static_cast<int64_t>(index))
         o.at("id").fail_here("expected " + std::to_string(index) + ": ops are listed in id order from 0");
-    op.kind = named_value(o.at("kind"), op_kind_json_name, OpKind::AllToAll);
+    op.kind = named_value(o.at("kind"), op_kind_json_name, OpKind::Recv);
     op.step = read_int(o.at("step"), -1);
     op.micro = read_int(o.at("micro"), -1);
     op.phase = named_value(o.at("phase"), phase_name, Phase::Step);

@@ -203,7 +203,9 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     if (opt.zero_init && cfg.zero.stage != 3)
         return Error{"", "--zero-init", "deepspeed.zero.Init partitions parameters only under ZeRO stage 3; " + cfg.source +
                                             " has stage " + std::to_string(cfg.zero.stage)};
-    if (opt.layout.is_3d()) return detail::build_rank_schedule(model, cfg, opt);
+    // A model with MoE layers runs DeepSpeed's MoE path even at --ep 1 (one-rank expert groups still
+    // all_to_all; expert parameters are still their own optimizer groups).
+    if (opt.layout.is_3d() || !model.parallel.moe.empty()) return detail::build_rank_schedule(model, cfg, opt);
     auto batch = resolve_batch(cfg, opt.world);
     if (!batch) return batch.error();
     // Bounded work: the size is known from the inputs; refuse before building what cannot fit.
