@@ -288,8 +288,15 @@ void note_layout_key(const JsonField& root, const std::string& key, DsConfig& c)
         if (tp.raw().is_null()) return;
         tp.expect_object();
         // v0.16.4+ (#7004): autotp_size turns on AutoTP for training (module_inject/layers.py).
-        if (tp.has("autotp_size") && !(c.release < Release{0, 16, 4})) c.autotp_size = tp.at("autotp_size").as_integer_in(1, 1 << 20);
-        if (tp.has("tp_size"))
+        if (tp.has("autotp_size")) {
+            const int64_t n = tp.at("autotp_size").as_integer_in(1, 1 << 20);
+            if (c.release < Release{0, 16, 4})
+                c.ignored_keys.push_back("tensor_parallel.autotp_size (DeepSpeed " + c.release.name() +
+                                         " does not read it; it arrives in v0.16.4, #7004)");
+            else
+                c.autotp_size = n;
+        }
+        if (tp.has("tp_size") && !(tp.at("tp_size").raw().is_number_integer() && tp.at("tp_size").raw() == 1))
             c.warnings.push_back("tensor_parallel.tp_size is DeepSpeed inference's setting; the training engine takes tensor "
                                  "parallelism from the mpu: pass --tp N");
     } else if (key == "sequence_parallel_size") {

@@ -53,16 +53,20 @@ void read_pipeline(const JsonField& root, Model& m) {
         auto l = layers.at(i);
         l.expect_object();
         PipeLayer layer{l.at("name").as_string(), read_shape(l.at("output"))};
-        if (!names.insert(layer.name).second) l.at("name").fail_here("layer \"" + layer.name + "\" is listed twice");
+        // A TiedLayerSpec (runtime/pipe/module.py 233-246) runs one module, tied_modules.<key>, wherever
+        // the list names it; every other layer appears once.
+        const bool tied = layer.name.rfind("tied_modules.", 0) == 0;
+        if (!names.insert(layer.name).second && !tied) l.at("name").fail_here("layer \"" + layer.name + "\" is listed twice");
         m.parallel.pipe_layers.push_back(std::move(layer));
     }
     if (m.parallel.pipe_layers.empty()) layers.fail_here("expected at least one layer");
     // Every parameter belongs to exactly one layer, or the partitioner's counts would be wrong.
     for (const auto& p : m.params) {
-        int owners = 0;
-        for (const auto& l : m.parallel.pipe_layers) owners += has_prefix(p.name, l.name) ? 1 : 0;
-        if (owners != 1)
-            layers.fail_here("parameter \"" + p.name + "\" belongs to " + std::to_string(owners) +
+        std::set<std::string> owners;
+        for (const auto& l : m.parallel.pipe_layers)
+            if (has_prefix(p.name, l.name)) owners.insert(l.name);
+        if (owners.size() != 1)
+            layers.fail_here("parameter \"" + p.name + "\" belongs to " + std::to_string(owners.size()) +
                              " layers; each parameter's name must start with exactly one layer's name and a dot");
     }
 }

@@ -255,7 +255,7 @@ constexpr Rule kRules[] = {
      "train_micro_batch_size_per_gpu", Payload::Activations},
     {RuleId::MoeCapacityAllreduce, "moe.capacity_allreduce", "MoE without token dropping: all_reduce(MAX) of the capacity over the expert group",
      "", Payload::Scalars},
-    {RuleId::MoeExpertGradNorm, "moe.expert_grad_norm", "MoE: expert gradient norms averaged over the expert-data-parallel group", "", Payload::Scalars},
+    {RuleId::MoeExpertGradNorm, "moe.expert_grad_norm", "MoE: expert gradient norms averaged over the expert-data-parallel group (the BF16 optimizer: summed over the expert group)", "", Payload::Scalars},
     {RuleId::UlyssesAllToAll, "ulysses.all_to_all", "Ulysses: all_to_all of q, k, v and the output per attention (4 forward, 4 backward)",
      "train_micro_batch_size_per_gpu", Payload::Activations},
     {RuleId::MpuNormAllreduce, "mpu.norm_allreduce",

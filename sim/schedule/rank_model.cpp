@@ -166,6 +166,8 @@ Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank,
     r.default_seq_len = m.default_seq_len;
     r.gradient_checkpointing = m.gradient_checkpointing;
     r.parallel = m.parallel;
+    r.attention_heads = m.attention_heads;
+    r.kv_heads = m.kv_heads;
     for (size_t p = 0; p < m.params.size(); ++p)
         if (keep[p]) r.params.push_back(m.params[p]);
     std::vector<std::string> order;

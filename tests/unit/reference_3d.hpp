@@ -51,6 +51,14 @@ inline Result<Schedule> reference_3d_schedule(const std::string& run, const std:
     return build_schedule(model.value(), cfg.value(), reference_3d_options(run, rank));
 }
 
+// The ops of one rule, in schedule order.
+inline std::vector<const Op*> ops_of(const Schedule& s, RuleId rule) {
+    std::vector<const Op*> out;
+    for (const auto& op : s.ops)
+        if (op.rule == rule) out.push_back(&op);
+    return out;
+}
+
 // Every rank of the run, op for op.
 inline void expect_3d_run_matches(const std::string& run, const std::string& kind) {
     const int64_t world = reference_3d_options(run, 0).world;

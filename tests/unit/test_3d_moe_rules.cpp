@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "inline_inputs.hpp"
+#include "reference_3d.hpp"
 #include "schedule/schedule.hpp"
 
 using namespace zerosim;
@@ -50,12 +51,7 @@ Schedule build(const MoeCase& c, int64_t rank = 0) {
     return s.ok() ? s.value() : Schedule{};
 }
 
-std::vector<const Op*> ops_of(const Schedule& s, RuleId rule) {
-    std::vector<const Op*> out;
-    for (const auto& op : s.ops)
-        if (op.rule == rule) out.push_back(&op);
-    return out;
-}
+using test::ops_of;
 
 // Elements of each all_to_all, after checking there are four of equal size on the expert group.
 int64_t all_to_all_elements(const MoeCase& c) {

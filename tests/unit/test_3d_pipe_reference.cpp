@@ -47,12 +47,7 @@ Result<Schedule> pipe_schedule(const Model& m, const DsConfig& c, int64_t world,
     return s;
 }
 
-std::vector<const Op*> ops_of(const Schedule& s, RuleId rule) {
-    std::vector<const Op*> out;
-    for (const auto& op : s.ops)
-        if (op.rule == rule) out.push_back(&op);
-    return out;
-}
+using test::ops_of;
 
 // "Send(m0) Recv(m1) ..." for the instructions of one stage that move data between stages, and
 // "F0 B0" for its passes, step by step ("|" between steps).
@@ -278,5 +273,22 @@ TEST(PipeEngine, TiedWeightGradientAllReducedBeforeTheReduction) {
         ASSERT_EQ(bucket.size(), 1u);
         EXPECT_LT(tied[0]->id, bucket[0]->id);
         EXPECT_GT(tied[0]->id, ops_of(s.value(), RuleId::PipeGradRecv).back()->id);
+    }
+}
+
+// A TiedLayerSpec used at both ends (runtime/pipe/module.py 233-246): weights [80, 64, 80] cut
+// [0, 2, 3], so both stages hold tied_modules.embed.weight (10 x 8 fp32) and each all_reduces its
+// 320-byte gradient at ReduceTiedGrads.
+TEST(PipeEngine, TiedLayerOnTwoStagesReducesOnBoth) {
+    const Model m = parse_model(R"({"name": "tied2", "parameters": [
+        {"name": "tied_modules.embed.weight", "shape": [10, 8]}, {"name": "fc.weight", "shape": [8, 8]}],
+        "pipeline": {"layers": [{"name": "tied_modules.embed", "output": [8]}, {"name": "fc", "output": [8]},
+                                {"name": "tied_modules.embed", "output": [10]}]}})");
+    for (int64_t r : {0, 1}) {
+        auto s = pipe_schedule(m, pipe_config(1), 2, 2, r);
+        ASSERT_TRUE(s.ok()) << s.error().what();
+        auto tied = ops_of(s.value(), RuleId::PipeTiedGradAllreduce);
+        ASSERT_EQ(tied.size(), 1u) << "rank " << r;
+        EXPECT_EQ(tied[0]->bytes(), 320);
     }
 }

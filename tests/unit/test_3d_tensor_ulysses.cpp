@@ -46,12 +46,7 @@ Schedule build(const Model& m, int stage, int64_t world, int64_t tp, int64_t sp,
     return s.ok() ? s.value() : Schedule{};
 }
 
-std::vector<const Op*> ops_of(const Schedule& s, RuleId rule) {
-    std::vector<const Op*> out;
-    for (const auto& op : s.ops)
-        if (op.rule == rule) out.push_back(&op);
-    return out;
-}
+using test::ops_of;
 
 }  // namespace
 

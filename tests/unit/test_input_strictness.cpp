@@ -171,17 +171,26 @@ TEST(InputStrictness, ReferenceVariantConfigs) {
 }
 
 // Pipeline, tensor, expert and sequence parallelism: one warning naming each.
-TEST(InputStrictness, ParallelismWarnedByName) {
+// Issue 28: the layout keys are read where DeepSpeed reads them and named where not; nothing is
+// called "not modelled" any more. "pipeline" holds the pipeline engine's settings (silent), the
+// Ulysses degree is read, inference's tp_size and a "moe" section are named.
+TEST(InputStrictness, LayoutKeysReadOrNamed) {
     DsConfig c = ds_ok(R"({"pipeline": {"stages": 2}, "sequence_parallel_size": 4, "moe": {"enabled": true}})");
+    EXPECT_EQ(c.sequence_parallel_size, 4);
     ASSERT_EQ(c.warnings.size(), 1u);
-    EXPECT_EQ(c.warnings[0],
-              "pipeline parallelism (pipeline), sequence parallelism (sequence_parallel_size 4), expert parallelism "
-              "(moe) are not modelled: the prediction leaves out their own collectives, and ZeRO's run over the "
-              "data-parallel group only (--world ranks)");
+    EXPECT_TRUE(contains(c.warnings[0], "moe: DeepSpeed's engine reads no MoE layout")) << c.warnings[0];
     EXPECT_TRUE(c.ignored_keys.empty());
     EXPECT_TRUE(ds_ok(R"({"sequence_parallel_size": 1, "tensor_parallel": {"tp_size": 1}})").warnings.empty());
     EXPECT_EQ(ds_ok(R"({"tensor_parallel": {"tp_size": 2}})").warnings.size(), 1u);
     EXPECT_EQ(ds_err(R"({"sequence_parallel_size": 0})").field, "sequence_parallel_size");
+    // AutoTP's degree from v0.16.4; v0.14.2 names it as a key it does not read.
+    auto later = parse_ds_config("ds.json", R"({"tensor_parallel": {"autotp_size": 4}})", Release{0, 17, 0});
+    ASSERT_TRUE(later.ok()) << later.error().what();
+    EXPECT_EQ(later->autotp_size, 4);
+    DsConfig early = ds_ok(R"({"tensor_parallel": {"autotp_size": 4}})");
+    EXPECT_EQ(early.autotp_size, 0);
+    ASSERT_EQ(early.ignored_keys.size(), 1u);
+    EXPECT_TRUE(contains(early.ignored_keys[0], "v0.16.4")) << early.ignored_keys[0];
 }
 
 // ---------------------------------------------------------------------------------------------
