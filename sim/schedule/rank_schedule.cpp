@@ -29,6 +29,14 @@ Status check_layout(const Model& model, const DsConfig& cfg, const ScheduleOptio
         return Error{cfg.source, "zero_optimization.stage",
                      "DeepSpeed's pipeline engine supports ZeRO stages 0 and 1 only (runtime/pipe/engine.py asserts stage < 2); "
                      "found " + std::to_string(cfg.zero.stage) + " with --pp " + std::to_string(L.pipe)};
+    // Under tensor parallelism the pipeline engine sends activations cut over the tensor group and
+    // all_gathers them on receipt (engine.py pipe_partitioned / grad_partitioned, on by default):
+    // not modelled yet, so refused rather than listed without them.
+    if (L.pipe > 1 && (L.tensor > 1 || L.sequence > 1))
+        return Error{"", L.tensor > 1 ? "--tp" : "--sp",
+                     "a pipeline (--pp " + std::to_string(L.pipe) + ") with tensor or sequence parallelism is not modelled yet: "
+                     "the pipeline engine's partitioned activations (pipeline.pipe_partitioned) and the layers' collectives "
+                     "inside its stages"};
     if (L.pipe > 1 && model.parallel.pipe_layers.empty())
         return Error{model.source, "pipeline", "--pp " + std::to_string(L.pipe) +
                                                    " needs the layers PipelineModule cuts: a parameter list with a \"pipeline\" "
