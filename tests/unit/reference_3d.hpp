@@ -51,7 +51,7 @@ inline Result<Schedule> reference_3d_schedule(const std::string& run, const std:
     return build_schedule(model.value(), cfg.value(), reference_3d_options(run, rank));
 }
 
-// The ops of one rule, in schedule order.
+// The ops of one rule, in schedule order (pointers into `s`: keep it alive).
 inline std::vector<const Op*> ops_of(const Schedule& s, RuleId rule) {
     std::vector<const Op*> out;
     for (const auto& op : s.ops)

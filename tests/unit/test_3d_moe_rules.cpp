@@ -55,7 +55,8 @@ using test::ops_of;
 
 // Elements of each all_to_all, after checking there are four of equal size on the expert group.
 int64_t all_to_all_elements(const MoeCase& c) {
-    auto a2a = ops_of(build(c), RuleId::MoeAllToAll);
+    const Schedule s = build(c);   // the ops point into it
+    auto a2a = ops_of(s, RuleId::MoeAllToAll);
     EXPECT_EQ(a2a.size(), 4u);
     if (a2a.empty()) return -1;
     for (const Op* op : a2a) {
