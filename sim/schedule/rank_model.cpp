@@ -79,7 +79,8 @@ int64_t expert_of(const MoeLayer& l, const std::string& name, std::string& rest)
     if (!starts_with_part(name, l.experts)) return -1;
     std::string tail = name.substr(l.experts.size() + 1);
     size_t dot = tail.find('.');
-    if (dot == std::string::npos || dot == 0 || tail.find_first_not_of("0123456789") != dot) return -1;
+    // An index of more than 9 digits names no expert a layer has (num_local_experts is at most 2^20).
+    if (dot == std::string::npos || dot == 0 || dot > 9 || tail.find_first_not_of("0123456789") != dot) return -1;
     rest = tail.substr(dot);
     return std::stoll(tail.substr(0, dot));
 }
