@@ -53,6 +53,11 @@ int write_every_rank(ScheduleArgs a) {
     if (a.pp <= 1 && a.tp <= 1 && a.sp <= 1 && a.ep <= 1)   // tp, sp 0: not given
         return input_error(Error{"", "--rank", "all needs a pipeline, tensor, sequence or expert parallel layout "
                                                "(--pp, --tp, --sp, --ep): without one every rank's ops are rank 0's"});
+    // One schedule and one file per rank: bounded, so a typo'd --world cannot fill a disk.
+    constexpr int64_t kMaxRankFiles = 4096;
+    if (a.world > kMaxRankFiles)
+        return input_error(Error{"", "--rank", "all writes one file per rank, at most " + std::to_string(kMaxRankFiles) +
+                                                   "; --world is " + std::to_string(a.world) + " (give --rank R for one rank)"});
     std::error_code ec;
     const bool folder = std::filesystem::is_directory(a.output, ec);
     if (a.output.empty() || (!folder && a.output.back() != '/'))

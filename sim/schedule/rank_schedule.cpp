@@ -37,6 +37,13 @@ Status check_layout(const Model& model, const DsConfig& cfg, const ScheduleOptio
                      "a pipeline (--pp " + std::to_string(L.pipe) + ") with tensor or sequence parallelism is not modelled yet: "
                      "the pipeline engine's partitioned activations (pipeline.pipe_partitioned) and the layers' collectives "
                      "inside its stages"};
+    // partition_balanced is DeepSpeed's O(layers^2 x stages) dynamic programme: bounded work.
+    const auto layers = static_cast<double>(model.parallel.pipe_layers.size());
+    if (L.pipe > 1 && opt.pp_partition == PipePartition::Parameters && layers * layers * static_cast<double>(L.pipe) > 2e9)
+        return Error{model.source, "pipeline.layers",
+                     std::to_string(model.parallel.pipe_layers.size()) + " layers over --pp " + std::to_string(L.pipe) +
+                         " stages is past what partition_method \"parameters\" (an O(layers^2 x stages) search) can cut "
+                         "here; --pp-partition uniform cuts any number"};
     if (L.pipe > 1 && model.parallel.pipe_layers.empty())
         return Error{model.source, "pipeline", "--pp " + std::to_string(L.pipe) +
                                                    " needs the layers PipelineModule cuts: a parameter list with a \"pipeline\" "
