@@ -401,7 +401,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
     const auto& meta = s.meta;
     const int last = meta.steps - 1;
     write_explain_intro(out, meta, last);
-    out << explain_layout(model, cfg, s);
+    out << explain_layout(model, s);
     // Per rule, in the order rules first appear.
     const CollectivesByRule by = collectives_by_rule(s);
     for (const auto& rule : by.order) write_rule_section(out, cfg, s, rule, by.ops.at(rule), last);

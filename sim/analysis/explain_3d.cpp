@@ -71,7 +71,7 @@ void write_dimension_table(std::ostream& out, const Schedule& s, const Mesh& mes
 
 }  // namespace
 
-std::string explain_layout(const Model& whole, const DsConfig& cfg, const Schedule& s) {
+std::string explain_layout(const Model& whole, const Schedule& s) {
     const ParallelLayout& L = s.meta.layout;
     if (!L.is_3d()) return "";
     auto mesh = Mesh::build(L);
@@ -89,7 +89,6 @@ std::string explain_layout(const Model& whole, const DsConfig& cfg, const Schedu
     write_dimension_table(out, s, mesh.value(), last);
     out << "ZeRO's own volume (the paper's 2Ψ for stages 1 and 2, 3Ψ for stage 3) counts Ψ = the parameters this rank holds, "
            "on its data-parallel group; the other groups add what the table says on top.\n\n";
-    (void)cfg;
     return out.str();
 }
 

@@ -1,3 +1,4 @@
+#include <map>
 #include "formats/measured_logs.hpp"
 
 #include <algorithm>
@@ -360,7 +361,9 @@ Result<std::vector<MeasuredLog>> split_by_rank(MeasuredLog log) {
         return at(log.path, log.unranked_line,
                   "a comm op line without \"[Rank N]\" among the lines of ranks " + std::to_string(log.ranks.front()) + " to " +
                       std::to_string(log.ranks.back()) + ": cannot tell which rank logged it");
+    // One pass over the ops (a run's log can hold millions), each to its rank's log.
     std::vector<MeasuredLog> out;
+    std::map<int64_t, size_t> slot;
     for (int64_t rank : log.ranks) {
         MeasuredLog one;
         one.path = log.path;
@@ -369,9 +372,12 @@ Result<std::vector<MeasuredLog>> split_by_rank(MeasuredLog log) {
         one.total_params = log.total_params;
         one.log_dist_line = log.log_dist_line;
         one.ranks = {rank};
-        for (const auto& op : log.ops)
-            if (op.rank == rank) one.ops.push_back(op);
+        slot[rank] = out.size();
         out.push_back(std::move(one));
+    }
+    for (auto& op : log.ops) {
+        auto it = slot.find(op.rank);
+        if (it != slot.end()) out[it->second].ops.push_back(std::move(op));
     }
     return out;
 }

@@ -160,15 +160,13 @@ Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank,
         out.model = std::move(m);
         return out;
     }
-    // Rebuild modules, forward order and the call tree from the kept parameters.
-    Model r;
-    r.name = m.name;
-    r.source = m.source;
-    r.default_seq_len = m.default_seq_len;
-    r.gradient_checkpointing = m.gradient_checkpointing;
-    r.parallel = m.parallel;
-    r.attention_heads = m.attention_heads;
-    r.kv_heads = m.kv_heads;
+    // Rebuild modules, forward order and the call tree from the kept parameters; every other field
+    // (name, source, sequence length, parallel parts, head counts) is the whole model's.
+    Model r = m;
+    r.params.clear();
+    r.modules.clear();
+    r.forward_order.clear();
+    r.calls.clear();
     for (size_t p = 0; p < m.params.size(); ++p)
         if (keep[p]) r.params.push_back(m.params[p]);
     std::vector<std::string> order;

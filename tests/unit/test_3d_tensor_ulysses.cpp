@@ -142,9 +142,7 @@ TEST(Explain3d, EachGroupOfTheRankWithItsOpsPerStep) {
     ASSERT_TRUE(s.ok()) << s.error().what();
     auto whole = load_model(test::reference_3d_model("tensor"));
     ASSERT_TRUE(whole.ok());
-    auto cfg = load_ds_config(test::reference(test::kReference3d + "tp2_dp2_z1/ds_config.json"));
-    ASSERT_TRUE(cfg.ok());
-    const std::string text = explain_layout(whole.value(), cfg.value(), s.value());
+    const std::string text = explain_layout(whole.value(), s.value());
     std::istringstream in(text);
     std::string line, tensor_row, dp_row;
     while (std::getline(in, line)) {
@@ -161,7 +159,7 @@ TEST(Explain3d, EachGroupOfTheRankWithItsOpsPerStep) {
     d >> group >> members >> ops;
     EXPECT_EQ(members, "{1,3}");
     EXPECT_EQ(ops, "3");
-    EXPECT_EQ(explain_layout(whole.value(), cfg.value(), Schedule{}), "");   // no 3D layout, no section
+    EXPECT_EQ(explain_layout(whole.value(), Schedule{}), "");   // no 3D layout, no section
 }
 
 namespace {
