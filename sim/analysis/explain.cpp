@@ -112,6 +112,7 @@ std::pair<std::string, std::string> key_value(const DsConfig& c, const std::stri
     if (key == "fp16.enabled") return {b(c.model_dtype == DType::FP16), "false"};
     if (key == "bf16.enabled") return {b(c.model_dtype == DType::BF16), "false"};
     if (key == "gradient_clipping") return {std::to_string(c.gradient_clipping), "0.0"};
+    if (key == "pipeline.pipe_partitioned") return {b(c.pipeline.pipe_partitioned), "true"};
     if (key == "communication_data_type")
         return {c.communication_data_type ? dtype_name(*c.communication_data_type) : "unset (training dtype)", "unset"};
     return {"?", "?"};
@@ -370,6 +371,7 @@ void write_volume_per_stage(std::ostream& out, const Model& model, const DsConfi
         o.layout = meta.layout;   // a 3D schedule: the same rank of the same layout
         o.rank = meta.rank;
         o.pp_partition = meta.pipe_partition;
+        o.pp_partition_type = meta.pipe_partition_type;
         auto sched = build_schedule(model, c, o);
         if (!sched) continue;
         double paper = (st == 3 ? 3 : 2) * psi_bytes * f;
@@ -401,7 +403,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
     const auto& meta = s.meta;
     const int last = meta.steps - 1;
     write_explain_intro(out, meta, last);
-    out << explain_layout(model, s);
+    out << explain_layout(model, cfg, s);
     // Per rule, in the order rules first appear.
     const CollectivesByRule by = collectives_by_rule(s);
     for (const auto& rule : by.order) write_rule_section(out, cfg, s, rule, by.ops.at(rule), last);

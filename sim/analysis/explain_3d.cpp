@@ -1,6 +1,7 @@
 // explain's part for a 3D layout: what each parallel dimension adds on this rank, over which group,
 // how many ops and bytes per step, beside ZeRO's own on the data-parallel group; under a pipeline,
 // each stage's ZeRO reduction (the "one big all_reduce" question asked per stage).
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -69,9 +70,74 @@ void write_dimension_table(std::ostream& out, const Schedule& s, const Mesh& mes
     }
 }
 
+// One rank of each pipeline stage (the same data and tensor index as `s`'s rank), built as `s` was.
+std::vector<Schedule> stage_schedules(const Model& whole, const DsConfig& cfg, const Schedule& s) {
+    const ParallelLayout& L = s.meta.layout;
+    const int64_t per_stage = L.world / L.pipe;
+    std::vector<Schedule> out;
+    for (int64_t stage = 0; stage < L.pipe; ++stage) {
+        ScheduleOptions o;
+        o.world = L.world;
+        o.steps = s.meta.steps;
+        o.seq_len = s.meta.seq_len;
+        o.layout = L;
+        o.rank = stage * per_stage + s.meta.rank % per_stage;
+        o.pp_partition = s.meta.pipe_partition;
+        o.pp_partition_type = s.meta.pipe_partition_type;
+        auto built = stage == s.meta.pipe_stage ? Result<Schedule>(s) : build_schedule(whole, cfg, o);
+        if (!built) return {};
+        out.push_back(std::move(built).value());
+    }
+    return out;
+}
+
+// What a stage's ops of one kind on one group add up to in a step: "3 x all_reduce, largest 1.2 GB".
+std::string ops_summary(const Schedule& s, GroupKind g, int last, bool p2p) {
+    std::map<std::string, std::pair<int, int64_t>> by_kind;   // op name -> count, bytes
+    int64_t largest = 0;
+    for (const auto& op : s.ops) {
+        if (op.step != last || op.group != g || (op.kind == OpKind::Send || op.kind == OpKind::Recv) != p2p) continue;
+        if (!is_collective(op.kind) && !p2p) continue;
+        auto& k = by_kind[op_record_name(op.kind) + std::string(op.logged ? "" : "*")];
+        ++k.first;
+        k.second += op.bytes();
+        largest = std::max(largest, op.bytes());
+    }
+    if (by_kind.empty()) return "-";
+    std::string text;
+    for (const auto& [name, cb] : by_kind)
+        text += (text.empty() ? "" : ", ") + std::to_string(cb.first) + " " + name + " " + ds_size_string(cb.second);
+    return text;
+}
+
+// Under a pipeline: each stage's layers, parameters and ZeRO reduction, the question of
+// docs/zero-comm.md ("why one big all_reduce") answered stage by stage.
+void write_stage_table(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& s, int last) {
+    const auto stages = stage_schedules(whole, cfg, s);
+    if (stages.empty()) return;
+    out << "Each pipeline stage (one rank of each, the same data and tensor index), step " << last
+        << "; * = not in DeepSpeed's comms log:\n";
+    char line[600];
+    for (const auto& st : stages) {
+        std::snprintf(line, sizeof line, "stage %lld (rank %lld): %lld parameters on this rank\n  ZeRO on its data group: %s\n"
+                      "  pipeline send/recv: %s\n  tensor group: %s\n",
+                      static_cast<long long>(st.meta.pipe_stage), static_cast<long long>(st.meta.rank),
+                      static_cast<long long>(st.meta.total_params), ops_summary(st, GroupKind::Dp, last, false).c_str(),
+                      ops_summary(st, GroupKind::Pipe, last, true).c_str(), ops_summary(st, GroupKind::Tensor, last, false).c_str());
+        out << line;
+    }
+    const char* why = cfg.zero.stage == 0 ? "ZeRO stage 0 all_reduces every gradient bucket over the stage's data group"
+                                          : "ZeRO stage 1 under the pipeline engine reduces each stage's gradients once, at the "
+                                            "end of the batch (engine.py _exec_reduce_grads), in buckets of reduce_bucket_size; "
+                                            "each bucket is all_reduced whole and every rank keeps its own slices (see the "
+                                            "all_reduce question below); reduce_scatter is never called";
+    out << "Why all_reduce on every stage: " << why << ". Each stage reduces only its own layers' gradients, over its own "
+        << s.meta.world << " data-parallel ranks, so the stage with the most parameters sends the most.\n";
+}
+
 }  // namespace
 
-std::string explain_layout(const Model& whole, const Schedule& s) {
+std::string explain_layout(const Model& whole, const DsConfig& cfg, const Schedule& s) {
     const ParallelLayout& L = s.meta.layout;
     if (!L.is_3d()) return "";
     auto mesh = Mesh::build(L);
@@ -87,6 +153,7 @@ std::string explain_layout(const Model& whole, const Schedule& s) {
         << " parameters; ZeRO shards them over its data-parallel group of " << s.meta.world << " ranks.\n"
         << "Per step (step " << last << "), by process group:\n";
     write_dimension_table(out, s, mesh.value(), last);
+    if (L.pipelined()) write_stage_table(out, whole, cfg, s, last);
     out << "ZeRO's own volume (the paper's 2Ψ for stages 1 and 2, 3Ψ for stage 3) counts Ψ = the parameters this rank holds, "
            "on its data-parallel group; the other groups add what the table says on top.\n\n";
     return out.str();

@@ -8,6 +8,7 @@
 #include "core/output.hpp"
 #include "core/sizes.hpp"
 #include "formats/schedule_json.hpp"
+#include "inputs/neox_config.hpp"
 #include "prediction/gathered_budget.hpp"
 #include "schedule/what_if.hpp"
 #include "schedule/schedule.hpp"
@@ -43,9 +44,24 @@ int emit(const std::string& path, const std::vector<std::string>& inputs, const 
     return write_output("zerosim", path, "-o", inputs, write);
 }
 
+void add_model_and_config(CLI::App* sub, ScheduleArgs& a) {
+    // Required unless --neox-config (or a subcommand's --schedule) stands for them: load_inputs checks.
+    auto* ds = sub->add_option("--ds-config", a.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize");
+    auto* model = sub->add_option("--model", a.model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON");
+    sub->add_option("--neox-config", a.neox_config,
+                    "GPT-NeoX YAML config(s), merged in order as GPT-NeoX merges them: the model, pipe-parallel-size, "
+                    "model-parallel-size and the DeepSpeed keys, in place of --ds-config and --model (docs/neox.md)")
+        ->expected(1, 64)
+        ->excludes(ds)
+        ->excludes(model);
+    sub->add_option("--vocab-size", a.vocab_size,
+                    "With --neox-config: the tokenizer's vocabulary size (the YAML names only the tokenizer), padded as "
+                    "GPT-NeoX pads it")
+        ->check(integer_in(1, int64_t{1} << 32));
+}
+
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
-    sub->add_option("--ds-config", a.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
-    sub->add_option("--model", a.model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")->required();
+    add_model_and_config(sub, a);
     auto* w = sub->add_option("--world", a.world, "Ranks in all (data parallel x --pp x --tp x --sp)")->check(integer_in(1));
     if (world_required) w->required();
     if (world_required)  // predict and report take it from the topology
@@ -73,9 +89,16 @@ void add_layout_flags(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--ep", a.ep, "MoE expert-parallel ranks (ep_size), inside the data-parallel group")
         ->capture_default_str()
         ->check(integer_in(1));
-    sub->add_option("--pp-partition", a.pp_partition, "How PipelineModule cuts layers into stages (partition_method)")
-        ->check(CLI::IsMember({"parameters", "uniform"}))
-        ->capture_default_str();
+    sub->add_option("--pp-partition", a.pp_partition,
+                    "How PipelineModule cuts layers into stages (partition_method): parameters (default), uniform or "
+                    "type:REGEX (the layers whose class name matches; GPT-NeoX's default type:transformer|mlp)")
+        ->check(CLI::Validator(
+            [](std::string& v) {
+                return v == "parameters" || v == "uniform" || (v.rfind("type:", 0) == 0 && v.size() > 5)
+                           ? std::string()
+                           : "expected parameters, uniform or type:REGEX, found '" + v + "'";
+            },
+            "METHOD"));
     sub->add_option("--rank", a.rank, "With --pp/--tp/--sp/--ep: the rank whose ops to build (0 is the rank DeepSpeed's logger prints)")
         ->capture_default_str()
         ->check(integer_in(0));
@@ -90,6 +113,14 @@ static Result<int64_t> flag_or_key(int64_t flag, const char* name, int64_t key, 
 }
 
 static Status apply_layout_flags(const ScheduleArgs& a, const DsConfig& cfg, ScheduleOptions& opt);
+
+// --pp-partition's word (module.py _partition_layers' partition_method); "" = parameters.
+static void set_pp_partition(const std::string& how, ScheduleOptions& opt) {
+    opt.pp_partition = how == "uniform" ? PipePartition::Uniform
+                       : how.rfind("type:", 0) == 0 ? PipePartition::Type
+                                                    : PipePartition::Parameters;
+    opt.pp_partition_type = opt.pp_partition == PipePartition::Type ? how.substr(5) : "";
+}
 
 Status refuse_layout(const ParallelLayout& L) {
     if (!L.is_3d()) return std::nullopt;
@@ -117,7 +148,7 @@ static Status apply_layout_flags(const ScheduleArgs& a, const DsConfig& cfg, Sch
     opt.layout.sequence = sp.value();
     opt.layout.expert = a.ep;
     opt.rank = a.rank;
-    opt.pp_partition = a.pp_partition == "uniform" ? PipePartition::Uniform : PipePartition::Parameters;
+    set_pp_partition(a.pp_partition, opt);
     return std::nullopt;
 }
 
@@ -187,14 +218,57 @@ static void note_ds_config(const DsConfig& cfg) {
                      "sim/timing/offload_time.hpp), NVMe offload timed as CPU\n";
 }
 
+// A GPT-NeoX config's layout where the flags leave it: pipe-parallel-size (>= 1: the pipeline
+// engine, even with one stage), model-parallel-size and pipe-partition-method; a flag that says
+// otherwise is refused.
+static Status apply_neox_layout(const ScheduleArgs& a, const NeoxInputs& n, ScheduleOptions& opt) {
+    const std::string src = n.ds_config.source;
+    if (a.pp > 1 && a.pp != std::max<int64_t>(n.pipe, 1))
+        return Error{src, "pipe-parallel-size", "says " + std::to_string(n.pipe) + ", --pp says " + std::to_string(a.pp) +
+                                                    "; give one, or make them agree"};
+    if (a.tp > 0 && a.tp != n.tensor)
+        return Error{src, "model-parallel-size", "says " + std::to_string(n.tensor) + ", --tp says " + std::to_string(a.tp) +
+                                                     "; give one, or make them agree"};
+    opt.layout.pipe = std::max<int64_t>(n.pipe, 1);
+    opt.layout.pipe_engine = n.pipe >= 1;
+    opt.layout.tensor = n.tensor;
+    if (a.pp_partition.empty()) set_pp_partition(n.partition_method, opt);
+    if (n.partition_method != "parameters" && n.partition_method != "uniform" && n.partition_method.rfind("type:", 0) != 0)
+        return Error{src, "pipe-partition-method", "expected parameters, uniform or type:REGEX, found '" + n.partition_method + "'"};
+    return std::nullopt;
+}
+
+// The config and the model: --ds-config and --model, or a GPT-NeoX config (with its layout).
+static Status load_config_and_model(const ScheduleArgs& a, Release release, std::optional<DsConfig>& cfg,
+                                    std::optional<Model>& model, std::optional<NeoxInputs>& neox) {
+    if (!a.neox_config.empty()) {
+        auto n = load_neox_config(a.neox_config, a.vocab_size, release);
+        if (!n) return n.error();
+        neox = std::move(n).value();
+        cfg = neox->ds_config;
+        model = neox->model;
+        return std::nullopt;
+    }
+    if (a.vocab_size > 0) return Error{"", "--vocab-size", "goes with --neox-config (a model file gives its own vocabulary)"};
+    for (const auto& [flag, value] : {std::pair{"--ds-config", &a.ds_config}, std::pair{"--model", &a.model}})
+        if (value->empty()) return Error{"", flag, "required (or --neox-config FILE.yml, a GPT-NeoX config)"};
+    auto c = load_ds_config(a.ds_config, release);
+    if (!c) return c.error();
+    cfg = std::move(c).value();
+    auto m = load_model(a.model);
+    if (!m) return m.error();
+    model = std::move(m).value();
+    return std::nullopt;
+}
+
 Result<Inputs> load_inputs(const ScheduleArgs& a) {
     auto release = resolve_release(a.deepspeed);
     if (!release) return release.error();
-    auto cfg = load_ds_config(a.ds_config, release.value());
-    if (!cfg) return cfg.error();
-    note_ds_config(cfg.value());
-    auto model = load_model(a.model);
-    if (!model) return model.error();
+    std::optional<DsConfig> cfg;
+    std::optional<Model> model;
+    std::optional<NeoxInputs> neox;
+    if (auto e = load_config_and_model(a, release.value(), cfg, model, neox)) return *e;
+    note_ds_config(*cfg);
     ScheduleOptions opt;
     opt.world = a.world;
     opt.steps = a.steps;
@@ -203,6 +277,8 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     opt.zero_init = a.zero_init;
     opt.gpus_per_node = a.gpus_per_node;
     if (auto e = apply_layout_flags(a, cfg.value(), opt)) return *e;
+    if (neox)
+        if (auto e = apply_neox_layout(a, *neox, opt)) return *e;
     if (!a.per_rank)
         if (auto e = refuse_layout(opt.layout)) return *e;
     if (!a.max_memory.empty()) {
@@ -223,7 +299,7 @@ static const char* const kScheduleBuildingFlags[] = {"--ds-config", "--model",  
                                                      "--seq-len",   "--overflow-steps", "--deepspeed", "--zero-init",
                                                      "--max-ops",   "--max-memory",     "--gpus-per-node",
                                                      "--pp",        "--tp",             "--sp",        "--ep",
-                                                     "--pp-partition", "--rank"};
+                                                     "--pp-partition", "--rank", "--neox-config", "--vocab-size"};
 
 void add_saved_schedule(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--schedule", a.schedule,
@@ -244,7 +320,7 @@ static bool given(const CLI::App* sub, const char* flag) {
 static Status check_saved_schedule_flags(const CLI::App* sub, const ScheduleArgs& a, bool world_required) {
     if (a.schedule.empty()) {
         for (const char* flag : {"--ds-config", "--model"})
-            if (!given(sub, flag))
+            if (!given(sub, flag) && !given(sub, "--neox-config"))
                 return Error{"", flag, "required (or --schedule FILE, a schedule saved by zerosim schedule --format json)"};
         if (world_required && !given(sub, "--world"))
             return Error{"", "--world", "required (or --schedule FILE, a schedule saved by zerosim schedule --format json)"};
@@ -271,6 +347,7 @@ Result<Inputs> load_schedule_inputs(const CLI::App* sub, const ScheduleArgs& a, 
 
 std::vector<std::string> schedule_input_files(const ScheduleArgs& a) {
     if (!a.schedule.empty()) return {a.schedule};
+    if (!a.neox_config.empty()) return a.neox_config;
     return {a.ds_config, a.model};
 }
 

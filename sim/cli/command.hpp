@@ -77,12 +77,17 @@ struct ScheduleArgs {
     std::string schedule;     // --schedule FILE (predict, report, explain): a saved schedule
     // --pp, --tp, --sp, --ep, --pp-partition, --rank: the 3D layout and the rank whose program to build.
     int64_t pp = 1, tp = 0, sp = 0, ep = 1;   // tp, sp 0: not given (the config's autotp_size / sequence_parallel_size, else 1)
-    std::string pp_partition = "parameters";
+    std::string pp_partition;   // "" = not given: parameters (a GPT-NeoX config: its pipe-partition-method)
+    // --neox-config FILE.yml ... (with --vocab-size): GPT-NeoX's configs in place of --ds-config and --model.
+    std::vector<std::string> neox_config;
+    int64_t vocab_size = 0;
     int64_t rank = 0;
     bool per_rank = false;    // the subcommand takes a 3D layout (schedule, explain); others refuse it
 };
 // --pp, --tp, --sp, --ep, --pp-partition and --rank.
 void add_layout_flags(CLI::App* sub, ScheduleArgs& a);
+// --ds-config and --model, or --neox-config FILE.yml ... with --vocab-size.
+void add_model_and_config(CLI::App* sub, ScheduleArgs& a);
 // The refusal of a subcommand that does not model a 3D layout yet (the flags' and the config's), or nullopt.
 Status refuse_layout(const ParallelLayout& L);
 Status refuse_layout(const ScheduleArgs& a, const DsConfig& cfg);

@@ -17,6 +17,11 @@ struct MemoryArgs {
 };
 
 int run_memory(const MemoryArgs& a) {
+    if (!a.sched.neox_config.empty())
+        return input_error(Error{"", "--neox-config", "the memory of a GPT-NeoX config (its pipeline engine and tensor "
+                                                      "layout) is not modelled yet; zerosim schedule and explain read it"});
+    for (const auto& [flag, value] : {std::pair{"--ds-config", &a.sched.ds_config}, std::pair{"--model", &a.sched.model}})
+        if (value->empty()) return input_error(Error{"", flag, "required"});
     auto release = resolve_release(a.sched.deepspeed);
     if (!release) return input_error(release.error());
     auto cfg = load_ds_config(a.sched.ds_config, release.value());

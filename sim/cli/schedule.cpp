@@ -4,6 +4,7 @@
 #include "command.hpp"
 #include "core/json_input.hpp"
 #include "formats/schedule_outputs.hpp"
+#include "inputs/neox_config.hpp"
 #include "inputs/release.hpp"
 
 namespace zerosim::cli {
@@ -12,6 +13,13 @@ namespace {
 
 // The documents the schedule was built from, for the JSON's "inputs" (predict --schedule reads them).
 Result<ScheduleSources> schedule_sources(const ScheduleArgs& a) {
+    if (!a.neox_config.empty()) {   // the DeepSpeed config GPT-NeoX builds and the model as a parameter list
+        auto release = resolve_release(a.deepspeed.empty() ? kNewestRelease.number() : a.deepspeed);
+        if (!release) return release.error();
+        auto n = load_neox_config(a.neox_config, a.vocab_size, release.value());
+        if (!n) return n.error();
+        return ScheduleSources{n->ds_config_doc, n->model_doc};
+    }
     auto cfg = read_json_file(a.ds_config);
     if (!cfg) return cfg.error();
     auto model = read_json_file(a.model);
@@ -32,7 +40,7 @@ int write_schedule(const ScheduleArgs& a) {
         if (!read) return input_error(read.error());
         sources = std::move(read).value();
     }
-    return emit(a.output, {a.ds_config, a.model}, [&](std::ostream& out) {
+    return emit(a.output, schedule_input_files(a), [&](std::ostream& out) {
         if (a.format == "deepspeed") {
             DeepSpeedLogOptions o;
             o.log_summary = a.log_summary;
@@ -50,7 +58,7 @@ int write_schedule(const ScheduleArgs& a) {
 // --rank all: every rank's schedule, one file each, DIR/rank0.log .. rankN-1.log (.json and .txt
 // for those formats), the layout zerosim validate reads back as one log per rank.
 int write_every_rank(ScheduleArgs a) {
-    if (a.pp <= 1 && a.tp <= 1 && a.sp <= 1 && a.ep <= 1)   // tp, sp 0: not given
+    if (a.pp <= 1 && a.tp <= 1 && a.sp <= 1 && a.ep <= 1 && a.neox_config.empty())   // tp, sp 0: not given
         return input_error(Error{"", "--rank", "all needs a pipeline, tensor, sequence or expert parallel layout "
                                                "(--pp, --tp, --sp, --ep): without one every rank's ops are rank 0's"});
     // One schedule and one file per rank: bounded, so a typo'd --world cannot fill a disk.
@@ -85,9 +93,7 @@ Command add_schedule(CLI::App& app) {
     a->per_rank = true;
     auto* sub = app.add_subcommand(
         "schedule", "List every collective (and compute segment) ZeRO issues for a model, config and world size");
-    sub->add_option("--ds-config", a->ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize")->required();
-    sub->add_option("--model", a->model, "Hugging Face config.json (gpt2, gpt_neox, llama...) or a parameter-list JSON")
-        ->required();
+    add_model_and_config(sub, *a);
     sub->add_option("--world", a->world, "Ranks in all (data parallel x --pp x --tp x --sp)")->required()->check(integer_in(1));
     add_layout_flags(sub, *a);
     // schedule alone also takes --rank all (write_every_rank): the word sets `every` and reaches

@@ -124,13 +124,17 @@ void read_layout(const JsonField& meta, ScheduleMeta& m) {
     m.layout.tensor = l.at("tensor").as_integer_in(1, INT32_MAX);
     m.layout.sequence = l.at("sequence").as_integer_in(1, INT32_MAX);
     m.layout.expert = l.at("expert").as_integer_in(1, INT32_MAX);
+    if (l.has("pipe_engine")) m.layout.pipe_engine = l.at("pipe_engine").as_bool();
     if (auto e = check_parallel_layout(m.layout)) l.fail_here(e->message);
     m.rank = meta.at("rank").as_integer_in(0, m.layout.world - 1);
     m.pipe_stage = meta.at("pipe_stage").as_integer_in(0, m.layout.pipe - 1);
     if (meta.has("pipe_partition")) {
         const std::string how = meta.at("pipe_partition").as_string();
-        if (how != "parameters" && how != "uniform") meta.at("pipe_partition").fail_here("expected \"parameters\" or \"uniform\"");
-        m.pipe_partition = how == "uniform" ? PipePartition::Uniform : PipePartition::Parameters;
+        const bool type = how.rfind("type:", 0) == 0 && how.size() > 5;
+        if (how != "parameters" && how != "uniform" && !type)
+            meta.at("pipe_partition").fail_here("expected \"parameters\", \"uniform\" or \"type:REGEX\"");
+        if (type) m.pipe_partition_type = how.substr(5);
+        m.pipe_partition = how == "uniform" ? PipePartition::Uniform : type ? PipePartition::Type : PipePartition::Parameters;
     }
     if (meta.has("param_shards")) m.param_shards = meta.at("param_shards").as_integer_in(1, m.world);
 }

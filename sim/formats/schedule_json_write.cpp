@@ -145,9 +145,12 @@ Json meta_json(const ScheduleMeta& m) {
     if (m.layout.is_3d()) {
         const ParallelLayout& L = m.layout;
         meta["layout"] = Json{{"world", L.world}, {"pipe", L.pipe}, {"tensor", L.tensor}, {"sequence", L.sequence}, {"expert", L.expert}};
+        if (L.pipe_engine) meta["layout"]["pipe_engine"] = true;
         meta["rank"] = m.rank;
         meta["pipe_stage"] = m.pipe_stage;
-        meta["pipe_partition"] = m.pipe_partition == PipePartition::Uniform ? "uniform" : "parameters";
+        meta["pipe_partition"] = m.pipe_partition == PipePartition::Uniform ? std::string("uniform")
+                                 : m.pipe_partition == PipePartition::Type ? "type:" + m.pipe_partition_type
+                                                                            : std::string("parameters");
         if (m.param_shards > 0) meta["param_shards"] = m.param_shards;
         meta["ranks"] = "the ops of rank " + std::to_string(m.rank) + " in this order (each rank of a 3D layout runs its own)";
     } else {

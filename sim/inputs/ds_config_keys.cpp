@@ -259,6 +259,27 @@ bool offload_enabled(const JsonField& z, const char* key, Release release) {
 
 void note_layout_key(const JsonField& root, const std::string& key, DsConfig& c);
 
+// runtime/config.py get_pipeline_config (458-471) copies every key of "pipeline" over its defaults;
+// the v0.14.2 pipeline engine reads three of them (pipe/engine.py 138-141 assert the two partition
+// flags are bools, 207 the checkpoint interval) and nothing else reads the rest.
+void note_pipeline_section(const JsonField& p, DsConfig& c) {
+    if (p.raw().is_null()) return;
+    p.expect_object();
+    for (auto it = p.raw().begin(); it != p.raw().end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "pipe_partitioned" || k == "grad_partitioned") {
+            if (!it.value().is_boolean())
+                p.at(k).fail_here("expected true or false (pipe/engine.py asserts a bool)");
+            (k == "pipe_partitioned" ? c.pipeline.pipe_partitioned : c.pipeline.grad_partitioned) = it.value().get<bool>();
+        } else if (k == "activation_checkpoint_interval") {
+            c.pipeline.activation_checkpoint_interval = p.at(k).as_integer_in(0, int64_t{1} << 30);
+        } else if (k != "stages" && k != "partition" && k != "seed_layers" && k != "use_reentrant") {
+            c.ignored_keys.push_back("pipeline." + k + " (the pipeline engine reads pipe_partitioned, grad_partitioned and "
+                                     "activation_checkpoint_interval)");
+        }
+    }
+}
+
 void note_top_level_keys(const JsonField& root, DsConfig& c) {
     for (auto it = root.raw().begin(); it != root.raw().end(); ++it) {
         const std::string& key = it.key();
@@ -299,6 +320,8 @@ void note_layout_key(const JsonField& root, const std::string& key, DsConfig& c)
         if (tp.has("tp_size") && !(tp.at("tp_size").raw().is_number_integer() && tp.at("tp_size").raw() == 1))
             c.warnings.push_back("tensor_parallel.tp_size is DeepSpeed inference's setting; the training engine takes tensor "
                                  "parallelism from the mpu: pass --tp N");
+    } else if (key == "pipeline") {
+        note_pipeline_section(root.at(key), c);
     } else if (key == "sequence_parallel_size") {
         c.sequence_parallel_size = root.at(key).as_integer_in(1, 1 << 20);
     } else if (key == "moe" && !root.at(key).raw().is_null()) {

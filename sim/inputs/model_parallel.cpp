@@ -53,6 +53,9 @@ void read_pipeline(const JsonField& root, Model& m) {
         auto l = layers.at(i);
         l.expect_object();
         PipeLayer layer{l.at("name").as_string(), read_shape(l.at("output"))};
+        if (l.has("type")) layer.type = l.at("type").as_string();
+        if (l.has("mask")) layer.mask = read_shape(l.at("mask"));
+        if (l.has("tied_weight")) layer.tied_weight = l.at("tied_weight").as_string();
         // A TiedLayerSpec (runtime/pipe/module.py 233-246) runs one module, tied_modules.<key>, wherever
         // the list names it; every other layer appears once.
         const bool tied = layer.name.rfind("tied_modules.", 0) == 0;

@@ -130,7 +130,10 @@ struct RankModel {
     int64_t stage = 0;                  // pipeline stage
     std::vector<int64_t> stage_layers = {};  // Model::parallel.pipe_layers indices of that stage
 };
-Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank, PipePartition partition);
+Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank, PipePartition partition,
+                             const std::string& partition_type = "");
+// Whether partition_method "type:REGEX" counts the layer (its type name, else its name).
+bool pipe_layer_matches(const PipeLayer& layer, const std::string& type_regex);
 
 }  // namespace detail
 }  // namespace zerosim

@@ -113,7 +113,7 @@ Status moe_layout_refusal(const Build& b) {
     if (L.tensor > 1)
         return Error{"", "--tp", "MoE layers with tensor parallelism (DeepSpeed's token drop and gather over the tensor group) "
                                  "are not modelled; use --tp 1"};
-    if (L.pipe > 1)
+    if (L.pipelined())
         return Error{"", "--pp", "MoE layers inside DeepSpeed's pipeline engine are not modelled; use --pp 1"};
     // engine.py _configure_zero_optimizer 1548: assert not self.has_moe_layers, "MoE not supported with Stage 3".
     if (b.cfg.zero.stage == 3)

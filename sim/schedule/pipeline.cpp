@@ -81,10 +81,23 @@ namespace {
 // This rank's place in the pipeline and what crosses its stage boundaries.
 struct PipeStage {
     int64_t stage = 0, stages = 1;
-    int64_t prev_rank = -1, next_rank = -1;   // p2p.py stage_to_global: the same data index one stage over
+    int64_t prev_rank = -1, next_rank = -1;   // p2p.py stage_to_global: the same data and tensor index one stage over
     int64_t out_elements = 0, in_elements = 0;   // a micro batch's activations sent on / received
     int64_t out_dims = 0, in_dims = 0;            // their ranks (micro batch dimension included)
+    std::vector<int64_t> out_mask, in_mask;       // an attention mask sent beside them (PipeLayer::mask)
     bool meta_sent = false, meta_received = false;
+    // Under tensor parallelism (engine.py 138-141: is_model_parallel and the config's flags): the
+    // first activation crosses as a PartitionedTensor over the tensor ("slice") group, its layout
+    // (to_meta) and this rank's part; its gradient too when grad_partitioned.
+    int64_t tp = 1, tp_rank = 0;
+    bool pipe_partitioned = false, grad_partitioned = false;
+    // runtime/utils.py PartitionedTensor: this rank's part of an activation (partition_uniform over the
+    // group), and the length of to_meta()'s LongTensor [ndims, *shape, num_parts, rank, *partition].
+    int64_t part_of(int64_t elements) const {
+        const auto parts = partition_uniform(elements, tp);
+        return parts[static_cast<size_t>(tp_rank) + 1] - parts[static_cast<size_t>(tp_rank)];
+    }
+    int64_t meta_length(int64_t dims) const { return 1 + dims + 2 + tp + 1; }
 };
 
 PipeStage pipe_stage(const Build& b) {
@@ -97,24 +110,52 @@ PipeStage pipe_stage(const Build& b) {
     // A micro batch of the layer's per-sample output: the stage's last layer's goes on, the
     // previous stage's last layer's comes in (engine.py _exec_send_activations / _recv_tensor_meta).
     const auto& layers = b.model.parallel.pipe_layers;
-    auto activation = [&](int64_t layer, int64_t& elements, int64_t& dims) {
+    auto activation = [&](int64_t layer, int64_t& elements, int64_t& dims, std::vector<int64_t>& mask) {
         const auto& shape = layers[static_cast<size_t>(layer)].output;
         elements = b.batch.micro_batch;
         for (int64_t d : shape) elements *= d;
         dims = 1 + static_cast<int64_t>(shape.size());
+        mask = layers[static_cast<size_t>(layer)].mask;
     };
-    if (st.next_rank >= 0) activation(b.stage_layers.back(), st.out_elements, st.out_dims);
-    if (st.prev_rank >= 0) activation(b.stage_layers.front() - 1, st.in_elements, st.in_dims);
+    if (st.next_rank >= 0) activation(b.stage_layers.back(), st.out_elements, st.out_dims, st.out_mask);
+    if (st.prev_rank >= 0) activation(b.stage_layers.front() - 1, st.in_elements, st.in_dims, st.in_mask);
+    st.tp = b.mesh->layout().tensor;
+    st.tp_rank = b.mesh->coordinate(MeshAxis::Tensor, b.rank);
+    st.pipe_partitioned = st.tp > 1 && b.cfg.pipeline.pipe_partitioned;
+    st.grad_partitioned = st.tp > 1 && b.cfg.pipeline.grad_partitioned;
     return st;
 }
 
-// engine.py _send_tensor_meta / _recv_tensor_meta (917-1033) for one tensor: its type (0), its
-// number of dimensions and its shape, each a LongTensor.
-void pipe_tensor_meta(Build& b, OpKind kind, int64_t dims, int64_t peer) {
+// engine.py _send_tensor_meta / _recv_tensor_meta (917-1033), each field a LongTensor. One tensor:
+// its type (0), number of dimensions and shape. A tuple (type 2: partitioned, the layout and the
+// part, both flat; then the mask if any): its type and count, then each tensor's dtype, number of
+// dimensions and shape.
+void pipe_tensor_meta(Build& b, const PipeStage& st, OpKind kind, int64_t dims, const std::vector<int64_t>& mask,
+                      int64_t peer) {
     const RuleId rule = kind == OpKind::Send ? RuleId::PipeMetaSend : RuleId::PipeMetaRecv;
-    b.p2p(kind, 1, DType::INT64, rule, peer);
-    b.p2p(kind, 1, DType::INT64, rule, peer);
-    b.p2p(kind, dims, DType::INT64, rule, peer);
+    std::vector<int64_t> tensor_dims;
+    if (st.pipe_partitioned)
+        tensor_dims = {1, 1};
+    else
+        tensor_dims = {dims};
+    if (!mask.empty()) tensor_dims.push_back(static_cast<int64_t>(mask.size()));
+    const bool tuple = tensor_dims.size() > 1;
+    b.p2p(kind, 1, DType::INT64, rule, peer);            // type
+    if (tuple) b.p2p(kind, 1, DType::INT64, rule, peer);  // count
+    for (int64_t d : tensor_dims) {
+        if (tuple) b.p2p(kind, 1, DType::INT64, rule, peer);  // dtype
+        b.p2p(kind, 1, DType::INT64, rule, peer);             // ndims
+        b.p2p(kind, d, DType::INT64, rule, peer);             // shape
+    }
+}
+
+// The attention mask after the activation (engine.py 1042-1047: cast to half for the send; the
+// receiver's buffer has the dtype the metadata gave).
+void pipe_mask(Build& b, OpKind kind, const std::vector<int64_t>& mask, RuleId rule, int64_t peer) {
+    if (mask.empty()) return;
+    int64_t n = 1;
+    for (int64_t d : mask) n *= d;
+    b.p2p(kind, n, DType::FP16, rule, peer);
 }
 
 // engine.py __init__: the parameter-count all_reduce (155-156) and the warm-up exchange (224-234),
@@ -137,26 +178,55 @@ void pipe_engine_start(Build& b, const PipeStage& st) {
     }
 }
 
+// A tensor that may cross as a PartitionedTensor: its layout, then this rank's part
+// (engine.py 1052-1055 send a tuple's tensors in order; 1108-1111 the partitioned gradient's two);
+// whole otherwise.
+void pipe_tensor(Build& b, const PipeStage& st, OpKind kind, bool partitioned, int64_t elements, int64_t dims, RuleId rule,
+                 int64_t peer) {
+    const DType dt = b.cfg.model_dtype;
+    if (!partitioned) {
+        b.p2p(kind, elements, dt, rule, peer);
+        return;
+    }
+    b.p2p(kind, st.meta_length(dims), DType::INT64,
+          kind == OpKind::Send ? RuleId::PipePartitionMetaSend : RuleId::PipePartitionMetaRecv, peer);
+    b.p2p(kind, st.part_of(elements), dt, rule, peer);
+}
+
+// PartitionedTensor.full (runtime/utils.py 669-686): the tensor group gathers the parts back into
+// the whole activation, all_gather_into_tensor of this rank's part (DeepSpeed logs the input).
+// generate_pipeline refuses the uneven split, whose broadcasts name group ranks as global ones.
+void pipe_gather(Build& b, const PipeStage& st, int64_t elements) {
+    b.group_op(OpKind::AllGather, st.part_of(elements), b.cfg.model_dtype, "full", RuleId::PipePartitionAllGather,
+               GroupKind::Tensor);
+}
+
 // One instruction's point-to-point traffic (engine.py 1035-1227). Activations and their gradients
 // travel in the model's dtype (the module is cast; receive buffers come from _allocate_zeros). The
 // tensor metadata goes once in the engine's life, before the first activation: first_output_send
 // and pipe_recv_buf are never reset by train_batch.
 void pipe_exchange(Build& b, PipeStage& st, PipeInstr instr) {
-    const DType dt = b.cfg.model_dtype;
     switch (instr) {
         case PipeInstr::SendActivation:
-            if (!std::exchange(st.meta_sent, true)) pipe_tensor_meta(b, OpKind::Send, st.out_dims, st.next_rank);
-            b.p2p(OpKind::Send, st.out_elements, dt, RuleId::PipeActivationSend, st.next_rank);
+            if (!std::exchange(st.meta_sent, true)) pipe_tensor_meta(b, st, OpKind::Send, st.out_dims, st.out_mask, st.next_rank);
+            pipe_tensor(b, st, OpKind::Send, st.pipe_partitioned, st.out_elements, st.out_dims, RuleId::PipeActivationSend,
+                        st.next_rank);
+            pipe_mask(b, OpKind::Send, st.out_mask, RuleId::PipeActivationSend, st.next_rank);
             break;
         case PipeInstr::RecvActivation:
-            if (!std::exchange(st.meta_received, true)) pipe_tensor_meta(b, OpKind::Recv, st.in_dims, st.prev_rank);
-            b.p2p(OpKind::Recv, st.in_elements, dt, RuleId::PipeActivationRecv, st.prev_rank);
+            if (!std::exchange(st.meta_received, true)) pipe_tensor_meta(b, st, OpKind::Recv, st.in_dims, st.in_mask, st.prev_rank);
+            pipe_tensor(b, st, OpKind::Recv, st.pipe_partitioned, st.in_elements, st.in_dims, RuleId::PipeActivationRecv,
+                        st.prev_rank);
+            pipe_mask(b, OpKind::Recv, st.in_mask, RuleId::PipeActivationRecv, st.prev_rank);
             break;
         case PipeInstr::SendGrad:   // the received input's gradient, back where it came from
-            b.p2p(OpKind::Send, st.in_elements, dt, RuleId::PipeGradSend, st.prev_rank);
+            pipe_tensor(b, st, OpKind::Send, st.grad_partitioned, st.in_elements, st.in_dims, RuleId::PipeGradSend, st.prev_rank);
             break;
         case PipeInstr::RecvGrad:   // the gradient of this stage's output
-            b.p2p(OpKind::Recv, st.out_elements, dt, RuleId::PipeGradRecv, st.next_rank);
+            // _exec_recv_grads 1177-1186: a partitioned output whose gradient comes whole is gathered first.
+            if (st.pipe_partitioned && !st.grad_partitioned) pipe_gather(b, st, st.out_elements);
+            pipe_tensor(b, st, OpKind::Recv, st.grad_partitioned, st.out_elements, st.out_dims, RuleId::PipeGradRecv,
+                        st.next_rank);
             break;
         default:
             break;
@@ -167,8 +237,16 @@ void pipe_exchange(Build& b, PipeStage& st, PipeInstr instr) {
 // Nothing is logged here: the last stage's backward goes through DeepSpeedEngine.backward, but the
 // engine turned enable_backward_allreduce off (engine.py 78) and ZeRO-1 without overlap_comm
 // installs no gradient hooks.
-void stage_compute(Build& b, bool forward, const std::vector<std::pair<int, std::vector<int>>>& plan) {
+void stage_compute(Build& b, const PipeStage& st, bool forward, const std::vector<std::pair<int, std::vector<int>>>& plan) {
     b.phase = forward ? Phase::Forward : Phase::Backward;
+    // _exec_forward_pass 709-721: a partitioned input is gathered before the stage runs.
+    // _exec_backward_pass 816-838 (not the last stage, which returns at 803): the output, then its
+    // gradient, each gathered when it came partitioned.
+    if (forward && st.pipe_partitioned && st.stage > 0) pipe_gather(b, st, st.in_elements);
+    if (!forward && st.grad_partitioned && st.stage < st.stages - 1) {
+        if (st.pipe_partitioned) pipe_gather(b, st, st.out_elements);
+        pipe_gather(b, st, st.out_elements);
+    }
     if (forward) {
         for (int m : b.model.forward_order) {
             b.forward(m);
@@ -201,18 +279,21 @@ void pipe_aggregate_loss(Build& b, const PipeStage& st) {
 // gradient over the ranks of the stages holding it (module.py _index_tied_modules 447-492; a
 // module tied within one stage has a group of one and is still logged). A TiedLayerSpec's
 // parameters are named tied_modules.<key>.* (module.py 237), so a layer of that name is tied; its
-// tied attribute is DeepSpeed's default, `weight` (TiedLayerSpec tied_weight_attr). Keys go in the
+// tied attribute is the layer's tied_weight (TiedLayerSpec tied_weight_attr, "weight" by default). Keys go in the
 // order the stage's layers first use them (DeepSpeed iterates a Python set, module.py 454).
 // The group is put on the pipe group (the tie group is a subset of it: exact when every stage ties).
 void reduce_tied_grads(Build& b, const ZeroOptimizer& zero) {
-    std::vector<std::string> keys;
+    std::vector<std::string> keys, weights;
     for (int64_t l : b.stage_layers) {
-        const std::string& name = b.model.parallel.pipe_layers[static_cast<size_t>(l)].name;
-        if (name.rfind("tied_modules.", 0) == 0 && std::find(keys.begin(), keys.end(), name) == keys.end()) keys.push_back(name);
+        const PipeLayer& layer = b.model.parallel.pipe_layers[static_cast<size_t>(l)];
+        if (layer.name.rfind("tied_modules.", 0) == 0 && std::find(keys.begin(), keys.end(), layer.name) == keys.end()) {
+            keys.push_back(layer.name);
+            weights.push_back(layer.name + "." + layer.tied_weight);
+        }
     }
-    for (const auto& key : keys)
+    for (const auto& weight : weights)
         for (size_t p = 0; p < b.model.params.size(); ++p) {
-            if (b.model.params[p].name != key + ".weight") continue;
+            if (b.model.params[p].name != weight) continue;
             Op& op = b.group_op(OpKind::AllReduce, b.model.params[p].numel, zero.tied_grad_dtype(), "_exec_reduce_tied_grads",
                                 RuleId::PipeTiedGradAllreduce, GroupKind::Pipe);
             op.params = {static_cast<int>(p)};
@@ -227,7 +308,7 @@ void pipe_train_batch(Build& b, PipeStage& st, ZeroOptimizer& zero, const std::v
             switch (c.instr) {
                 case PipeInstr::ForwardPass:
                 case PipeInstr::BackwardPass:
-                    stage_compute(b, c.instr == PipeInstr::ForwardPass, plan);
+                    stage_compute(b, st, c.instr == PipeInstr::ForwardPass, plan);
                     break;
                 case PipeInstr::ReduceTiedGrads:
                     b.phase = Phase::Backward;
@@ -270,6 +351,17 @@ void generate_pipeline(Build& b) {
         return;
     }
     PipeStage st = pipe_stage(b);
+    // PartitionedTensor.full's uneven branch (runtime/utils.py 680-685) broadcasts each part with its
+    // index in the group as `src`, a global rank to torch.distributed: only the group of ranks 0 .. tp-1
+    // runs it; refused rather than listed.
+    for (int64_t n : {st.in_elements, st.out_elements})
+        if (st.pipe_partitioned && n % st.tp != 0) {
+            b.failure = Error{b.model.source, "pipeline",
+                              "an activation of " + std::to_string(n) + " elements per micro batch does not divide over --tp " +
+                                  std::to_string(st.tp) + ": DeepSpeed's PartitionedTensor.full broadcasts uneven parts with "
+                                  "group ranks as global ranks (set pipeline.pipe_partitioned false)"};
+            return;
+        }
     // DeepSpeedEngine.__init__ first (_broadcast_model over the stage's data group, logged even for a
     // one-rank group; the optimizer, which logs nothing), then PipelineEngine.__init__'s own.
     engine_start_broadcasts(b);

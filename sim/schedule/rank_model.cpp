@@ -1,6 +1,7 @@
 // The model as one rank of a 3D layout holds it (ZeRO sees only these parameters): the layers of
 // its pipeline stage, its tensor-parallel shard of each split parameter, and its experts.
 #include <cmath>
+#include <regex>
 #include <limits>
 
 #include "build.hpp"
@@ -97,12 +98,18 @@ std::vector<int> pipe_layer_params(const Model& m, size_t layer) {
 namespace {
 
 // The stage's layers of a pipeline (kept: their parameters) and which stage the rank is.
-std::vector<bool> pipe_keep(const Model& m, const Mesh& mesh, int64_t rank, PipePartition how, RankModel& out) {
+std::vector<bool> pipe_keep(const Model& m, const Mesh& mesh, int64_t rank, PipePartition how, const std::string& type,
+                            RankModel& out) {
     const int64_t stages = mesh.layout().pipe;
     const auto layers = static_cast<int64_t>(m.parallel.pipe_layers.size());
     std::vector<int64_t> parts;
     if (how == PipePartition::Uniform) {
         parts = partition_uniform(layers, stages);
+    } else if (how == PipePartition::Type) {
+        // module.py 386-391: weight 1 for each layer whose type name the regex finds, balanced.
+        std::vector<int64_t> matches;
+        for (const auto& l : m.parallel.pipe_layers) matches.push_back(pipe_layer_matches(l, type) ? 1 : 0);
+        parts = partition_balanced(matches, stages);
     } else {
         // module.py _count_layer_params: each layer's trainable parameter count, parameterless ones 0.
         std::vector<int64_t> counts;
@@ -145,14 +152,21 @@ void keep_local_experts(Model& m, const Mesh& mesh, int64_t rank, std::vector<bo
 
 }  // namespace
 
-Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank, PipePartition partition) {
+bool pipe_layer_matches(const PipeLayer& layer, const std::string& type_regex) {
+    // _find_layer_type (298-317): regex.search(name) with IGNORECASE. check_layout compiled it first.
+    const std::regex re(type_regex, std::regex::ECMAScript | std::regex::icase);
+    return std::regex_search(layer.type.empty() ? layer.name : layer.type, re);
+}
+
+Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank, PipePartition partition,
+                             const std::string& partition_type) {
     RankModel out;
     Model m = whole;
     const auto& L = mesh.layout();
     if (L.tensor > 1)
         if (auto e = split_for_tensor(m, L.tensor)) return *e;
     std::vector<bool> keep(m.params.size(), true);
-    if (L.pipe > 1) keep = pipe_keep(m, mesh, rank, partition, out);
+    if (L.pipelined()) keep = pipe_keep(m, mesh, rank, partition, partition_type, out);
     if (L.expert > 1) keep_local_experts(m, mesh, rank, keep);
     bool all = std::find(keep.begin(), keep.end(), false) == keep.end();
     if (all) {

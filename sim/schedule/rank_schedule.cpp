@@ -3,12 +3,32 @@
 // parallelism"): ZeRO's rules over the rank's data-parallel group on the parameters the rank holds,
 // and the model's parallel layers' collectives at their modules.
 #include <algorithm>
+#include <regex>
 
 #include "build.hpp"
 
 namespace zerosim::detail {
 
 namespace {
+
+// The pipeline engine under tensor parallelism (engine.py 138-141): gradients partitioned while
+// activations are not is a combination the engine mis-sizes (_exec_recv_grads allocates from the
+// whole output, _exec_backward_pass rebuilds from grad_layer[0], _exec_send_grads sends two tensors),
+// and checkpointing inside the stages re-runs the layers' forward, tensor collectives included, in
+// backward (issue: recompute), so both are refused by key.
+Status check_pipe_partitions(const DsConfig& cfg, const ParallelLayout& L) {
+    if (!L.pipelined() || L.tensor == 1) return std::nullopt;
+    if (cfg.pipeline.grad_partitioned && !cfg.pipeline.pipe_partitioned)
+        return Error{cfg.source, "pipeline.grad_partitioned",
+                     "true with pipeline.pipe_partitioned false under --tp " + std::to_string(L.tensor) +
+                         ": DeepSpeed's pipeline engine sends a partitioned gradient its previous stage does not expect; "
+                         "set both or neither"};
+    if (cfg.pipeline.activation_checkpoint_interval > 0)
+        return Error{cfg.source, "pipeline.activation_checkpoint_interval",
+                     "activation checkpointing inside pipeline stages under --tp is not modelled yet (the recomputed "
+                     "forward repeats the tensor-parallel all_reduces in backward)"};
+    return std::nullopt;
+}
 
 // The layout's refusals, named by the flag that set each axis.
 Status check_layout(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt) {
@@ -25,26 +45,37 @@ Status check_layout(const Model& model, const DsConfig& cfg, const ScheduleOptio
     if (opt.rank < 0 || opt.rank >= L.world)
         return Error{"", "--rank", "expected a rank from 0 to " + std::to_string(L.world - 1) + ", found " + std::to_string(opt.rank)};
     // runtime/pipe/engine.py PipelineEngine.__init__ (~77): assert self.zero_optimization_stage() < 2.
-    if (L.pipe > 1 && cfg.zero.stage >= 2)
+    if (L.pipelined() && cfg.zero.stage >= 2)
         return Error{cfg.source, "zero_optimization.stage",
                      "DeepSpeed's pipeline engine supports ZeRO stages 0 and 1 only (runtime/pipe/engine.py asserts stage < 2); "
                      "found " + std::to_string(cfg.zero.stage) + " with --pp " + std::to_string(L.pipe)};
-    // Under tensor parallelism the pipeline engine sends activations cut over the tensor group and
-    // all_gathers them on receipt (engine.py pipe_partitioned / grad_partitioned, on by default):
-    // not modelled yet, so refused rather than listed without them.
-    if (L.pipe > 1 && (L.tensor > 1 || L.sequence > 1))
-        return Error{"", L.tensor > 1 ? "--tp" : "--sp",
-                     "a pipeline (--pp " + std::to_string(L.pipe) + ") with tensor or sequence parallelism is not modelled yet: "
-                     "the pipeline engine's partitioned activations (pipeline.pipe_partitioned) and the layers' collectives "
-                     "inside its stages"};
+    // Ulysses inside the pipeline engine's stages: DeepSpeed v0.14.2's grid (PipeModelDataParallelTopology)
+    // has no sequence axis, so the pipeline engine and the sequence x data group ZeRO would use do not
+    // meet in one run; refused rather than guessed.
+    if (L.pipelined() && L.sequence > 1)
+        return Error{"", "--sp", "a pipeline (--pp " + std::to_string(L.pipe) + ") with Ulysses sequence parallelism is not "
+                                 "modelled: DeepSpeed v0.14.2's pipeline grid has no sequence axis"};
+    if (auto e = check_pipe_partitions(cfg, L)) return e;
     // partition_balanced is DeepSpeed's O(layers^2 x stages) dynamic programme: bounded work.
     const auto layers = static_cast<double>(model.parallel.pipe_layers.size());
-    if (L.pipe > 1 && opt.pp_partition == PipePartition::Parameters && layers * layers * static_cast<double>(L.pipe) > 2e9)
+    if (L.pipelined() && opt.pp_partition != PipePartition::Uniform && layers * layers * static_cast<double>(L.pipe) > 2e9)
         return Error{model.source, "pipeline.layers",
                      std::to_string(model.parallel.pipe_layers.size()) + " layers over --pp " + std::to_string(L.pipe) +
                          " stages is past what partition_method \"parameters\" (an O(layers^2 x stages) search) can cut "
                          "here; --pp-partition uniform cuts any number"};
-    if (L.pipe > 1 && model.parallel.pipe_layers.empty())
+    if (L.pipelined() && opt.pp_partition == PipePartition::Type) {
+        bool any = false;
+        try {
+            for (const auto& l : model.parallel.pipe_layers) any = any || pipe_layer_matches(l, opt.pp_partition_type);
+        } catch (const std::regex_error& e) {
+            return Error{"", "--pp-partition", "type:" + opt.pp_partition_type + " is not a regular expression (" + e.what() + ")"};
+        }
+        // module.py _find_layer_type raises "Partitioning '...' found no valid layers to partition."
+        if (!any && !model.parallel.pipe_layers.empty())
+            return Error{model.source, "pipeline.layers", "partition_method type:" + opt.pp_partition_type +
+                                                              " matches no layer's type (DeepSpeed raises: found no valid layers to partition)"};
+    }
+    if (L.pipelined() && model.parallel.pipe_layers.empty())
         return Error{model.source, "pipeline", "--pp " + std::to_string(L.pipe) +
                                                    " needs the layers PipelineModule cuts: a parameter list with a \"pipeline\" "
                                                    "section (docs/zero-comm.md)"};
@@ -106,11 +137,13 @@ void tensor_hook(Build& b, HookPoint at, int module, int64_t tokens) {
         if (par.shape.size() < 2 || par.tp == TpSplit::None) continue;
         const int64_t features = par.shape[static_cast<size_t>(1 - par.tp_dim)];
         const bool embedding = mod.kind == ModuleKind::Embedding;
-        if ((par.tp == TpSplit::Row || embedding) && at == HookPoint::AfterForward)
-            b.group_op(OpKind::AllReduce, tokens * features, b.cfg.model_dtype, "forward", RuleId::TpForwardAllreduce, GroupKind::Tensor);
+        if ((par.tp == TpSplit::Row || embedding) && par.tp_reduces_output && at == HookPoint::AfterForward)
+            b.group_op(OpKind::AllReduce, tokens * features, b.cfg.model_dtype, "forward", RuleId::TpForwardAllreduce, GroupKind::Tensor)
+                .logged = b.model.tp_collectives_logged;
         if (par.tp == TpSplit::Column && !embedding && at == HookPoint::AfterBackward && first_reader_of_input(b.model, module, features))
             b.group_op(OpKind::AllReduce, tokens * features, b.cfg.model_dtype, "backward", RuleId::TpBackwardAllreduce,
-                       GroupKind::Tensor);
+                       GroupKind::Tensor)
+                .logged = b.model.tp_collectives_logged;
         break;   // one collective per module (its weight decides)
     }
 }
@@ -153,7 +186,7 @@ Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, co
     if (auto e = check_layout(model, cfg, opt)) return *e;
     auto mesh = Mesh::build(opt.layout);
     if (!mesh) return mesh.error();
-    auto local = rank_model(model, mesh.value(), opt.rank, opt.pp_partition);
+    auto local = rank_model(model, mesh.value(), opt.rank, opt.pp_partition, opt.pp_partition_type);
     if (!local) return local.error();
     if (!local->model.parallel.moe.empty()) split_moe_param_groups(local->model);   // moe.cpp
     const ParallelLayout& L = opt.layout;
@@ -177,6 +210,7 @@ Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, co
     meta.rank = opt.rank;
     meta.pipe_stage = local->stage;
     meta.pipe_partition = opt.pp_partition;
+    meta.pipe_partition_type = opt.pp_partition_type;
     b.stage_layers = local->stage_layers;   // the pipeline engine's stage (pipeline.cpp)
     meta.param_shards = b.param_world;
     for (MeshGroup kind : {MeshGroup::Pipe, MeshGroup::Tensor, MeshGroup::ModelParallel, MeshGroup::Sequence, MeshGroup::Expert,

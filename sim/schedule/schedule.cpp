@@ -47,10 +47,10 @@ void model_parallel_allreduce(Build& b, DType dtype, ReduceOp redop) {
     // model_parallel_group is None. The pipeline engine hands its grid as the mpu; tensor and Ulysses runs pass one.
     if (!b.mesh) return;
     const auto& L = b.mesh->layout();
-    if (L.pipe == 1 && L.tensor == 1 && L.sequence == 1) return;
+    if (!L.pipelined() && L.tensor == 1 && L.sequence == 1) return;
     // The mpu's model-parallel group: under the pipeline engine the grid's ds_model_proc_group
     // (pipe x tensor, topology.py 302-311), else the tensor-parallel group.
-    const bool pipe = L.pipe > 1;
+    const bool pipe = L.pipelined();
     if (b.cfg.zero.stage != 3 && b.group_size(pipe ? MeshGroup::ModelParallel : MeshGroup::Tensor) <= 1) return;
     b.group_op(OpKind::AllReduce, 1, dtype, "_model_parallel_all_reduce", RuleId::ZeroModelParallelAllreduce,
                pipe ? GroupKind::ModelParallel : GroupKind::Tensor)
@@ -246,7 +246,7 @@ Status start_schedule(Build& b) {
 }
 
 Result<Schedule> finish_schedule(Build& b) {
-    if (b.out.meta.layout.pipe > 1)
+    if (b.out.meta.layout.pipelined())
         generate_pipeline(b);
     else if (b.cfg.zero.stage == 3)
         generate_stage3(b);

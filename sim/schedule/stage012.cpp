@@ -63,9 +63,9 @@ struct OwnerSlice {
 void mpu_norm_allreduce(Build& b, const char* caller) {
     if (!b.mesh) return;
     const auto& L = b.mesh->layout();
-    if (L.pipe == 1 && L.tensor == 1 && L.sequence == 1) return;
+    if (!L.pipelined() && L.tensor == 1 && L.sequence == 1) return;
     b.group_op(OpKind::AllReduce, 1, DType::FP32, caller, RuleId::MpuNormAllreduce,
-               L.pipe > 1 ? GroupKind::ModelParallel : GroupKind::Tensor);
+               L.pipelined() ? GroupKind::ModelParallel : GroupKind::Tensor);
 }
 
 struct Stage012 : ZeroOptimizer {
@@ -81,7 +81,7 @@ struct Stage012 : ZeroOptimizer {
     Stage012(Build& build, Optimizer k) : b(build), z(build.cfg.zero), kind(k) {
         // engine.py _configure_zero_optimizer (1512-1515): "Pipeline parallelism does not support
         // overlapped communication, will be disabled."
-        if (b.mesh && b.mesh->layout().pipe > 1) z.overlap_comm = false;
+        if (b.mesh && b.mesh->layout().pipelined()) z.overlap_comm = false;
         bool round_robin = k == Optimizer::Zero12 && z.round_robin_gradients;
         for (int g = 0; g < b.model.num_groups; ++g) {
             over.push_back(param_group_over(b, g));

@@ -142,7 +142,9 @@ TEST(Explain3d, EachGroupOfTheRankWithItsOpsPerStep) {
     ASSERT_TRUE(s.ok()) << s.error().what();
     auto whole = load_model(test::reference_3d_model("tensor"));
     ASSERT_TRUE(whole.ok());
-    const std::string text = explain_layout(whole.value(), s.value());
+    auto cfg = load_ds_config(std::string(ZEROSIM_REFERENCE_DIR) + "/deepspeed-v0.14.2-cpu-3d/tp2_dp2_z1/ds_config.json");
+    ASSERT_TRUE(cfg.ok());
+    const std::string text = explain_layout(whole.value(), cfg.value(), s.value());
     std::istringstream in(text);
     std::string line, tensor_row, dp_row;
     while (std::getline(in, line)) {
@@ -159,7 +161,7 @@ TEST(Explain3d, EachGroupOfTheRankWithItsOpsPerStep) {
     d >> group >> members >> ops;
     EXPECT_EQ(members, "{1,3}");
     EXPECT_EQ(ops, "3");
-    EXPECT_EQ(explain_layout(whole.value(), Schedule{}), "");   // no 3D layout, no section
+    EXPECT_EQ(explain_layout(whole.value(), DsConfig{}, Schedule{}), "");   // no 3D layout, no section
 }
 
 namespace {

@@ -27,6 +27,6 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
 // A 3D schedule (pipe, tensor, sequence, expert): what each parallel dimension adds on its rank, by
 // process group, beside ZeRO's own (explain_3d.cpp); "" without a 3D layout. `whole` is the model
 // as given, before the rank's share was cut.
-std::string explain_layout(const Model& whole, const Schedule& schedule);
+std::string explain_layout(const Model& whole, const DsConfig& cfg, const Schedule& schedule);
 
 }  // namespace zerosim

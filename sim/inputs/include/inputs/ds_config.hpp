@@ -68,6 +68,15 @@ struct DsConfig {
     // releases take the group from the mpu alone), 0 = absent.
     int64_t autotp_size = 0;
     int64_t sequence_parallel_size = 0;
+    // The "pipeline" section the pipeline engine reads (runtime/config.py get_pipeline_config 458-471,
+    // pipe/engine.py 138-141 and 207): under tensor parallelism, activations and their gradients cross
+    // stages cut over the tensor group (pipe_partitioned, grad_partitioned; both bools, default true);
+    // activation_checkpoint_interval > 0 checkpoints every that many layers.
+    struct Pipeline {
+        bool pipe_partitioned = true;
+        bool grad_partitioned = true;
+        int64_t activation_checkpoint_interval = 0;
+    } pipeline;
     std::vector<std::string> ignored_keys;    // keys zerosim does not know, reported in one warning
                                               // (with "(did you mean 'k'?)" where a known key is close)
     std::vector<std::string> warnings;        // what the prediction leaves out, one line each

@@ -21,6 +21,10 @@ struct Parameter {
     std::string name;             // e.g. blocks.0.attn.qkv.weight
     std::vector<int64_t> shape;
     TpSplit tp = TpSplit::None;   // parameter list "tp": "column" | "row" (the shape is the whole one)
+    // A row-parallel weight's module all_reduces its output over the tensor group (Megatron's
+    // reduce_from_model_parallel_region); false where a later module reduces a sum once instead
+    // (GPT-NeoX's gpt_j_residual: attention's dense, reduced with the MLP's output).
+    bool tp_reduces_output = true;
     // The dimension tensor parallelism cuts: column 0 and row 1 for a [out, in] weight (and a
     // column bias's 0); GPT-2's Conv1D stores [in, out], so there column 1 and row 0.
     int tp_dim = 0;
@@ -56,6 +60,15 @@ struct CallNode {
 struct PipeLayer {
     std::string name;
     std::vector<int64_t> output;
+    // The layer's class (a LayerSpec's typename) or function name, which partition_method
+    // "type:REGEX" matches (module.py _find_layer_type); empty: the name.
+    std::string type;
+    // A boolean attention mask handed on beside the activation, as GPT-NeoX's layers pass
+    // (hidden, attention_mask): its whole shape (no micro batch dimension); empty: none. The engine
+    // sends it as fp16 and leaves it out of the gradients (engine.py has_attention_mask, 1042-1047, 1097-1101).
+    std::vector<int64_t> mask;
+    // A TiedLayerSpec's tied_weight_attr: its parameter whose gradient _exec_reduce_tied_grads all_reduces.
+    std::string tied_weight = "weight";
 };
 
 // A DeepSpeed MoE layer (deepspeed.moe.layer.MoE): its experts are the parameters named
@@ -112,6 +125,10 @@ struct Model {
     // Hugging Face models: attention heads and key/value heads (tensor parallelism splits both); 0 = unknown.
     int64_t attention_heads = 0;
     int64_t kv_heads = 0;
+    // Whether DeepSpeed's comms logger sees the tensor-parallel layers' collectives: yes when the
+    // model calls deepspeed.comm (the reference runs, DeepSpeed's AutoTP), no for GPT-NeoX, whose
+    // mpu calls torch.distributed directly. Either way they are on the wire and in the schedule.
+    bool tp_collectives_logged = true;
 
     int64_t total_numel() const;
     int64_t group_numel(int g) const;

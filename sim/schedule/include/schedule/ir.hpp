@@ -140,6 +140,9 @@ enum class RuleId {
     MoeExpertGradNorm,                // "moe.expert_grad_norm"
     UlyssesAllToAll,                  // "ulysses.all_to_all"
     MpuNormAllreduce,                 // "mpu.norm_allreduce"
+    PipePartitionMetaSend,            // "pipe.partition_meta_send"
+    PipePartitionMetaRecv,            // "pipe.partition_meta_recv"
+    PipePartitionAllGather,           // "pipe.partition_allgather"
     ComputeForward,                   // "compute.forward"
     ComputeBackward,                  // "compute.backward"
     ComputeOptimizerStep,             // "compute.optimizer_step"
@@ -278,6 +281,7 @@ struct ScheduleMeta {
     int64_t rank = 0;                    // the global rank whose program `ops` is (3D: each rank's differs)
     int64_t pipe_stage = 0;              // that rank's pipeline stage
     PipePartition pipe_partition = PipePartition::Parameters;   // how the stages were cut (--pp-partition)
+    std::string pipe_partition_type;     // its "type:" regular expression
     int stage = 0;
     int steps = 1;
     int64_t micro_batch = 1;

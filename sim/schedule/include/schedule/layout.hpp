@@ -13,8 +13,10 @@ namespace zerosim {
 enum class MeshAxis { Pipe, Data, Sequence, Tensor };   // "pipe", "data", (sequence), "model"
 
 // How deepspeed.pipe.PipelineModule cuts layers into stages (partition_method): "parameters"
-// balances parameter counts (its default), "uniform" layer counts (runtime/pipe/module.py _partition_layers).
-enum class PipePartition { Parameters, Uniform };
+// balances parameter counts (its default), "uniform" layer counts, "type:REGEX" the layers whose class
+// (or function) name REGEX matches, ignoring case (runtime/pipe/module.py _partition_layers 370-391,
+// _find_layer_type 298-317; GPT-NeoX's default is "type:transformer|mlp").
+enum class PipePartition { Parameters, Uniform, Type };
 
 struct ParallelLayout {
     int64_t world = 1;
@@ -23,6 +25,9 @@ struct ParallelLayout {
     int64_t tensor = 1;     // Megatron tensor ("model") parallel ranks
     int64_t sequence = 1;   // Ulysses sequence parallel ranks
     int64_t expert = 1;     // MoE ep_size: splits each data group into data / expert expert groups
+    // DeepSpeed's PipelineEngine runs the model even with one stage: GPT-NeoX wraps every model with
+    // pipe-parallel-size >= 1 in a PipelineModule (megatron/neox_arguments/arguments.py is_pipe_parallel).
+    bool pipe_engine = false;
     // Slowest first; each axis once. DeepSpeed's grid: pipe, data, model (sequence beside the
     // model axis, as Megatron-DeepSpeed's mpu keeps sequence ranks consecutive).
     std::array<MeshAxis, 4> order = {MeshAxis::Pipe, MeshAxis::Data, MeshAxis::Sequence, MeshAxis::Tensor};
@@ -37,8 +42,10 @@ struct ParallelLayout {
     int64_t expert_data() const;    // data / expert
     int64_t sequence_data() const;  // sequence x data
     int64_t axis_size(MeshAxis a) const;
-    // Any of pipe, tensor, sequence, expert above 1: each rank runs a program of its own.
-    bool is_3d() const { return pipe > 1 || tensor > 1 || sequence > 1 || expert > 1; }
+    // The pipeline engine runs the model: more than one stage, or one asked for.
+    bool pipelined() const { return pipe > 1 || pipe_engine; }
+    // Any of pipe, tensor, sequence, expert above 1 (or the pipeline engine): each rank runs a program of its own.
+    bool is_3d() const { return pipelined() || tensor > 1 || sequence > 1 || expert > 1; }
 };
 
 }  // namespace zerosim

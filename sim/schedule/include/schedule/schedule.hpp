@@ -31,6 +31,7 @@ struct ScheduleOptions {
     ParallelLayout layout;
     int64_t rank = 0;
     PipePartition pp_partition = PipePartition::Parameters;
+    std::string pp_partition_type;   // PipePartition::Type: the regular expression after "type:"
 };
 
 // Refuses, before building anything, a schedule whose estimate (bounds.hpp) passes opt's limits.
