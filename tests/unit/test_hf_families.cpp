@@ -1,4 +1,5 @@
-// The model families of issue 30, each from its published config.json (configs/models/, copied
+// The model families of issue 30, each from its published config.json (configs/models/, and
+// tests/fixtures/hf-configs/ for DeepSeek-V3, too large for the shipped examples' 16 nodes; copied
 // from the checkpoint's config.json on the Hugging Face hub; the hub pages are named per test):
 // the parameter count derived on paper from the config (not from zerosim's builder) against the
 // count the model card publishes, and ZeRO-3's first step on 8 ranks against the ZeRO paper's
@@ -45,7 +46,9 @@ void expect_three_psi(const Model& m, double published, double tied_elements = 0
     double wire = 0;
     for (const auto& op : s.ops)
         if (op.step == 0 && op.phase != Phase::Init && is_collective(op.kind)) wire += ring_bytes(op, n);
-    EXPECT_NEAR(wire / ((3 * psi + 2 * tied) * (n - 1) / n), 1.0, 0.01) << m.name;
+    // Within 0.1%: what is left is stage 3's padding of each partition to the world (and a few
+    // small persistent parameters); leaving out the tied head's gathers misses by 6% (Gemma-7B).
+    EXPECT_NEAR(wire / ((3 * psi + 2 * tied) * (n - 1) / n), 1.0, 0.001) << m.name;
 }
 
 }  // namespace
@@ -148,7 +151,7 @@ TEST(HfFamilies, DeepseekV2Lite) {
 // e_score_correction_bias is a buffer in transformers, not a parameter: 256 x 58 = 14,848 elements
 // that the checkpoint's 671,026,419,200 holds and the optimizer does not).
 TEST(HfFamilies, DeepseekV3) {
-    Model m = load_ok(config("models/deepseek-v3.json"));
+    Model m = load_ok(test::fixture("hf-configs/deepseek-v3.json"));
     const int64_t attn = 1536LL * 7168 + 1536 + 24576LL * 1536 + 576LL * 7168 + 512 + 32768LL * 512 + 7168LL * 16384;
     const int64_t expert = 3 * 7168LL * 2048, norms = 2 * 7168;
     const int64_t total = 3 * (attn + norms + 3 * 7168LL * 18432) + 58 * (attn + norms + 257 * expert + 256 * 7168) +
@@ -162,7 +165,7 @@ TEST(HfFamilies, DeepseekV3) {
 
 // DeepSeek-V3's block structure on 8 ranks, cut to 4 layers (3 dense, 1 MoE) so the schedule stays small.
 TEST(HfFamilies, DeepseekV3ZeroThree) {
-    std::string text = test::read_file(config("models/deepseek-v3.json"));
+    std::string text = test::read_file(test::fixture("hf-configs/deepseek-v3.json"));
     text.replace(text.find("\"num_hidden_layers\": 61"), 23, "\"num_hidden_layers\": 4");
     Model m = load_ok(test::temp_file("deepseek-v3-4layers.json", text));
     const int64_t attn = 1536LL * 7168 + 1536 + 24576LL * 1536 + 576LL * 7168 + 512 + 32768LL * 512 + 7168LL * 16384;
