@@ -255,7 +255,7 @@ void build_family(const HfConfig& c, HfBuilder& b, const std::string& type) {
     c.root.at("model_type")
         .fail_here("unsupported model_type \"" + type + "\"; zerosim builds " + kFamilies +
                    " (or give a parameter-list JSON: {\"parameters\": [{\"name\": ..., \"shape\": [...]}, ...]}, README "
-                   "\"Models\")");
+                   "\"Model input\")");
 }
 
 }  // namespace
