@@ -268,7 +268,9 @@ void mark_hf_tensor_splits(Model& m, const std::string& model_type) {
     // whole), the embedding and the head vocabulary-parallel (cut along the vocabulary). Experts
     // are split as the dense MLP is (Megatron-core's experts take the tensor-parallel size when
     // expert parallelism is off); routers, MLA's down projections (q_a_proj, kv_a_proj_with_mqa:
-    // built "duplicated" by Megatron-core's MLA), OPT's project_in/out and every norm are whole.
+    // DeepSeek-V3's own inference/model.py builds wq_a and wkv_a as plain Linear beside the
+    // ColumnParallelLinear wq_b and wkv_b and the RowParallelLinear wo), OPT's project_in/out and
+    // every norm are whole.
     static const char* const kColumn[] = {".q_proj.", ".k_proj.", ".v_proj.", ".gate_proj.", ".up_proj.",
                                           ".query_key_value.", ".dense_h_to_4h.", ".c_attn.", ".c_fc.",
                                           ".qkv_proj.", ".gate_up_proj.", ".w1.", ".w3.", ".fc1.",
