@@ -14,6 +14,29 @@ std::string gib(int64_t bytes) {
     return b;
 }
 
+// The layers as the model's own block stores them (Model::activations: a Hugging Face family's
+// gated MLP, grouped-query or latent attention, experts), per token in 16-bit bytes, in place of
+// the paper's 34 h; the rest as estimate_activations has it.
+ActivationEstimate family_block_activations(const Model& m, ActivationEstimate a, long double sbh, long double scale) {
+    const long double sb = static_cast<long double>(a.seq_len) * a.micro_batch;
+    a.per_layer_bytes = std::llround(sb * m.activations.largest * scale);
+    a.layers_bytes = a.checkpointing ? std::llround(2 * sbh * a.layers * scale) + a.per_layer_bytes
+                                     : std::llround(sb * m.activations.total * scale);
+    char line[768];
+    std::snprintf(line, sizeof line,
+                  "%s + 4 s b h (1 + v/h), A = the model's block per token and layer (%s; %lld bytes in all layers, "
+                  "at most %lld in one): L=%lld layers, s=%lld, b=%lld, h=%lld, v=%lld, %lld-byte activations, "
+                  "FlashAttention (no s x s scores; Korthikanti et al. 2022 sec. 4.1's accounting, 4.3%s)",
+                  a.checkpointing ? "(2 s b h L + s b A_largest)" : "s b A summed over the layers",
+                  m.activations.formula.c_str(), static_cast<long long>(m.activations.total),
+                  static_cast<long long>(m.activations.largest), static_cast<long long>(a.layers),
+                  static_cast<long long>(a.seq_len), static_cast<long long>(a.micro_batch), static_cast<long long>(a.hidden),
+                  static_cast<long long>(a.vocab), static_cast<long long>(a.element_bytes),
+                  a.checkpointing ? ", 5: full activation checkpointing" : "");
+    a.formula = line;
+    return a;
+}
+
 }  // namespace
 
 ActivationEstimate estimate_activations(const Model& m, int64_t seq_len, int64_t micro_batch, DType dtype, bool flag) {
@@ -47,9 +70,10 @@ ActivationEstimate estimate_activations(const Model& m, int64_t seq_len, int64_t
     const long double sbh = static_cast<long double>(seq_len) * micro_batch * a.hidden;
     const long double sbv = static_cast<long double>(seq_len) * micro_batch * a.vocab;
     const long double scale = a.element_bytes / 2.0L;
+    a.outside_bytes = std::llround(4 * sbh * scale + 4 * sbv);   // the cross entropy's logits are fp32 either way
+    if (m.activations.total > 0) return family_block_activations(m, a, sbh, scale);
     a.per_layer_bytes = std::llround(34 * sbh * scale);
     a.layers_bytes = checkpointing ? std::llround((2 * sbh * a.layers + 34 * sbh) * scale) : a.per_layer_bytes * a.layers;
-    a.outside_bytes = std::llround(4 * sbh * scale + 4 * sbv);   // the cross entropy's logits are fp32 either way
     char line[512];
     std::snprintf(line, sizeof line,
                   "%s L=%lld layers, s=%lld, b=%lld, h=%lld, v=%lld, %lld-byte activations, FlashAttention "

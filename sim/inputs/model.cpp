@@ -42,6 +42,23 @@ int64_t Model::total_numel() const {
     return n;
 }
 
+double Model::token_share(const std::string& name) const {
+    for (const auto& r : routed_experts)
+        if (name.size() > r.experts.size() && name.compare(0, r.experts.size(), r.experts) == 0 &&
+            name[r.experts.size()] == '.')
+            return static_cast<double>(r.top_k) / static_cast<double>(r.num_experts);
+    return 1.0;
+}
+
+int64_t Model::active_numel() const {
+    if (routed_experts.empty()) return total_numel();
+    // Exact: a layer's experts are alike, so its routed parameters times top_k / num_experts is whole.
+    long double n = 0;
+    for (const auto& p : params)
+        n += static_cast<long double>(p.numel) * (p.module >= 0 ? token_share(modules[static_cast<size_t>(p.module)].name) : 1.0L);
+    return static_cast<int64_t>(std::llround(n));
+}
+
 int64_t Model::group_numel(int g) const {
     int64_t n = 0;
     for (const auto& p : params)

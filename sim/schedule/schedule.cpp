@@ -5,6 +5,7 @@
 #include "schedule/release_rules.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace zerosim {
 namespace detail {
@@ -62,9 +63,13 @@ namespace {
 // Forward FLOPs and bytes of one module for `tokens` tokens (one micro batch on one rank).
 // Weight matrices cost a multiply-add per element per token; vectors (biases, norm weights) a
 // few element-wise operations; embeddings are lookups. Attention's score and value matmuls are
-// charged to the module after them (Module::attention_width).
-void module_cost(const Model& m, int module, int64_t tokens, int64_t seq_len, DType dt, double& flops, int64_t& bytes) {
+// charged to the module after them (Module::attention_width). A routed expert of a Hugging Face
+// MoE block sees top_k / num_experts of the tokens (Model::token_share): its FLOPs and activation
+// bytes are that share, its weights are read whole.
+void module_cost(const Model& m, int module, int64_t all_tokens, int64_t seq_len, DType dt, double& flops, int64_t& bytes) {
     const Module& mod = m.modules[module];
+    const double share = m.routed_experts.empty() ? 1.0 : m.token_share(mod.name);
+    const double tokens = share * static_cast<double>(all_tokens);
     flops = 0.0;
     bytes = 0;
     int es = dtype_size(dt);
@@ -72,15 +77,15 @@ void module_cost(const Model& m, int module, int64_t tokens, int64_t seq_len, DT
         const auto& par = m.params[p];
         bytes += par.numel * es;
         if (mod.kind == ModuleKind::Embedding) {
-            bytes += tokens * par.shape.back() * es;
+            bytes += all_tokens * par.shape.back() * es;
         } else if (par.shape.size() >= 2) {
-            flops += 2.0 * static_cast<double>(tokens) * static_cast<double>(par.numel);
-            bytes += tokens * (par.shape[0] + par.shape[1]) * es;
+            flops += 2.0 * tokens * static_cast<double>(par.numel);
+            bytes += static_cast<int64_t>(std::llround(tokens * static_cast<double>(par.shape[0] + par.shape[1]))) * es;
         } else {
-            flops += (mod.kind == ModuleKind::Norm ? 5.0 : 1.0) * static_cast<double>(tokens) * static_cast<double>(par.numel);
+            flops += (mod.kind == ModuleKind::Norm ? 5.0 : 1.0) * tokens * static_cast<double>(par.numel);
         }
     }
-    flops += 4.0 * static_cast<double>(tokens) * static_cast<double>(seq_len) * static_cast<double>(mod.attention_width);
+    flops += 4.0 * tokens * static_cast<double>(seq_len) * static_cast<double>(mod.attention_width);
 }
 
 }  // namespace
@@ -203,6 +208,12 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     if (opt.zero_init && cfg.zero.stage != 3)
         return Error{"", "--zero-init", "deepspeed.zero.Init partitions parameters only under ZeRO stage 3; " + cfg.source +
                                             " has stage " + std::to_string(cfg.zero.stage)};
+    // A Hugging Face MoE model's experts are plain modules (dense to ZeRO); expert parallelism
+    // needs DeepSpeed's MoE layers, which only a parameter list declares.
+    if (opt.layout.expert > 1 && model.parallel.moe.empty() && !model.routed_experts.empty())
+        return Error{model.source, "--ep",
+                     "expert parallelism of a Hugging Face MoE model is not modelled: DeepSpeed MoE layers come from "
+                     "a parameter list's \"moe\" section"};
     // A model with MoE layers runs DeepSpeed's MoE path even at --ep 1 (one-rank expert groups still
     // all_to_all; expert parameters are still their own optimizer groups).
     if (opt.layout.is_3d() || !model.parallel.moe.empty()) return detail::build_rank_schedule(model, cfg, opt);

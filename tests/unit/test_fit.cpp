@@ -38,14 +38,38 @@ TEST(Fit, ActivationsWorkedByHand) {
     EXPECT_EQ(f.total(), 2 * 17408 + 2 * 4 * 256 + 4 * 1600);
 }
 
-TEST(Fit, Llama70BLayerAsThePaperCountsIt) {
+// Llama-2-70B's own block, counted item by item as the paper counts the GPT block (sec. 4.1), per
+// token in 16-bit bytes: two norms' inputs 2h each (2 x 16384); attention: the projections' input
+// 2h (16384), Q 2 x 8192, K and V 2 x 1024 each (8 KV heads of 128), o_proj's input 2 x 8192
+// (53248 in all); SwiGLU: its input 2h (16384) and gate, up, activation, product 2 x 28672 each
+// (229376). 331,776 bytes = 40.5 h, where the GPT block's 34 h (278,528) under-counted it.
+TEST(Fit, Llama70BLayerAsItsBlockStoresIt) {
     auto m = load_model(std::string(ZEROSIM_CONFIGS_DIR) + "/models/llama-2-70b.json");
     ASSERT_TRUE(m.ok());
     auto a = estimate_activations(m.value(), 4096, 1, DType::BF16, false);
     EXPECT_EQ(a.layers, 80);
     EXPECT_EQ(a.hidden, 8192);
     EXPECT_EQ(a.vocab, 32000);
-    EXPECT_EQ(a.per_layer_bytes, int64_t{34} * 4096 * 8192);   // 1.06 GiB per layer and sequence
+    const int64_t per_token = 2 * 16384 + (16384 + 2 * 8192 + 2 * 2 * 1024 + 2 * 8192) + (16384 + 8 * 28672);
+    EXPECT_EQ(per_token, 331776);
+    EXPECT_EQ(a.per_layer_bytes, int64_t{4096} * per_token);   // 1.27 GiB per layer and sequence
+    EXPECT_EQ(a.layers_bytes, int64_t{80} * 4096 * per_token);
+    // Checkpointed: each layer's input 2 s b h, and one layer recomputed at a time.
+    auto c = estimate_activations(m.value(), 4096, 1, DType::BF16, true);
+    EXPECT_EQ(c.layers_bytes, int64_t{2} * 4096 * 8192 * 80 + int64_t{4096} * per_token);
+}
+
+// Mixtral-8x7B's MoE layer stores, per token, top-2 experts' worth: the block's input 2h, then
+// for each of 2 experts a copy of it (2h) and its SwiGLU 8 x 14336, and the router's fp32 scores
+// 4 x 8. With the norms (2 x 2h) and the GQA attention (2h + 2 x 4096 + 2 x 2 x 1024 + 2 x 4096).
+TEST(Fit, MixtralLayerStoresTopKExperts) {
+    auto m = load_model(std::string(ZEROSIM_CONFIGS_DIR) + "/models/mixtral-8x7b.json");
+    ASSERT_TRUE(m.ok());
+    const int64_t h = 4096;
+    const int64_t per_token = 2 * 2 * h + (2 * h + 2 * 4096 + 4 * 1024 + 2 * 4096) + (2 * h + 2 * (2 * h + 8 * 14336) + 4 * 8);
+    auto a = estimate_activations(m.value(), 1024, 2, DType::BF16, false);
+    EXPECT_EQ(a.per_layer_bytes, int64_t{1024} * 2 * per_token);
+    EXPECT_EQ(a.layers_bytes, int64_t{32} * 1024 * 2 * per_token);
 }
 
 TEST(Fit, GpuMemoryBoundary) {

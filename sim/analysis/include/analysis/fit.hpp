@@ -12,9 +12,14 @@
 // With full activation checkpointing (the paper's section 5, "full recomputation"; DeepSpeed's
 // deepspeed.checkpointing.checkpoint or Hugging Face's gradient_checkpointing per layer) each layer
 // keeps only its input, 2 s b h, and backward recomputes one layer at a time: 34 s b h once more.
-// The count is the GPT block the paper derives it for (4h MLP with dropout); a gated MLP (Llama's
-// SwiGLU, intermediate I) stores 8 s b I instead of the paper's 16 s b h + s b h, so for
-// Llama-2-70B (I = 3.5 h) this is an under-estimate of about a third of each layer's figure.
+// The count is the GPT block the paper derives it for (4h MLP with dropout). Where the model knows
+// its own block (Model::activations, from the Hugging Face decoders: Llama and its relatives, the
+// mixtures of experts, DeepSeek's latent attention) the same item-by-item accounting is applied to
+// that block instead: each norm's input 2h, the projections' input 2h, Q, K and V at their own
+// widths (grouped-query K/V narrower, MLA's latent and per-head K/V), o_proj's input, and a gated
+// MLP's input 2h plus gate, up, activation and product 2I each (8I; SwiGLU's three matrices); a
+// MoE layer stores top_k experts' worth per token. No dropout masks (these families train without
+// dropout). GPT-2, GPT-NeoX, Falcon, OPT, BLOOM and GPT-BigCode keep the paper's 34 h.
 #pragma once
 
 #include <cstdint>

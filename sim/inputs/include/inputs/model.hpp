@@ -96,12 +96,32 @@ struct AttentionLayer {
     int64_t kv_heads = 0;          // grouped-query attention's key/value heads; 0 = heads
 };
 
+// A Hugging Face mixture-of-experts block's routed experts (Mixtral's block_sparse_moe.experts,
+// Qwen-MoE's and DeepSeek's mlp.experts). They are ordinary modules of the model: ZeRO without
+// expert parallelism holds, gathers and reduces every one of them on every rank (transformers runs
+// the experts locally; there is no all_to_all), but each token passes through top_k of them, which
+// is what compute counts. Not a ParallelParts::moe layer: that is DeepSpeed's own MoE.
+struct RoutedExperts {
+    std::string experts;           // the experts' ModuleList, "model.layers.3.mlp.experts"
+    int64_t num_experts = 0;
+    int64_t top_k = 0;
+};
+
 // What a model says about its parallel parts (parameter list "pipeline", "moe", "attention").
 struct ParallelParts {
     std::vector<PipeLayer> pipe_layers;
     std::vector<MoeLayer> moe;
     std::vector<AttentionLayer> attention;
     bool empty() const { return pipe_layers.empty() && moe.empty() && attention.empty(); }
+};
+
+// What the layers store for backward, per token, in bytes of 16-bit activations, where the builder
+// knows the family's block (Hugging Face decoders with gated MLPs, GQA, MLA and mixtures of
+// experts: analysis/fit.hpp); total 0 = not known, and the paper's GPT block (34 h) is used.
+struct LayerActivations {
+    int64_t total = 0;     // summed over the layers
+    int64_t largest = 0;   // the largest one layer stores (full checkpointing recomputes one at a time)
+    std::string formula;   // the per-layer sum, as the memory report prints it
 };
 
 struct Model {
@@ -129,8 +149,17 @@ struct Model {
     // model calls deepspeed.comm (the reference runs, DeepSpeed's AutoTP), no for GPT-NeoX, whose
     // mpu calls torch.distributed directly. Either way they are on the wire and in the schedule.
     bool tp_collectives_logged = true;
+    // Hugging Face MoE models: each layer's routed experts (dense to ZeRO; top_k of them per token).
+    std::vector<RoutedExperts> routed_experts;
+    LayerActivations activations;
 
     int64_t total_numel() const;
+    // The share of a micro batch's tokens that module `name` computes on: top_k / num_experts for a
+    // module inside a layer's routed experts (router balance assumed), else 1.
+    double token_share(const std::string& module_name) const;
+    // The parameters one token passes through: every parameter, the routed experts' at top_k /
+    // num_experts (Mixtral-8x7B: 12.9B of 46.7B).
+    int64_t active_numel() const;
     int64_t group_numel(int g) const;
 };
 
