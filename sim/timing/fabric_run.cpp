@@ -1,6 +1,7 @@
 // Fabric mode's flows on SimGrid (fabric_platform.hpp: run_fabric_flows).
 #include <simgrid/s4u.hpp>
 
+#include <functional>
 #include <unordered_map>
 
 #include "fabric_platform.hpp"
@@ -13,13 +14,31 @@ namespace {
 
 // A sender's share of the flows: the flows of consecutive source hosts, at least this many unless
 // they run out (a host's flows are never split). The list SimGrid walks when the sender moves to its
-// next source host is at most its share.
+// next source host is at most its share (this many, plus one host's flows).
 constexpr size_t kFlowsPerSender = 64;
 
 // A sender's stack, KiB: it only calls s4u (each simcall runs on the maestro's stack). Under
 // glibc's mmap threshold (128 KiB), so that thousands of senders come from the heap instead of an
 // mmap, page faults and munmap each (SimGrid's default is 8 MiB: contexts/stack-size).
-constexpr unsigned kSenderStackKiB = 96;
+[[maybe_unused]] constexpr unsigned kSenderStackKiB = 96;
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ZEROSIM_FABRIC_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define ZEROSIM_FABRIC_ASAN 1
+#endif
+
+// A sender actor on `host`, on a small stack (AddressSanitizer's frames are larger: its default).
+sg::ActorPtr start_sender(sg::Host* host, const std::function<void()>& code) {
+    sg::ActorPtr a = sg::Actor::init("fabric-sender", host);
+#ifndef ZEROSIM_FABRIC_ASAN
+    a->set_stacksize(kSenderStackKiB);
+#endif
+    return a->start(code);
+}
 
 // The flows' indices grouped by source host (hosts in order of first appearance, flows in order),
 // then cut into senders' shares.
@@ -60,9 +79,7 @@ struct FlowRun {
         // (a sender's comms are cancelled if it ends before they do).
         sg::ActorPtr next =
             s + 1 < shares.size()
-                ? sg::Actor::init("fabric-sender", flows[shares[s + 1].front()].from)
-                      ->set_stacksize(kSenderStackKiB)
-                      ->start([this, s] { send(s + 1); })
+                ? start_sender(flows[shares[s + 1].front()].from, [this, s] { send(s + 1); })
                 : sg::Actor::create("fabric-collector", flows.front().from, [this] { sg::Comm::wait_all(comms); });
         next->join();
     }
@@ -90,10 +107,7 @@ double run_fabric_flows(const std::vector<FabricFlow>& flows) {
         const double start = sg::Engine::get_clock();
         run.receiver = sg::Actor::self();
         run.box->set_receiver(run.receiver);
-        sg::Actor::init("fabric-sender", run.flows[run.shares[0].front()].from)
-            ->set_stacksize(kSenderStackKiB)
-            ->start([&run] { run.send(0); })
-            ->join();
+        start_sender(run.flows[run.shares[0].front()].from, [&run] { run.send(0); })->join();
         elapsed = sg::Engine::get_clock() - start;
         run.box->clear();   // the permanent receiver's queue holds every comm until cleared
         run.box->set_receiver(nullptr);
