@@ -2,6 +2,7 @@
 // capacities, and the hook that divides each collective's bandwidth by its traffic's slowdown.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "fabric_impl.hpp"
@@ -97,11 +98,12 @@ Status place_nodes_on_leaves(const Topology& t, int64_t nodes, FabricShape& s) {
         return Error{t.source, "network.placement", "a leaf for each of the " + std::to_string(nodes) + " nodes expected, found " +
                                                         std::to_string(t.leaf_of_node.size())};
     s.leaf_of_node.assign(t.leaf_of_node.begin(), t.leaf_of_node.begin() + nodes);
+    std::map<int64_t, int64_t> nodes_under;   // counted once (a count per node would be quadratic)
     int64_t most = 0;   // without nodes_per_leaf, a leaf takes as many nodes as the placement puts there
-    for (int64_t l : s.leaf_of_node) most = std::max<int64_t>(most, std::count(s.leaf_of_node.begin(), s.leaf_of_node.end(), l));
+    for (int64_t l : s.leaf_of_node) most = std::max(most, ++nodes_under[l]);
     s.nodes_per_leaf = t.nodes_per_leaf > 0 ? t.nodes_per_leaf : most;
     for (int64_t l : s.leaf_of_node) {
-        const int64_t under = std::count(s.leaf_of_node.begin(), s.leaf_of_node.end(), l);
+        const int64_t under = nodes_under[l];
         if (under > s.nodes_per_leaf)
             return Error{t.source, "network.placement", std::to_string(under) + " nodes under leaf " + std::to_string(l) +
                                                             " but a leaf switch takes network.nodes_per_leaf = " +

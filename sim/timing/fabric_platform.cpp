@@ -1,6 +1,7 @@
-// Fabric mode's platform (fabric_platform.hpp): built with SimGrid's own zones, routed by them.
+// Fabric mode's platform (fabric_platform.hpp): SimGrid zones; the fat tree's routing is FatTreeZone's.
 #include "fabric_platform.hpp"
 
+#include <simgrid/kernel/routing/NetPoint.hpp>
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
 
 #include <algorithm>
@@ -32,24 +33,97 @@ std::string FabricShape::key() const {
 
 namespace {
 
-// The fat tree's leaf (a NIC port) for NIC j of node n. A plain fat tree puts a node's NICs side by
-// side on its leaf switch; a rail-optimised one puts NIC j of every node of a group on leaf switch j
-// of that group, so a ring on one rail stays under one switch.
-int64_t slot_of(const FabricShape& s, int64_t node, int64_t j) {
-    int64_t group = node / s.nodes_per_leaf, pos = node % s.nodes_per_leaf;
-    if (!s.leaf_of_node.empty()) {   // placed: the node's leaf, and its place among that leaf's nodes
-        group = s.leaf_of_node[static_cast<size_t>(node)];
-        pos = std::count(s.leaf_of_node.begin(), s.leaf_of_node.begin() + node, group);
+namespace kr = simgrid::kernel::routing;
+
+// The fat tree's port slot (leaf switch * ports + position) of NIC j of each node. A plain fat tree
+// puts a node's NICs side by side on its leaf switch; a rail-optimised one puts NIC j of every node
+// of a group on leaf switch j of that group, so a ring on one rail stays under one switch. A placed
+// node takes the next free position on its leaf.
+std::vector<int64_t> port_slots(const FabricShape& s) {
+    std::vector<int64_t> slots;
+    slots.reserve(static_cast<size_t>(s.nodes * s.nics_per_node));
+    std::map<int64_t, int64_t> placed;   // nodes put under each leaf so far
+    for (int64_t node = 0; node < s.nodes; ++node) {
+        int64_t group = node / s.nodes_per_leaf, pos = node % s.nodes_per_leaf;
+        if (!s.leaf_of_node.empty()) {
+            group = s.leaf_of_node[static_cast<size_t>(node)];
+            pos = placed[group]++;
+        }
+        for (int64_t j = 0; j < s.nics_per_node; ++j)
+            slots.push_back(s.rail_optimized ? (group * s.nics_per_node + j) * s.nodes_per_leaf + pos
+                                             : (group * s.nodes_per_leaf + pos) * s.nics_per_node + j);
     }
-    if (s.rail_optimized) return (group * s.nics_per_node + j) * s.nodes_per_leaf + pos;
-    return (group * s.nodes_per_leaf + pos) * s.nics_per_node + j;
+    return slots;
 }
 
-std::vector<sg::Link*> route(sg::Host* a, sg::Host* b) {
-    std::vector<sg::Link*> links;
-    double latency = 0;
-    a->route_to(b, links, &latency);
-    return links;
+// Leaf and spine switches, routed as SimGrid's FatTreeZone routes the two-level trees this
+// platform had from it (src/kernel/routing/FatTreeZone.cpp, get_local_route): a port up to its
+// leaf switch; to another leaf's port, up to spine (destination slot mod spines) ("d-mod-k") and
+// down to that leaf; down to the port. Between two ports of one leaf, only their two links.
+// FatTreeZone itself is not used: SimGrid 3.32 builds it by testing every port against every
+// switch above it, making a std::stringstream per test (connect_node_to_parents, are_related), and
+// walks every child of the spine on each route down: 8.4 million streams for 32,768 ports under
+// 256 leaves. This zone is built in time linear in its ports and links and routes in constant time.
+// (FatTreeZone counts port positions across every tree of the process, add_processing_node's
+// static counter, which only renames its spines: the loads are the same.)
+class LeafSpineZone final : public kr::NetZoneImpl {
+public:
+    LeafSpineZone(const std::string& name, int64_t ports, int64_t spines) : NetZoneImpl(name), ports_(ports), spines_(spines) {}
+    std::vector<int64_t> slot_of_point;             // netpoint id in this zone -> port slot
+    std::vector<sg::Host*> port;                    // per slot
+    std::vector<sg::Link*> port_up, port_down;      // per slot: port to leaf switch, leaf switch to port
+    std::vector<sg::Link*> to_spine, from_spine;    // per leaf * spines + spine
+
+    void get_local_route(const kr::NetPoint* src, const kr::NetPoint* dst, kr::Route* into, double* latency) override {
+        const int64_t s = slot_of_point.at(src->id()), d = slot_of_point.at(dst->id());
+        if (s == d) return;   // FatTreeZone without a loopback: no link
+        auto add = [&](sg::Link* l) {
+            into->link_list_.push_back(l->get_impl());
+            if (latency) *latency += l->get_latency();
+        };
+        add(port_up[static_cast<size_t>(s)]);
+        const int64_t from_leaf = s / ports_, to_leaf = d / ports_;
+        if (from_leaf != to_leaf) {
+            const int64_t spine = d % spines_;
+            add(to_spine[static_cast<size_t>(from_leaf * spines_ + spine)]);
+            add(from_spine[static_cast<size_t>(to_leaf * spines_ + spine)]);
+        }
+        add(port_down[static_cast<size_t>(d)]);
+    }
+
+private:
+    int64_t ports_, spines_;
+};
+
+sg::Link* plain_link(kr::NetZoneImpl* zone, const std::string& name) {
+    return zone->get_iface()->create_link(name, 1e9)->set_latency(0)->seal();
+}
+
+// The fat tree: a host per leaf port (slot), its two links, each leaf's links to and from each spine.
+LeafSpineZone* leaf_spine_zone(const FabricShape& s, const std::string& prefix, sg::NetZone* holder) {
+    const int64_t ports = s.leaf_ports(), leaves = s.leaves(), spines = leaves > 1 ? s.spines : 1;
+    auto* z = new LeafSpineZone(prefix + ".fabric", ports, spines);
+    z->set_parent(holder->get_impl());
+    const auto slots = static_cast<size_t>(ports * leaves);
+    z->slot_of_point.assign(slots, -1);
+    for (size_t i = 0; i < slots; ++i) {
+        const std::string name = prefix + ".port" + std::to_string(i);
+        sg::Host* h = z->get_iface()->create_host(name, 1e9)->seal();
+        if (h->get_netpoint()->id() >= z->slot_of_point.size()) z->slot_of_point.resize(h->get_netpoint()->id() + 1, -1);
+        z->slot_of_point[h->get_netpoint()->id()] = static_cast<int64_t>(i);
+        z->port.push_back(h);
+        z->port_up.push_back(plain_link(z, name + ".up"));
+        z->port_down.push_back(plain_link(z, name + ".down"));
+    }
+    if (leaves > 1)
+        for (int64_t l = 0; l < leaves; ++l)
+            for (int64_t k = 0; k < spines; ++k) {
+                const std::string name = prefix + ".leaf" + std::to_string(l) + ".spine" + std::to_string(k);
+                z->to_spine.push_back(plain_link(z, name + ".up"));
+                z->from_spine.push_back(plain_link(z, name + ".down"));
+            }
+    z->get_iface()->seal();
+    return z;
 }
 
 // A zone with no parent, holding a fabric: the engine's root zone is sealed by its first run and
@@ -75,9 +149,10 @@ std::unique_ptr<FabricPlatform> build(const FabricShape& s, const std::string& p
     star->set_parent(holder);
     const int64_t gpus = s.nodes * s.gpus_per_node;
     for (int64_t i = 0; i < gpus; ++i) {
-        auto* h = star->create_host(prefix + ".gpu" + std::to_string(i), 1e9)->seal();
-        auto* out = star->create_link(prefix + ".gpu" + std::to_string(i) + ".out", 1e9)->set_latency(0)->seal();
-        auto* in = star->create_link(prefix + ".gpu" + std::to_string(i) + ".in", 1e9)->set_latency(0)->seal();
+        const std::string name = prefix + ".gpu" + std::to_string(i);
+        auto* h = star->create_host(name, 1e9)->seal();
+        auto* out = star->create_link(name + ".out", 1e9)->set_latency(0)->seal();
+        auto* in = star->create_link(name + ".in", 1e9)->set_latency(0)->seal();
         star->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, {sg::LinkInRoute(out)}, false);
         star->add_route(nullptr, h->get_netpoint(), nullptr, nullptr, {sg::LinkInRoute(in)}, false);
         p->gpu.push_back(h);
@@ -86,42 +161,22 @@ std::unique_ptr<FabricPlatform> build(const FabricShape& s, const std::string& p
     }
     star->seal();
     if (s.nodes > 1 && s.nics_per_node > 0) {
-        const auto ports = static_cast<unsigned>(s.leaf_ports()), leaves = static_cast<unsigned>(s.leaves());
-        std::vector<sg::Host*> by_slot(static_cast<size_t>(s.leaf_ports() * s.leaves()), nullptr);
-        auto leaf_cb = [&](sg::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
-            auto* h = zone->create_host(prefix + ".port" + std::to_string(id), 1e9)->seal();
-            if (id < by_slot.size()) by_slot[id] = h;
-            return std::make_pair(h->get_netpoint(), static_cast<simgrid::kernel::routing::NetPoint*>(nullptr));
-        };
-        // One leaf switch: a one-level tree; more: leaves and spines, each leaf linked once to each spine.
-        sg::FatTreeParams params = leaves == 1 ? sg::FatTreeParams(1, {ports}, {1}, {1})
-                                               : sg::FatTreeParams(2, {ports, leaves}, {1, static_cast<unsigned>(s.spines)}, {1, 1});
-        auto* tree = sg::create_fatTree_zone(prefix + ".fabric", holder, params, sg::ClusterCallbacks(leaf_cb), 1e9, 0,
-                                             sg::Link::SharingPolicy::SPLITDUPLEX);
-        tree->seal();
-        for (int64_t n = 0; n < s.nodes; ++n)
-            for (int64_t j = 0; j < s.nics_per_node; ++j) p->nic.push_back(by_slot[static_cast<size_t>(slot_of(s, n, j))]);
-        // Each NIC's port: the first link of its routes out, the last of its routes in.
-        for (size_t i = 0; i < p->nic.size(); ++i) {
-            sg::Host* other = p->nic[i == 0 ? 1 : 0];
-            p->nic_out.push_back(route(p->nic[i], other).front());
-            p->nic_in.push_back(route(other, p->nic[i]).back());
+        LeafSpineZone* tree = leaf_spine_zone(s, prefix, holder);
+        p->port = tree->port;
+        for (int64_t slot : port_slots(s)) {
+            p->nic.push_back(p->port[static_cast<size_t>(slot)]);
+            p->nic_out.push_back(tree->port_up[static_cast<size_t>(slot)]);
+            p->nic_in.push_back(tree->port_down[static_cast<size_t>(slot)]);
         }
-        // Each leaf switch's spine links, found on its routes to and from the next leaf's ports.
-        if (leaves > 1) {
-            p->uplinks.resize(leaves);
-            for (unsigned l = 0; l < leaves; ++l) {
-                const unsigned next = (l + 1) % leaves;
-                std::vector<sg::Link*>& up = p->uplinks[l];
-                for (unsigned k = 0; k < ports; ++k) {
-                    auto a = route(by_slot[l * ports], by_slot[next * ports + k]);
-                    auto b = route(by_slot[next * ports + k], by_slot[l * ports + (k % ports)]);
-                    if (a.size() == 4) up.push_back(a[1]);
-                    if (b.size() == 4) up.push_back(b[2]);
+        // Each leaf switch's links to and from the spines.
+        const auto spines = static_cast<size_t>(s.spines);
+        if (!tree->to_spine.empty()) {
+            p->uplinks.resize(static_cast<size_t>(s.leaves()));
+            for (size_t l = 0; l < p->uplinks.size(); ++l)
+                for (size_t k = 0; k < spines; ++k) {
+                    p->uplinks[l].push_back(tree->to_spine[l * spines + k]);
+                    p->uplinks[l].push_back(tree->from_spine[l * spines + k]);
                 }
-                std::sort(up.begin(), up.end());
-                up.erase(std::unique(up.begin(), up.end()), up.end());
-            }
         }
     }
     holder->seal();
@@ -138,22 +193,6 @@ FabricPlatform& fabric_platform(const FabricShape& shape) {
     auto& slot = (*built)[shape.key()];
     if (!slot) slot = build(shape, "fabric" + std::to_string(built->size()));
     return *slot;
-}
-
-double run_fabric_flows(const std::vector<FabricFlow>& flows) {
-    if (flows.empty()) return 0;
-    double elapsed = 0;
-    sg::Actor::create("fabric-flows", flows.front().from, [&] {
-        const double start = sg::Engine::get_clock();
-        std::vector<sg::CommPtr> comms;
-        comms.reserve(flows.size());
-        for (const FabricFlow& f : flows)
-            comms.push_back(sg::Comm::sendto_async(f.from, f.to, static_cast<uint64_t>(f.bytes)));
-        sg::Comm::wait_all(comms);
-        elapsed = sg::Engine::get_clock() - start;
-    });
-    sg::Engine::get_instance()->run();
-    return elapsed;
 }
 
 }  // namespace zerosim

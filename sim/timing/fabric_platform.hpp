@@ -3,10 +3,11 @@
 // Every GPU is a host on its node's NVSwitch: one star zone whose centre is the switch and whose
 // spokes are each GPU's NVLink port, one link per direction. Only GPUs of one node ever exchange
 // flows there, so one star stands for every node's switch (a non-blocking crossbar: only the ports
-// limit). Every NIC is a host at a leaf of SimGrid's fat-tree zone: its link to the leaf switch is
+// limit). Every NIC is a host at a leaf port of the fat tree: its link to the leaf switch is
 // the NIC's port; the leaf switches connect to spine switches, one link to each, and fewer spines
 // than a leaf's ports is the oversubscription (a 2:1 leaf of 32 ports has 16 uplinks). The routing
-// is SimGrid's (FatTreeZone), not zerosim's. NVLink and network flows never share a link: NCCL's
+// is SimGrid FatTreeZone's (d-mod-k), in a zone that builds in linear time (fabric_platform.cpp:
+// LeafSpineZone; FatTreeZone's build is quadratic). NVLink and network flows never share a link: NCCL's
 // PXN forwards over NVLink to the GPU beside the NIC, and the PCIe hop is left out.
 #pragma once
 
@@ -39,7 +40,8 @@ struct FabricPlatform {
     FabricShape shape;
     std::vector<simgrid::s4u::Host*> gpu;                // node * gpus_per_node + local
     std::vector<simgrid::s4u::Link*> gpu_out, gpu_in;    // the GPU's NVLink port, each direction
-    std::vector<simgrid::s4u::Host*> nic;                // node * nics_per_node + j
+    std::vector<simgrid::s4u::Host*> port;               // the fat tree's leaf ports: leaf * leaf_ports() + position
+    std::vector<simgrid::s4u::Host*> nic;                // node * nics_per_node + j (each a port)
     std::vector<simgrid::s4u::Link*> nic_out, nic_in;    // the NIC's port on its leaf switch
     std::vector<std::vector<simgrid::s4u::Link*>> uplinks;   // per leaf switch: its links to and from the spines
 };
@@ -49,7 +51,8 @@ struct FabricPlatform {
 FabricPlatform& fabric_platform(const FabricShape& shape);
 
 // Runs the flows (source host, destination host, bytes) concurrently on the current link
-// capacities, to completion; returns the time the last one ends.
+// capacities, to completion; returns the time the last one ends. In time about linear in the flows
+// (fabric_run.cpp), apart from SimGrid's sharing solved again at each distinct end time.
 struct FabricFlow {
     simgrid::s4u::Host* from = nullptr;
     simgrid::s4u::Host* to = nullptr;
