@@ -330,9 +330,9 @@ int main(int argc, char** argv) {
                  z1 = load_source(ref + "z1_seed_w4/rank0.log");
     g_spacing = std::max<size_t>(8, longest_equal_run(shaped(z3, 100000)) + 1);
     const std::string pred = (dir / "predicted.log").string(), meas = (dir / "measured.log").string(), report = (dir / "report.md").string();
-    std::printf("zerosim validate --what ops --format md (%s), logs of shape '%s', medians of %ld runs; targets at 1,000,000 lines: "
-                "<= 10 s, <= 1024 MiB\n",
-                binary.c_str(), shape.c_str(), runs);
+    std::printf("zerosim validate --what ops --format md (%s), logs of source '%s', shape '%s', medians of %ld runs; targets at "
+                "1,000,000 lines: <= 10 s, <= 1024 MiB\n",
+                binary.c_str(), source.c_str(), shape.c_str(), runs);
     std::printf("%-10s %9s %9s %9s  %-22s %-30s %s\n", "case", "lines", "seconds", "RSS MiB", "made (rm/ins/resz)",
                 "reported (miss/extra/resz/swap)", "check");
     bool ok = true;

@@ -151,7 +151,10 @@ void MyersSearch::solve(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
         Cut c = middle(a0, a1 - a0, b0, b1 - b0);
         // A cut at a corner would leave the problem whole; it cannot come out of the search on a
         // trimmed problem (D >= 2 there), but a loop must never depend on that: drop one element.
-        if ((c.x == 0 && c.y == 0) || (c.x == a1 - a0 && c.y == b1 - b0)) c = {1, 0, false};
+        if ((c.x == 0 && c.y == 0) || (c.x == a1 - a0 && c.y == b1 - b0)) {
+            c = {1, 0, false};
+            out_.exact = false;
+        }
         // Recurse on the side known to be cheap and loop on the other, so that the depth stays
         // logarithmic even when heuristic cuts chip a long problem away from one end.
         if (c.reverse_side) {

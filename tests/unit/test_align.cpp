@@ -15,6 +15,7 @@
 #include "formats/measured_logs.hpp"
 #include "test_helpers.hpp"
 #include "validate/align.hpp"
+#include "validate/diff.hpp"
 
 using namespace zerosim;
 
@@ -338,4 +339,31 @@ TEST(Align, ABlockRemovedFromARepeatingLogIsExactlyItsOps) {
     EXPECT_EQ(c.missing, 503u);
     EXPECT_EQ(c.extra + c.resized + c.swapped, 0u);
     EXPECT_EQ(c.match, 30000u - 503u);
+}
+
+// Past the limits the report says so, in text and JSON: two logs of 60,000 ops with none in common
+// need 120,000 edits, more than the 100,000 a minimum is searched for (AlignLimits).
+TEST(Align, TheReportSaysWhenTheScriptIsNotAMinimum) {
+    MeasuredLog pred, meas;
+    for (int i = 0; i < 60000; ++i) {
+        pred.ops.push_back(op("all_reduce", std::to_string(i) + " B"));
+        meas.ops.push_back(op("broadcast", std::to_string(i) + " B"));
+    }
+    DiffReport r = diff_logs(pred, meas, 0.15, DiffScope::Ops);
+    EXPECT_FALSE(r.alignment_exact);
+    EXPECT_EQ(r.missing, 60000u);
+    EXPECT_EQ(r.extra, 60000u);
+    std::ostringstream text, json;
+    write_diff_text(text, r);
+    write_diff_json(json, r);
+    EXPECT_NE(text.str().find("approximate: the logs differ in too many ops"), std::string::npos);
+    EXPECT_NE(json.str().find("\"approximate\""), std::string::npos);
+    // Logs that differ in one op say nothing of the kind.
+    meas.ops = pred.ops;
+    meas.ops.erase(meas.ops.begin() + 100);
+    r = diff_logs(pred, meas, 0.15, DiffScope::Ops);
+    EXPECT_TRUE(r.alignment_exact);
+    std::ostringstream text2;
+    write_diff_text(text2, r);
+    EXPECT_EQ(text2.str().find("approximate"), std::string::npos);
 }
