@@ -367,3 +367,45 @@ TEST(Align, TheReportSaysWhenTheScriptIsNotAMinimum) {
     write_diff_text(text2, r);
     EXPECT_EQ(text2.str().find("approximate"), std::string::npos);
 }
+
+// Runs of equal ops (a model's identical layers: 40 all_gathers of one size in a row): the search
+// may put a resized op's deletion and its insertion at different places of the run (each is a
+// minimum script); sliding them together is what makes it one resized op (without it: 14 resized,
+// 26 missing, 6 extra). Every 100 ops, op 33 has its size changed and op 66 is removed: 20
+// resized, 20 missing, nothing extra.
+TEST(Align, ResizedInsideRunsOfEqualOpsAreFoundInPlace) {
+    std::string step;
+    for (int i = 0; i < 40; ++i) step += "AG:1 ";
+    step += "RS:2 RS:2 RS:2 ";
+    for (int i = 0; i < 40; ++i) step += "AG:3 ";
+    step += "AR:4 ";
+    std::vector<LoggedOp> pred;
+    while (pred.size() < 2000) {
+        auto s = ops(step);
+        pred.insert(pred.end(), s.begin(), s.end());
+    }
+    pred.resize(2000);
+    std::vector<LoggedOp> meas;
+    std::vector<int> resized_at;
+    for (int i = 0; i < 2000; ++i) {
+        if (i % 100 == 66) continue;
+        meas.push_back(pred[static_cast<size_t>(i)]);
+        if (i % 100 == 33) meas.back().size_text = "9.0 MB", resized_at.push_back(i);
+    }
+    Alignment a = align_ops(pred, meas);
+    const Counts c = count(a.entries);
+    EXPECT_EQ(c.resized, 20u);
+    EXPECT_EQ(c.missing, 20u);
+    EXPECT_EQ(c.extra, 0u);
+    EXPECT_EQ(check_script(pred, meas, a.entries), lcs_table(pred, meas));
+    // Each resized entry pairs the measured 9.0 MB op with the op resized or an equal neighbour of it
+    // (the predicted ops of a run are the same op).
+    size_t k = 0;
+    for (const auto& e : a.entries) {
+        if (e.kind != DiffKind::Resized || k >= resized_at.size()) continue;
+        EXPECT_EQ(meas[static_cast<size_t>(e.meas)].size_text, "9.0 MB");
+        const int lo = std::min(e.pred, resized_at[k]), hi = std::max(e.pred, resized_at[k]);
+        for (int i = lo; i < hi; ++i) EXPECT_TRUE(same(pred[static_cast<size_t>(i)], pred[static_cast<size_t>(i + 1)])) << e.pred;
+        ++k;
+    }
+}
