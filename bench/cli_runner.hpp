@@ -20,18 +20,20 @@ struct RunFigures {
     long max_rss_kib = 0;
 };
 
-// `ok_exits`: exit codes that are answers, not failures (validate exits 1 on a failed verdict).
-inline RunFigures run_cli(const std::vector<std::string>& args, std::vector<int> ok_exits = {0}) {
+// `ok_exits`: exit codes that are answers, not failures (validate exits 1 on a failed verdict);
+// `binary`: another zerosim to measure (another build, for a before/after comparison).
+inline RunFigures run_cli(const std::vector<std::string>& args, std::vector<int> ok_exits = {0},
+                          const std::string& binary = ZEROSIM_BINARY) {
     std::fflush(stdout);  // the child must not inherit unwritten output
     auto t0 = std::chrono::steady_clock::now();
     pid_t pid = fork();
     if (pid == 0) {
         std::vector<char*> argv;
-        argv.push_back(const_cast<char*>(ZEROSIM_BINARY));
+        argv.push_back(const_cast<char*>(binary.c_str()));
         for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
         if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(127);
-        execv(ZEROSIM_BINARY, argv.data());
+        execv(binary.c_str(), argv.data());
         _exit(127);
     }
     int status = 0;

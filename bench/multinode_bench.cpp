@@ -6,11 +6,16 @@
 #include <cstring>
 #include <string>
 
+#include "bench_args.hpp"
 #include "multinode_tables.hpp"
 
 int main(int argc, char** argv) {
     using namespace zerosim::multinode;
-    const bool rows = argc > 1 && std::strcmp(argv[1], "--rows") == 0;
+    const zerosim::bench::Args args(argc, argv,
+                                    "The collective model against every public multi-node nccl-tests table: per table the median\n"
+                                    "time error below and from 1 MiB and the algorithm predicted per size range.",
+                                    {{"--rows", nullptr, "also print every row: size, predicted and measured time"}});
+    const bool rows = args.has("--rows");
     const std::string ref = std::string(ZEROSIM_SHARED_DIR) + "/reference/nccl-tests-multinode";
     const std::string topo = std::string(ZEROSIM_SOURCE_DIR) + "/topologies";
     std::printf("%-66s %-9s %-13s %5s %8s %8s\n", "table", "role", "topology", "nodes", "<1MiB", ">=1MiB");

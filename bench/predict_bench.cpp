@@ -8,13 +8,19 @@
 #include <fstream>
 #include <string>
 
+#include "bench_args.hpp"
 #include "cli_runner.hpp"
 
 namespace {
 const std::string kRoot = ZEROSIM_SOURCE_DIR;
 }
 
-int main() {
+int main(int argc, char** argv) {
+    zerosim::bench::Args(argc, argv,
+                         "zerosim predict's wall time and peak RSS (medians of 3 runs): GPT-NeoX-20B ZeRO-1 at 1024 ranks\n"
+                         "(target <= 2 s), Llama-2-70B ZeRO-3 at 4096 ranks, 2 steps (<= 10 s), and the growth from 8 to\n"
+                         "4096 ranks; peak RSS target <= 4096 MiB.",
+                         {});
     using zerosim::bench::measure;
     std::string z1 = "/tmp/zerosim-bench-z1.json", z3 = "/tmp/zerosim-bench-z3.json";
     std::ofstream(z1) << R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}})";

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "analysis/explain.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
@@ -17,7 +18,11 @@
 
 using namespace zerosim;
 
-int main() {
+int main(int argc, char** argv) {
+    zerosim::bench::Args(argc, argv,
+                "Llama-2-70B on 64 dgx-h100 nodes (512 ranks): ZeRO-3 against hpZ 8, qwZ, qgZ, all three, MiCS 8 and\n"
+                "MiCS 64; per variant the predicted step time, its exposed communication and the bytes per rank.",
+                {});
     const std::string src = ZEROSIM_SOURCE_DIR;
     auto model = load_model(src + "/configs/models/llama-2-70b.json");
     auto topo = load_topology(src + "/topologies/dgx-h100.json", 64);

@@ -1,7 +1,9 @@
 #include "validate/align.hpp"
 
-#include <algorithm>
-#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+
+#include "edit_script.hpp"
 
 namespace zerosim {
 
@@ -18,116 +20,94 @@ const char* diff_kind_name(DiffKind k) {
 
 namespace {
 
-constexpr int32_t kIndel = 2, kResized = 3, kDifferent = 6;
+using validate_detail::EditLimits;
+using validate_detail::EditScript;
 
 bool same_op(const LoggedOp& a, const LoggedOp& b) { return a.record == b.record && a.size_text == b.size_text; }
 
-// The exact minimum-cost alignment of pred[p0, p0 + n) with meas[m0, m0 + m), appended to `out`
-// in order. A band around the (scaled) diagonal bounds the work on long windows; logs that differ
-// by a few ops stay well inside it. Ties go to the diagonal, then to a missing op, from the end.
-void align_exact(const std::vector<LoggedOp>& pred, size_t p0, size_t n, const std::vector<LoggedOp>& meas, size_t m0,
-                 size_t m, std::vector<DiffEntry>& out) {
-    const int64_t band = std::max<int64_t>(512, std::llabs(static_cast<int64_t>(n) - static_cast<int64_t>(m)) + 256);
-    const int64_t INF = INT32_MAX / 2;
-    std::vector<int32_t> prev(m + 1, static_cast<int32_t>(INF)), cur(m + 1);
-    std::vector<uint8_t> dir((n + 1) * (m + 1), 0);  // 1 diagonal, 2 up (missing), 3 left (extra)
-    for (size_t j = 0; j <= m; ++j) {
-        prev[j] = static_cast<int32_t>(kIndel * j);
-        dir[j] = 3;
-    }
-    for (size_t i = 1; i <= n; ++i) {
-        std::fill(cur.begin(), cur.end(), static_cast<int32_t>(INF));
-        int64_t centre = static_cast<int64_t>(static_cast<double>(i) * static_cast<double>(m) / static_cast<double>(std::max<size_t>(n, 1)));
-        int64_t lo = std::max<int64_t>(0, centre - band), hi = std::min<int64_t>(static_cast<int64_t>(m), centre + band);
-        if (lo == 0) {
-            cur[0] = static_cast<int32_t>(kIndel * i);
-            dir[i * (m + 1)] = 2;
-        }
-        for (int64_t jj = std::max<int64_t>(1, lo); jj <= hi; ++jj) {
-            const size_t j = static_cast<size_t>(jj);
-            const LoggedOp &a = pred[p0 + i - 1], &b = meas[m0 + j - 1];
-            int32_t sub = same_op(a, b) ? 0 : (a.record == b.record ? kResized : kDifferent);
-            int32_t d = prev[j - 1] + sub, u = prev[j] + kIndel, l = cur[j - 1] + kIndel;
-            uint8_t best = 1;
-            int32_t v = d;
-            if (u < v) v = u, best = 2;
-            if (l < v) v = l, best = 3;
-            cur[j] = v;
-            dir[i * (m + 1) + j] = best;
-        }
-        std::swap(prev, cur);
-    }
-    std::vector<DiffEntry> rev;
-    size_t i = n, j = m;
-    while (i > 0 || j > 0) {
-        uint8_t d = dir[i * (m + 1) + j];
-        const int pi = static_cast<int>(p0 + i - 1), mj = static_cast<int>(m0 + j - 1);
-        if (i > 0 && j > 0 && d == 1) {
-            rev.push_back({same_op(pred[p0 + i - 1], meas[m0 + j - 1]) ? DiffKind::Match : DiffKind::Resized, pi, mj});
-            --i, --j;
-        } else if (i > 0 && (d == 2 || j == 0)) {
-            rev.push_back({DiffKind::Missing, pi, -1});
-            --i;
-        } else {
-            rev.push_back({DiffKind::Extra, -1, mj});
-            --j;
+// Each op as two small integers, equal exactly when the ops are: its name, and its name and
+// printed size. The views point into the ops, which outlive them.
+struct OpCodes {
+    std::vector<int32_t> pred_op, meas_op, pred_name, meas_name;
+};
+
+OpCodes op_codes(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas) {
+    std::unordered_map<std::string_view, int32_t> names, sizes;
+    std::unordered_map<int64_t, int32_t> ops;
+    auto code = [](auto& table, const auto& key) {
+        return table.try_emplace(key, static_cast<int32_t>(table.size())).first->second;
+    };
+    OpCodes c;
+    for (int side = 0; side < 2; ++side) {
+        const auto& log = side == 0 ? pred : meas;
+        auto& op = side == 0 ? c.pred_op : c.meas_op;
+        auto& name = side == 0 ? c.pred_name : c.meas_name;
+        op.reserve(log.size());
+        name.reserve(log.size());
+        for (const LoggedOp& o : log) {
+            const int32_t n = code(names, std::string_view(o.record)), s = code(sizes, std::string_view(o.size_text));
+            name.push_back(n);
+            op.push_back(code(ops, (static_cast<int64_t>(n) << 32) | static_cast<uint32_t>(s)));
         }
     }
-    out.insert(out.end(), rev.rbegin(), rev.rend());
+    return c;
 }
 
-// How many ops of each side an edit script consumes.
-void advance(const DiffEntry& e, size_t& i, size_t& j) {
-    if (e.kind != DiffKind::Extra) ++i;
-    if (e.kind != DiffKind::Missing) ++j;
-}
+// The limits of one search, with what is left of the alignment's work budget (shared by the ops'
+// script and every run's names, so that the whole alignment stays within max_work).
+struct Budget {
+    AlignLimits limits;
+    uint64_t left;
+    EditLimits next() const { return {limits.max_edits, left, limits.fallback_d}; }
+    void spend(uint64_t w) { left = w >= left ? 0 : left - w; }
+};
 
-// Linear memory: match while the logs agree, resolve each disagreement in a window (see align.hpp).
-std::vector<DiffEntry> align_windowed(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas, const AlignLimits& lim) {
-    const size_t n = pred.size(), m = meas.size();
-    std::vector<DiffEntry> out;
-    out.reserve(std::max(n, m));
+// One run of differences: predicted ops [p0, p1) and measured ops [m0, m1) between two matches.
+// Ops of the same name pair up as resized, in the order of the names' shortest edit script.
+void emit_run(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas, const OpCodes& c, size_t p0, size_t p1,
+              size_t m0, size_t m1, Budget& budget, Alignment& out) {
+    EditScript names;
+    if (p0 < p1 && m0 < m1) {
+        const std::vector<int32_t> a(c.pred_name.begin() + static_cast<long>(p0), c.pred_name.begin() + static_cast<long>(p1)),
+            b(c.meas_name.begin() + static_cast<long>(m0), c.meas_name.begin() + static_cast<long>(m1));
+        names = validate_detail::shortest_edit_script(a, b, budget.next());
+        budget.spend(names.work);
+        out.exact = out.exact && names.exact;
+    } else {
+        names.deleted.assign(p1 - p0, 1);
+        names.inserted.assign(m1 - m0, 1);
+    }
     size_t i = 0, j = 0;
-    std::vector<DiffEntry> local;
+    while (p0 + i < p1 || m0 + j < m1) {
+        if (p0 + i < p1 && names.deleted[i]) {
+            out.entries.push_back({DiffKind::Missing, static_cast<int>(p0 + i++), -1});
+        } else if (m0 + j < m1 && names.inserted[j]) {
+            out.entries.push_back({DiffKind::Extra, -1, static_cast<int>(m0 + j++)});
+        } else {
+            // Equal ops inside a run only come from a script that is not a minimum (exact false).
+            const DiffKind k = same_op(pred[p0 + i], meas[m0 + j]) ? DiffKind::Match : DiffKind::Resized;
+            out.entries.push_back({k, static_cast<int>(p0 + i++), static_cast<int>(m0 + j++)});
+        }
+    }
+}
+
+// The script as entries in order: matches one for one, each run of differences through emit_run.
+void emit_entries(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas, const OpCodes& c, const EditScript& s,
+                  Budget& budget, Alignment& out) {
+    const size_t n = pred.size(), m = meas.size();
+    out.entries.reserve(std::max(n, m));
+    size_t i = 0, j = 0;
     while (i < n || j < m) {
-        if (i < n && j < m && same_op(pred[i], meas[j])) {
-            out.push_back({DiffKind::Match, static_cast<int>(i), static_cast<int>(j)});
-            ++i, ++j;
+        if (i < n && j < m && !s.deleted[i] && !s.inserted[j]) {
+            out.entries.push_back({DiffKind::Match, static_cast<int>(i++), static_cast<int>(j++)});
             continue;
         }
-        for (size_t w = 32;; w *= 2) {
-            const size_t wn = std::min(w, n - i), wm = std::min(w, m - j);
-            local.clear();
-            align_exact(pred, i, wn, meas, j, wm, local);
-            if (i + wn == n && j + wm == m) {   // the window reaches both ends: all of it is exact
-                out.insert(out.end(), local.begin(), local.end());
-                i = n, j = m;
-                break;
-            }
-            // Keep the edits up to the first run of matches after them; the run itself is matched
-            // by the loop above. A window end that cuts the logs unevenly forces edits at its
-            // end, which this never keeps.
-            size_t keep = 0, run = 0;
-            for (size_t k = 0; k < local.size(); ++k) {
-                if (local[k].kind != DiffKind::Match) {
-                    run = 0;
-                    continue;
-                }
-                if (++run == lim.resync_run && k + 1 > run) {
-                    keep = k + 1 - run;
-                    break;
-                }
-            }
-            if (keep == 0 && w < lim.max_window) continue;
-            if (keep == 0) keep = std::max<size_t>(1, local.size() / 2);   // no resync in the widest window
-            for (size_t k = 0; k < keep; ++k) {
-                out.push_back(local[k]);
-                advance(local[k], i, j);
-            }
-            break;
-        }
+        size_t i1 = i, j1 = j;
+        while (i1 < n && s.deleted[i1]) ++i1;
+        while (j1 < m && s.inserted[j1]) ++j1;
+        emit_run(pred, meas, c, i, i1, j, j1, budget, out);
+        i = i1, j = j1;
     }
-    return out;
 }
 
 // Two neighbours in the other order show up as missing + match + extra of the same op.
@@ -155,13 +135,17 @@ std::vector<DiffEntry> fold_swaps(const std::vector<DiffEntry>& e, const std::ve
 
 }  // namespace
 
-std::vector<DiffEntry> align_ops(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas, const AlignLimits& limits) {
-    std::vector<DiffEntry> e;
-    if ((pred.size() + 1) * (meas.size() + 1) <= limits.exact_cells)
-        align_exact(pred, 0, pred.size(), meas, 0, meas.size(), e);
-    else
-        e = align_windowed(pred, meas, limits);
-    return fold_swaps(e, pred, meas);
+Alignment align_ops(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas, const AlignLimits& limits) {
+    const OpCodes c = op_codes(pred, meas);
+    Budget budget{limits, limits.max_work};
+    EditScript s = validate_detail::shortest_edit_script(c.pred_op, c.meas_op, budget.next());
+    budget.spend(s.work);
+    validate_detail::slide_runs_together(c.pred_op, c.meas_op, s);
+    Alignment out;
+    out.exact = s.exact;
+    emit_entries(pred, meas, c, s, budget, out);
+    out.entries = fold_swaps(out.entries, pred, meas);
+    return out;
 }
 
 }  // namespace zerosim

@@ -28,6 +28,11 @@ namespace {
 
 using validate_detail::median;
 
+// What a report says when the alignment gave up its minimum (align.hpp: too many differences).
+constexpr const char* kApproximateAlignment =
+    "approximate: the logs differ in too many ops for a minimum edit script (validate/align.hpp); these counts are "
+    "those of a valid script, an upper bound on the minimum";
+
 std::string step_of(const std::string& phase) {
     if (phase.rfind("step", 0) != 0) return phase.empty() ? "?" : phase;
     return phase.substr(0, phase.find('.'));
@@ -181,7 +186,9 @@ DiffReport diff_logs(const MeasuredLog& pred, const MeasuredLog& meas, double to
     DiffTimeBreakdown times;
     times.min_time_ms = min_time_ms;
     times.min_bytes = min_bytes;
-    for (const auto& e : align_ops(pred.ops, meas.ops)) record_diff_entry(r, times, e, pred, meas);
+    const Alignment a = align_ops(pred.ops, meas.ops);
+    r.alignment_exact = a.exact;
+    for (const auto& e : a.entries) record_diff_entry(r, times, e, pred, meas);
     finish_diff_breakdown(r, times);
     r.structure_ok = r.missing == 0 && r.extra == 0 && r.resized == 0 && r.swapped == 0;
     r.time_ok = r.overall.count > 0 && r.overall.median_abs_error <= tolerance;
@@ -293,6 +300,7 @@ void write_diff_text(std::ostream& out, const DiffReport& r) {
         << r.meas_name << " (" << log_format_name(r.meas_format) << ", " << r.meas_ops << " ops)\n";
     out << "structure: " << r.matched << " matched, " << r.missing << " missing, " << r.extra << " extra, " << r.resized
         << " resized, " << r.swapped << " swapped\n";
+    if (!r.alignment_exact) out << "  " << kApproximateAlignment << "\n";
     size_t shown = 0;
     for (const auto& d : r.differences) {
         if (++shown > 50) {
@@ -320,6 +328,7 @@ void write_diff_markdown(std::ostream& out, const DiffReport& r) {
         << " ops)\n- measured: `" << r.meas_name << "` (" << log_format_name(r.meas_format) << ", " << r.meas_ops << " ops)\n"
         << "- structure: " << r.matched << " matched, " << r.missing << " missing, " << r.extra << " extra, " << r.resized
         << " resized, " << r.swapped << " swapped\n";
+    if (!r.alignment_exact) out << "  - " << kApproximateAlignment << "\n";
     for (const auto& d : r.differences) out << "  - " << d << "\n";
     if (r.scope != DiffScope::Ops) {
         out << "- time: median |error| " << percent_text(r.overall.median_abs_error) << " over " << r.overall.count << " ops\n";
@@ -368,6 +377,7 @@ nlohmann::ordered_json diff_json(const DiffReport& r) {
     j["measured"] = {{"file", r.meas_name}, {"format", log_format_name(r.meas_format)}, {"ops", r.meas_ops}};
     j["structure"] = {{"matched", r.matched}, {"missing", r.missing}, {"extra", r.extra}, {"resized", r.resized},
                       {"swapped", r.swapped}, {"identical", r.structure_ok}};
+    if (!r.alignment_exact) j["structure"]["approximate"] = kApproximateAlignment;
     j["differences"] = r.differences;
     auto rows = [](const std::vector<TimeStats>& v) {
         nlohmann::ordered_json a = nlohmann::ordered_json::array();

@@ -214,7 +214,7 @@ RepeatSamples collect_repeat_samples(const MeasuredLog& pred, const std::vector<
             rs.samples[key][unit].push_back(q.time_ms);
             rs.predicted[key][unit].push_back(p.time_ms);
         };
-        for (const auto& e : align_ops(pred.ops, m.ops)) {
+        for (const auto& e : align_ops(pred.ops, m.ops).entries) {
             if (e.kind == DiffKind::Match) take(pred.ops[static_cast<size_t>(e.pred)], m.ops[static_cast<size_t>(e.meas)]);
             if (e.kind == DiffKind::Swapped) {
                 take(pred.ops[static_cast<size_t>(e.pred)], m.ops[static_cast<size_t>(e.meas2)]);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_args.hpp"
 #include "backends/backend.hpp"
 
 using namespace zerorun;
@@ -42,13 +43,15 @@ struct Record {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int reps = 61;
-    int64_t max_bytes = 16 << 20;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        std::string a = argv[i];
-        if (a == "--reps") reps = std::atoi(argv[i + 1]);
-        else if (a == "--max") max_bytes = std::atoll(argv[i + 1]);
-    }
+    // Read before MPI starts, so that --help and a wrong flag need no mpirun.
+    const zerosim::bench::Args args(argc, argv,
+                                    "zerorun's all_reduce, all_gather and reduce_scatter against a bare MPI call of the same size\n"
+                                    "(alternating calls, the slowest rank's time, medians). Target: within 1.05x of bare MPI\n"
+                                    "from 1 MiB. Run under mpirun: mpirun -np 4 --oversubscribe runtime_bench",
+                                    {{"--reps", "N", "samples per size and path (default 61)"},
+                                     {"--max", "BYTES", "largest message (default 16777216)"}});
+    const int reps = static_cast<int>(args.integer("--reps", 61, 1, 100000));
+    const int64_t max_bytes = args.integer("--max", 16 << 20, 1, int64_t{1} << 40);
     auto be = make_mpi_backend(&argc, &argv);
     const int n = be->world(), me = be->rank();
     const std::vector<int64_t> sizes = {1024, 64 * 1024, 1 << 20, 4 << 20, 16 << 20, 64 << 20};

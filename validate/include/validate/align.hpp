@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "formats/measured_logs.hpp"
@@ -18,26 +19,39 @@ struct DiffEntry {
     int pred2 = -1, meas2 = -1;    // the second op of a swapped pair
 };
 
-// Edit-distance alignment on (op, printed size); callers are advisory (they differ between
-// DeepSpeed versions) and do not break a match. Costs: a missing or an extra op 2, a resized op 3
-// (so two swapped neighbours read as a swap, 2 + 2, not as two resized ops, 6), a different op 6
-// (never better than missing + extra).
+// An op is its name and printed size (callers are advisory: they differ between DeepSpeed
+// versions and do not break a match). The alignment is built in four steps (docs/validate.md,
+// "Alignment"):
+//  1. a minimum edit script of ops missing and extra (Myers' O(ND) algorithm in linear space,
+//     validate/edit_script.hpp): k ops removed from a log come out as exactly k missing, k ops
+//     inserted as exactly k extra;
+//  2. among scripts of that length, runs of missing (extra) ops slid over equal ops to meet the
+//     other side's changes ("X X X" against "X Y X" drops the middle X beside Y);
+//  3. in each run of differences between two matched ops, the missing and the extra ops of the
+//     same name are paired in order (their longest common subsequence of names): each pair is
+//     one resized op, the rest stay missing or extra;
+//  4. a missing op, one matched op and an extra op equal to the missing one are one swapped pair.
+// A resized op is therefore an op whose size alone changed in place; an op removed here and one
+// of the same name inserted elsewhere stay one missing and one extra.
 //
-// Logs whose DP table fits `exact_cells` get the exact minimum-cost alignment. Longer ones (a real
-// training run logs millions of ops) are aligned in linear memory: ops are matched one for one
-// while the logs agree; at a disagreement the exact alignment of the next window of ops is
-// computed and kept up to the first run of matches after its last edit (the logs are back in
-// step), the window doubling up to `max_window` until they are. Memory O(max_window²) besides the
-// result, time O(n + m + d·w²) for d disagreements resolved within w ops. Sparse differences (a
-// few ops in a thousand) come out as the exact alignment does (tests/unit/test_align.cpp checks
-// it against the exact one); a gap longer than the window in a log that repeats with a shorter
-// period can be put back in step at more than one place, and then the first one is kept.
+// Memory is linear; time about n + m + D² for D missing and extra ops (a resized or swapped op
+// counts one of each). The search is for a minimum while D can be at most `max_edits` (a count of
+// each op's occurrences on both sides bounds D from below in linear time: two unrelated logs are
+// known to be past it at once) and its steps stay within `max_work`; past either, each part of the
+// problem is cut at the furthest point a search of `fallback_d` steps reached (GNU diff's
+// heuristic): still a valid script, not necessarily a minimum, `exact` false, and the report says
+// so. That bounds the time by about max_work + (n + m) x fallback_d steps.
 struct AlignLimits {
-    size_t exact_cells = size_t{1} << 24;   // 16 MiB of traceback
-    size_t max_window = 2048;
-    size_t resync_run = 8;                 // matches in a row that mean "back in step"
+    size_t max_edits = 100000;
+    uint64_t max_work = 1000000000ull;   // D up to about 25,000 at 1,000,000 ops; a few seconds
+    size_t fallback_d = 64;
 };
-std::vector<DiffEntry> align_ops(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas,
-                                 const AlignLimits& limits = {});
+
+struct Alignment {
+    std::vector<DiffEntry> entries;
+    bool exact = true;   // false: the counts are those of a valid script, an upper bound on the minimum
+};
+
+Alignment align_ops(const std::vector<LoggedOp>& pred, const std::vector<LoggedOp>& meas, const AlignLimits& limits = {});
 
 }  // namespace zerosim

@@ -36,6 +36,8 @@ struct DiffReport {
     double tolerance = 0.15;
     DiffScope scope = DiffScope::All;
     bool structure_ok = true, time_ok = true;
+    // False when the alignment is not a minimum one (align.hpp's limits): the reports say so.
+    bool alignment_exact = true;
     // Not empty when the two logs cannot be of the same run (most ops unmatched, or a different
     // world or model size where both logs state it): the sentence the verdict prints. Such a
     // verdict fails whatever the scope (--what ops included) and tolerance.
