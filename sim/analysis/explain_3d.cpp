@@ -76,14 +76,7 @@ std::vector<Schedule> stage_schedules(const Model& whole, const DsConfig& cfg, c
     const int64_t per_stage = L.world / L.pipe;
     std::vector<Schedule> out;
     for (int64_t stage = 0; stage < L.pipe; ++stage) {
-        ScheduleOptions o;
-        o.world = L.world;
-        o.steps = s.meta.steps;
-        o.seq_len = s.meta.seq_len;
-        o.layout = L;
-        o.rank = stage * per_stage + s.meta.rank % per_stage;
-        o.pp_partition = s.meta.pipe_partition;
-        o.pp_partition_type = s.meta.pipe_partition_type;
+        const ScheduleOptions o = options_for_rank(s.meta, stage * per_stage + s.meta.rank % per_stage);
         auto built = stage == s.meta.pipe_stage ? Result<Schedule>(s) : build_schedule(whole, cfg, o);
         if (!built) return {};
         out.push_back(std::move(built).value());

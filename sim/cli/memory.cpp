@@ -1,5 +1,6 @@
 // zerosim memory: model-state memory per rank and stage, beside the ZeRO paper and DeepSpeed's estimator.
 #include <optional>
+#include <sstream>
 
 #include "analysis/memory_report.hpp"
 #include "command.hpp"
@@ -16,10 +17,23 @@ struct MemoryArgs {
     std::string topology;   // the GPU to fit on (gpu.memory_gb), optional
 };
 
+// A 3D layout (the flags', or a GPT-NeoX config's): the model states of each pipeline stage's rank.
+int run_layout_memory(const MemoryArgs& a) {
+    const char* unsupported = !a.measured.empty() ? "--measured" : a.format == "json" ? "--format" : nullptr;
+    if (unsupported)
+        return input_error(Error{"", unsupported, "not with a pipeline, tensor, sequence or expert parallel layout yet (its "
+                                                  "memory is the model states per stage, as text)"});
+    ScheduleArgs s = a.sched;
+    s.per_rank = true;
+    auto in = load_inputs(s);
+    if (!in) return input_error(in.error());
+    std::ostringstream text;
+    if (auto e = write_layout_memory_text(text, in->model, in->cfg, in->schedule)) return input_error(*e);
+    return emit(a.sched.output, schedule_input_files(a.sched), [&](std::ostream& out) { out << text.str(); });
+}
+
 int run_memory(const MemoryArgs& a) {
-    if (!a.sched.neox_config.empty())
-        return input_error(Error{"", "--neox-config", "the memory of a GPT-NeoX config (its pipeline engine and tensor "
-                                                      "layout) is not modelled yet; zerosim schedule and explain read it"});
+    if (!a.sched.neox_config.empty()) return run_layout_memory(a);
     for (const auto& [flag, value] : {std::pair{"--ds-config", &a.sched.ds_config}, std::pair{"--model", &a.sched.model}})
         if (value->empty()) return input_error(Error{"", flag, "required"});
     auto release = resolve_release(a.sched.deepspeed);
@@ -27,7 +41,7 @@ int run_memory(const MemoryArgs& a) {
     auto cfg = load_ds_config(a.sched.ds_config, release.value());
     if (!cfg) return input_error(cfg.error());
     warn_ds_config("zerosim", cfg.value());
-    if (auto e = refuse_layout(a.sched, cfg.value())) return input_error(*e);
+    if (refuse_layout(a.sched, cfg.value())) return run_layout_memory(a);
     auto model = load_model(a.sched.model);
     if (!model) return input_error(model.error());
     auto stages = parse_stage_list(a.stages);

@@ -180,6 +180,26 @@ void add_group(Schedule& s, const Mesh& mesh, MeshGroup kind) {
 
 }  // namespace
 
+}  // namespace zerosim::detail
+
+namespace zerosim {
+
+Result<Model> rank_local_model(const Model& model, const DsConfig& cfg, const ScheduleOptions& given) {
+    ScheduleOptions opt = given;
+    opt.layout.world = given.world;
+    if (auto e = detail::check_layout(model, cfg, opt)) return *e;
+    auto mesh = Mesh::build(opt.layout);
+    if (!mesh) return mesh.error();
+    auto local = detail::rank_model(model, mesh.value(), opt.rank, opt.pp_partition, opt.pp_partition_type);
+    if (!local) return local.error();
+    if (!local->model.parallel.moe.empty()) detail::split_moe_param_groups(local->model);
+    return std::move(local->model);
+}
+
+}  // namespace zerosim
+
+namespace zerosim::detail {
+
 Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& given) {
     ScheduleOptions opt = given;
     opt.layout.world = given.world;

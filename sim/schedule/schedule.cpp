@@ -43,6 +43,22 @@ Op& Build::p2p(OpKind send_or_recv, int64_t elements, DType dtype, RuleId rule, 
     return op;
 }
 
+}  // namespace detail
+
+ScheduleOptions options_for_rank(const ScheduleMeta& meta, int64_t rank) {
+    ScheduleOptions o;
+    o.world = meta.layout.world;
+    o.steps = meta.steps;
+    o.seq_len = meta.seq_len;
+    o.layout = meta.layout;
+    o.rank = rank;
+    o.pp_partition = meta.pipe_partition;
+    o.pp_partition_type = meta.pipe_partition_type;
+    return o;
+}
+
+namespace detail {
+
 void model_parallel_allreduce(Build& b, DType dtype, ReduceOp redop) {
     // Without an mpu (no 3D, or expert parallelism alone: groups.py builds MoE's groups itself) DeepSpeed's
     // model_parallel_group is None. The pipeline engine hands its grid as the mpu; tensor and Ulysses runs pass one.

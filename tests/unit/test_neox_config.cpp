@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/memory_report.hpp"
 #include "inputs/neox_config.hpp"
 #include "reference_3d.hpp"
 #include "schedule/schedule.hpp"
@@ -196,4 +197,24 @@ TEST(NeoxConfig, MergesFilesAndRefusesAsGptNeoxDoes) {
     auto no_vocab = neox({kSmall}, 0);
     ASSERT_FALSE(no_vocab.ok());
     EXPECT_NE(std::string(no_vocab.error().what()).find("--vocab-size"), std::string::npos);
+}
+
+// memory of GPT-NeoX-20B's layout: each stage's rank holds its own layers' tensor half. A layer's
+// split part is (12h^2 + 13h - 6h) / 2 (the two LayerNorms and the two row-parallel biases, 6h,
+// stay whole) + 6h = 6h^2 + 9.5h = 226,550,784 at h = 6144; stage 1 holds 12 layers (the 46
+// "transformer" weights cut 12 / 12 / 11 / 11 with the functions counted on stages 0 and 3):
+// 2,718,609,408 parameters, 2 bytes each in fp16.
+TEST(NeoxConfig, TwentyBModelStatesPerStage) {
+    auto n = load_neox_config({k20B}, 50277, kBaselineRelease);
+    ASSERT_TRUE(n.ok()) << n.error().what();
+    auto s = rank_schedule(n.value(), 96, 0);
+    ASSERT_TRUE(s.ok()) << s.error().what();
+    ScheduleOptions o = options_for_rank(s->meta, 24);
+    auto local = rank_local_model(n->model, n->ds_config, o);
+    ASSERT_TRUE(local.ok()) << local.error().what();
+    EXPECT_EQ(local->total_numel(), 12LL * 226550784LL);
+    std::ostringstream text;
+    ASSERT_FALSE(write_layout_memory_text(text, n->model, n->ds_config, s.value()));
+    EXPECT_NE(text.str().find("2718609408"), std::string::npos) << text.str();
+    EXPECT_NE(text.str().find("data 12"), std::string::npos);
 }

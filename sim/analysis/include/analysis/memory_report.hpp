@@ -62,6 +62,11 @@ Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int6
 
 // Sizes 1024-based, as DeepSpeed prints them ("1.86 GB" is GiB).
 void write_memory_text(std::ostream& out, const MemoryReport& r);
+
+// A 3D layout's model states per rank, one row per pipeline stage (the rank of each stage with
+// `schedule`'s data and tensor index): what each holds after its stage's layers, its tensor shard
+// and ZeRO's partitions over its data-parallel group. Activations are not counted yet.
+Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& schedule);
 void write_memory_json(std::ostream& out, const MemoryReport& r);
 
 }  // namespace zerosim

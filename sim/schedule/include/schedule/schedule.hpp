@@ -37,4 +37,12 @@ struct ScheduleOptions {
 // Refuses, before building anything, a schedule whose estimate (bounds.hpp) passes opt's limits.
 Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
 
+// The model as rank opt.rank of a 3D layout holds it (its stage's layers, its tensor shard, its
+// experts; MoE parameter groups split as DeepSpeed splits them): what ZeRO partitions on that rank.
+Result<Model> rank_local_model(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
+
+// The options that build a 3D schedule's program for another rank of the same layout (steps,
+// sequence length and pipeline cut as `meta` was built).
+ScheduleOptions options_for_rank(const ScheduleMeta& meta, int64_t rank);
+
 }  // namespace zerosim
