@@ -30,6 +30,8 @@ cp topologies/*.json "$seeds/topology/"
 cp configs/deepspeed/*.json "$seeds/ds-config/"
 for f in "$ref"/deepspeed-*/*/ds_config.json; do [ -f "$f" ] && cp "$f" "$seeds/ds-config/$(basename "$(dirname "$f")").json"; done
 cp configs/models/*.json "$seeds/model/"
+mkdir -p "$seeds/neox"
+for f in "$ref"/gpt-neox-configs/*.yml tests/cli/inputs/neox-*.yml; do [ -f "$f" ] && cp "$f" "$seeds/neox/"; done
 for f in "$ref"/deepspeed-*/model.json; do [ -f "$f" ] && cp "$f" "$seeds/model/$(basename "$(dirname "$f")").json"; done
 # A schedule IR and a prediction as zerosim writes them (when the main build is there).
 zerosim=build/sim/zerosim
@@ -49,6 +51,7 @@ targets=(
   "fuzz_ds_config ds-config 16384"
   "fuzz_model model 16384"
   "fuzz_schedule_json schedule 262144"
+  "fuzz_neox neox 16384"
 )
 status=0
 for entry in "${targets[@]}"; do

@@ -125,8 +125,25 @@ static void set_pp_partition(const std::string& how, ScheduleOptions& opt) {
 Status refuse_layout(const ParallelLayout& L) {
     if (!L.is_3d()) return std::nullopt;
     return Error{"", L.pipe > 1 ? "--pp" : L.tensor > 1 ? "--tp" : L.sequence > 1 ? "--sp" : "--ep",
-                 "the time and memory of a pipeline, tensor, sequence or expert parallel layout are not modelled yet; "
-                 "zerosim schedule and explain list its ops per rank"};
+                 "the time of a pipeline, tensor, sequence or expert parallel layout is not modelled yet; zerosim "
+                 "schedule and explain list its ops per rank, zerosim memory its model states per stage"};
+}
+
+void add_refused_layout_flags(CLI::App* sub, LayoutFlags& f) {
+    const std::string why = " (this subcommand does not model a 3D layout yet: above 1 refused; schedule, explain and memory take it)";
+    sub->add_option("--pp", f.pp, "Pipeline stages" + why)->check(integer_in(1));
+    sub->add_option("--tp", f.tp, "Tensor-parallel ranks" + why)->check(integer_in(1));
+    sub->add_option("--sp", f.sp, "Ulysses sequence-parallel ranks" + why)->check(integer_in(1));
+    sub->add_option("--ep", f.ep, "MoE expert-parallel ranks" + why)->check(integer_in(1));
+}
+
+Status refuse_layout(const LayoutFlags& f) {
+    ParallelLayout L;
+    L.pipe = f.pp;
+    L.tensor = f.tp;
+    L.sequence = f.sp;
+    L.expert = f.ep;
+    return refuse_layout(L);
 }
 
 Status refuse_layout(const ScheduleArgs& a, const DsConfig& cfg) {
@@ -229,6 +246,12 @@ static Status apply_neox_layout(const ScheduleArgs& a, const NeoxInputs& n, Sche
     if (a.tp > 0 && a.tp != n.tensor)
         return Error{src, "model-parallel-size", "says " + std::to_string(n.tensor) + ", --tp says " + std::to_string(a.tp) +
                                                      "; give one, or make them agree"};
+    // The layout's own refusal would name --pp; the user wrote the file's keys.
+    const int64_t cut = std::max<int64_t>(n.pipe, 1) * n.tensor;
+    if (opt.world % cut != 0)
+        return Error{src, n.tensor > 1 ? "model-parallel-size" : "pipe-parallel-size",
+                     "pipe-parallel-size " + std::to_string(n.pipe) + " x model-parallel-size " + std::to_string(n.tensor) +
+                         " must divide --world (" + std::to_string(opt.world) + ")"};
     opt.layout.pipe = std::max<int64_t>(n.pipe, 1);
     opt.layout.pipe_engine = n.pipe >= 1;
     opt.layout.tensor = n.tensor;

@@ -86,6 +86,13 @@ struct ScheduleArgs {
 };
 // --pp, --tp, --sp, --ep, --pp-partition and --rank.
 void add_layout_flags(CLI::App* sub, ScheduleArgs& a);
+// --pp, --tp, --sp, --ep on a subcommand that does not model a 3D layout yet (sweep, need): taken,
+// so that a user's layout is refused by name (refuse_layout) rather than read as an unknown flag.
+struct LayoutFlags {
+    int64_t pp = 1, tp = 1, sp = 1, ep = 1;
+};
+void add_refused_layout_flags(CLI::App* sub, LayoutFlags& f);
+Status refuse_layout(const LayoutFlags& f);
 // --ds-config and --model, or --neox-config FILE.yml ... with --vocab-size.
 void add_model_and_config(CLI::App* sub, ScheduleArgs& a);
 // The refusal of a subcommand that does not model a 3D layout yet (the flags' and the config's), or nullopt.

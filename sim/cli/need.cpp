@@ -21,6 +21,7 @@ struct NeedArgs {
     double exposed_below = -1, step_below = -1;
     std::string range;
     double tolerance = 0.01;
+    LayoutFlags layout;
 };
 
 Result<std::pair<double, double>> parse_range(const std::string& text) {
@@ -40,6 +41,7 @@ Result<std::pair<double, double>> parse_range(const std::string& text) {
 int run_need(const NeedArgs& a) {
     if ((a.exposed_below >= 0) == (a.step_below >= 0))
         return input_error(Error{"", "--exposed-below/--step-below", "give exactly one target"});
+    if (auto e = refuse_layout(a.layout)) return input_error(*e);
     auto release = resolve_release(a.deepspeed);
     if (!release) return input_error(release.error());
     auto cfg = load_ds_config(a.ds_config, release.value());
@@ -100,6 +102,7 @@ Command add_need(CLI::App& app) {
     sub->add_option("--seq-len", a->seq_len, "Sequence length (default: the model's, else 1024)")->check(integer_in(1));
     sub->add_flag("--zero-init", a->zero_init, "Stage 3: the model is built under deepspeed.zero.Init");
     sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");
+    add_refused_layout_flags(sub, a->layout);
     add_deepspeed_flag(sub, a->deepspeed);
     add_nccl_flag(sub, a->nccl);
     return {sub, [a] {

@@ -24,10 +24,12 @@ struct SweepArgs {
     std::string deepspeed;
     std::string nccl;
     FabricArgs fabric;
+    LayoutFlags layout;
 };
 
 int run_sweep_cmd(SweepArgs& a) {
     SweepSpec& spec = a.spec;
+    if (auto e = refuse_layout(a.layout)) return input_error(*e);
     if (auto e = apply_sweep_flags(a.flags, spec)) return input_error(*e);
     if (auto e = fabric_sweep_options(a.fabric, spec.fabric)) return input_error(*e);
     auto release = resolve_release(a.deepspeed);
@@ -107,6 +109,7 @@ Command add_sweep(CLI::App& app) {
                     "PyTorch FSDP)");
     sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
     sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
+    add_refused_layout_flags(sub, a->layout);
     add_nccl_flag(sub, a->nccl);
     sub->add_option("--jobs", a->jobs, "Worker processes (default: every core)")->check(integer_in(1, 4096));
     sub->add_option("--shard", a->flags.shard,

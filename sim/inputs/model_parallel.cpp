@@ -26,6 +26,8 @@ void read_tp_splits(const JsonField& parameters, Model& m) {
             tp.fail_here("expected \"column\" (output features split, Megatron's ColumnParallelLinear), \"row\" (input "
                          "features split, RowParallelLinear) or \"none\", found \"" + v + "\"");
         m.params[i].tp_dim = m.params[i].tp == TpSplit::Row ? 1 : 0;
+        // "tp_reduce": false: a row-parallel output reduced later, with another (GPT-NeoX's gpt_j_residual).
+        if (p.has("tp_reduce")) m.params[i].tp_reduces_output = p.at("tp_reduce").as_bool();
         if (m.params[i].tp == TpSplit::Row && m.params[i].shape.size() < 2)
             tp.fail_here("a row-parallel split cuts the weight's input features (its second dimension); \"" + m.params[i].name +
                          "\" has " + std::to_string(m.params[i].shape.size()) + " (a row-parallel bias is not split: leave \"tp\" out)");
@@ -135,6 +137,9 @@ void add_attention_calls(Model& m) {
 
 void read_parallel_parts(const JsonField& root, const JsonField& parameters, Model& m) {
     read_tp_splits(parameters, m);
+    // "tp_collectives_logged": false: the model's tensor-parallel layers call torch.distributed
+    // themselves (GPT-NeoX's mpu), so DeepSpeed's comms logger never sees them.
+    if (root.has("tp_collectives_logged")) m.tp_collectives_logged = root.at("tp_collectives_logged").as_bool();
     if (root.has("pipeline")) read_pipeline(root, m);
     if (root.has("moe")) {
         auto list = root.at("moe");

@@ -162,9 +162,10 @@ struct NeoxShape {
     bool tied = true, gpt_j = false;
 };
 
-void add_param(Json& params, const std::string& name, std::vector<int64_t> shape, const char* tp = nullptr) {
+void add_param(Json& params, const std::string& name, std::vector<int64_t> shape, const char* tp = nullptr, bool reduce = true) {
     Json p = {{"name", name}, {"shape", std::move(shape)}};
     if (tp) p["tp"] = tp;
+    if (!reduce) p["tp_reduce"] = false;
     params.push_back(std::move(p));
 }
 
@@ -191,7 +192,9 @@ void add_transformer_layer(Json& params, const std::string& prefix, const NeoxSh
     add_norm(params, prefix + ".input_layernorm", s);
     add_param(params, prefix + ".attention.query_key_value.weight", {3 * s.hidden, s.hidden}, "column");
     add_param(params, prefix + ".attention.query_key_value.bias", {3 * s.hidden}, "column");
-    add_param(params, prefix + ".attention.dense.weight", {s.hidden, s.hidden}, "row");
+    // gpt_j_residual (transformer.py 549-572, 624): attention's dense and the MLP's output skip their
+    // all_reduce (parallel_output) and the layer reduces their sum once, after the MLP.
+    add_param(params, prefix + ".attention.dense.weight", {s.hidden, s.hidden}, "row", !s.gpt_j);
     add_param(params, prefix + ".attention.dense.bias", {s.hidden});
     add_norm(params, prefix + ".post_attention_layernorm", s);
     add_param(params, prefix + ".mlp.dense_h_to_4h.weight", {s.ff, s.hidden}, "column");
@@ -235,7 +238,13 @@ Json neox_param_list(const NeoxShape& s, const std::string& name) {
         add_param(params, out + ".final_linear.weight", {s.vocab, s.hidden}, s.output_parallelism.c_str());
         layers.push_back(pipe_layer(out, "ParallelLinearPipe", {s.seq, s.vocab}, s, false));
     }
-    return Json{{"name", name}, {"seq_len", s.seq}, {"parameters", params}, {"pipeline", {{"layers", layers}}}};
+    // GPT-NeoX's mpu (megatron/mpu/mappings.py 44, 123) calls torch.distributed itself: DeepSpeed's
+    // comms logger never sees the tensor-parallel collectives.
+    return Json{{"name", name},
+                {"seq_len", s.seq},
+                {"tp_collectives_logged", false},
+                {"parameters", params},
+                {"pipeline", {{"layers", layers}}}};
 }
 
 // --- Reading the merged keys ---------------------------------------------------------------------
@@ -359,15 +368,6 @@ Result<NeoxInputs> build_neox(const std::string& source, const Json& merged, con
     m.attention_heads = r.shape.heads;
     m.kv_heads = r.shape.heads;
     m.default_seq_len = r.shape.seq;
-    // GPT-NeoX's mpu (megatron/mpu/mappings.py 44, 123) calls torch.distributed itself: DeepSpeed's
-    // comms logger never sees the tensor-parallel collectives.
-    m.tp_collectives_logged = false;
-    // gpt_j_residual (transformer.py 549-572, 624): attention's dense and the MLP's output skip their
-    // all_reduce (parallel_output) and the layer reduces their sum once.
-    if (r.shape.gpt_j)
-        for (auto& p : m.params)
-            if (p.name.size() > 23 && p.name.compare(p.name.size() - 23, 23, ".attention.dense.weight") == 0)
-                p.tp_reduces_output = false;
     r.out.model = std::move(m);
     // Said with the config's own warnings (warn_ds_config), under the files' names.
     r.out.ds_config.warnings.insert(r.out.ds_config.warnings.end(), r.out.warnings.begin(), r.out.warnings.end());
