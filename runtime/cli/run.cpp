@@ -106,10 +106,9 @@ int run_zero(Backend& be, const RunArgs& a) {
     // The outputs are checked before the run: never an input (by identity, through links: -o or
     // --json naming --ds-config, --model or --schedule), never a directory, never each other.
     const std::vector<std::string> inputs = {a.ds_config, a.model, a.schedule};
-    if (auto e = zerosim::check_output_path("zerorun", a.output, "-o", inputs)) return input_error(be, *e);
-    if (auto e = zerosim::check_output_path("zerorun", a.json, "--json", inputs)) return input_error(be, *e);
-    if (!a.json.empty() && a.json == a.output)
-        return input_error(be, {a.json, "--json", "is also the -o file; give the two logs different names"});
+    std::vector<zerosim::OutputPath> outputs{{a.output, "-o"}};
+    if (!a.json.empty()) outputs.push_back({a.json, "--json"});
+    if (auto e = zerosim::check_outputs("zerorun", outputs, inputs)) return input_error(be, *e);
     auto sched = load_schedule(be, a);
     if (!sched) return input_error(be, sched.error());
     const zerosim::Schedule& s = sched.value();
@@ -130,7 +129,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     if (!a.bench_between.prefix.empty()) {
         if (!a.sync_each_op)
             return input_error(be, {"", "--bench-between-steps", "needs --sync-each-op (a round must not overlap an op)"});
-        auto b = make_between_steps(be, a.bench_between, inputs);
+        auto b = make_between_steps(be, a.bench_between, inputs, outputs);
         if (!b) return input_error(be, b.error());
         between = b.value();
         exec.between_steps = between->hook;
