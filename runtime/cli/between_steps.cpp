@@ -16,7 +16,11 @@ const char* const kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "broad
 }  // namespace
 
 zerosim::Result<std::shared_ptr<BetweenSteps>> make_between_steps(Backend& be, const BetweenStepsArgs& a,
-                                                                  const std::vector<std::string>& inputs) {
+                                                                  const std::vector<std::string>& inputs,
+                                                                  const std::vector<zerosim::OutputPath>& outputs) {
+    std::vector<zerosim::OutputPath> all = outputs;   // the run's -o and --json, then every round's file
+    for (const char* op : kOps) all.push_back({a.prefix + "-" + op + ".txt", "--bench-between-steps"});
+    if (auto e = zerosim::check_outputs("zerorun", all, inputs)) return *e;
     auto mn = zerosim::parse_size(a.min, "--bench-min");
     if (!mn) return mn.error();
     auto mx = zerosim::parse_size(a.max, "--bench-max");
@@ -32,7 +36,6 @@ zerosim::Result<std::shared_ptr<BetweenSteps>> make_between_steps(Backend& be, c
     std::vector<BenchOptions> rounds;
     for (const char* op : kOps) {
         std::string path = a.prefix + "-" + op + ".txt";
-        if (auto e = zerosim::check_output_path("zerorun", path, "--bench-between-steps", inputs)) return *e;
         auto f = std::make_unique<std::ofstream>();
         if (be.rank() == 0) {
             f->open(path, std::ios::trunc);

@@ -26,12 +26,14 @@ struct BetweenStepsArgs {
 };
 
 // The hook for ExecOptions::between_steps, and the files it appends to (opened on rank 0, each
-// checked as an output that is none of `inputs`). An error names the flag.
+// checked as an output that is none of `inputs` and none of the run's `outputs`, -o and --json:
+// core/output.hpp check_outputs). An error names the flag.
 struct BetweenSteps {
     std::vector<std::unique_ptr<std::ofstream>> files;
     std::function<void(int)> hook;
 };
 zerosim::Result<std::shared_ptr<BetweenSteps>> make_between_steps(Backend& be, const BetweenStepsArgs& a,
-                                                                  const std::vector<std::string>& inputs);
+                                                                  const std::vector<std::string>& inputs,
+                                                                  const std::vector<zerosim::OutputPath>& outputs);
 
 }  // namespace zerorun

@@ -18,6 +18,8 @@ namespace zerorun {
 // zerosim's command.hpp): an integer in [min, max], a finite real at least (or above) min.
 CLI::Validator integer_in(int64_t min, int64_t max = INT64_MAX);
 CLI::Validator finite_at_least(double min, bool exclusive = false);
+// The check on every output flag's text (core/output.hpp check_output_name): "" is refused.
+CLI::Validator output_file();
 
 // run_flags.cpp: the inputs and the schedule; the training and its checks; the hidden test hooks.
 void add_input_flags(CLI::App& app, RunArgs& ra);

@@ -5,12 +5,14 @@
 namespace zerorun {
 
 void add_log_flags(CLI::App& app, RunArgs& ra) {
-    app.add_option("-o,--output", ra.output, "rank 0's comms_logger lines and summary (default: standard output)");
-    app.add_option("--json", ra.json, "JSON log of every op on every rank (written by rank 0)");
+    app.add_option("-o,--output", ra.output, "rank 0's comms_logger lines and summary (default: standard output)")
+        ->check(output_file());
+    app.add_option("--json", ra.json, "JSON log of every op on every rank (written by rank 0)")->check(output_file());
 }
 
 void add_dump_flag(CLI::App& app, RunArgs& ra) {
-    app.add_option("--dump-weights", ra.dump_weights, "Each rank writes its fp32 master partition to PREFIX.rank<N>.bin");
+    app.add_option("--dump-weights", ra.dump_weights, "Each rank writes its fp32 master partition to PREFIX.rank<N>.bin")
+        ->check(output_file());
 }
 
 void add_quiet_flag(CLI::App& app, RunArgs& ra) { app.add_flag("--quiet", ra.quiet, "No memory report on standard output"); }

@@ -103,13 +103,20 @@ int run_zero(Backend& be, const RunArgs& a) {
     if (a.steps < 1) return input_error(be, {"", "--steps", "expected at least 1 step"});
     auto opt = exec_options(a);
     if (!opt) return input_error(be, opt.error());
-    // The outputs are checked before the run: never an input (by identity, through links: -o or
-    // --json naming --ds-config, --model or --schedule), never a directory, never each other.
+    // The outputs are checked before the run (core/output.hpp check_outputs): never an input (by
+    // identity, through links: -o, --json or a weight dump naming --ds-config, --model or
+    // --schedule), never a directory or a link to a file, never each other.
     const std::vector<std::string> inputs = {a.ds_config, a.model, a.schedule};
-    if (auto e = zerosim::check_output_path("zerorun", a.output, "-o", inputs)) return input_error(be, *e);
-    if (auto e = zerosim::check_output_path("zerorun", a.json, "--json", inputs)) return input_error(be, *e);
-    if (!a.json.empty() && a.json == a.output)
-        return input_error(be, {a.json, "--json", "is also the -o file; give the two logs different names"});
+    std::vector<zerosim::OutputPath> outputs{{a.output, "-o"}};
+    if (!a.json.empty()) outputs.push_back({a.json, "--json"});
+    if (auto e = zerosim::check_outputs("zerorun", outputs, inputs)) return input_error(be, *e);
+    // Every rank's weight dump against the inputs and the logs (each rank runs the same checks, so
+    // all refuse or none does); the dumps' names differ by rank.
+    for (int r = 0; !a.dump_weights.empty() && r < be.world(); ++r) {
+        auto with_dump = outputs;
+        with_dump.push_back({dump_path(a.dump_weights, r), "--dump-weights"});
+        if (auto e = zerosim::check_outputs("zerorun", with_dump, inputs)) return input_error(be, *e);
+    }
     auto sched = load_schedule(be, a);
     if (!sched) return input_error(be, sched.error());
     const zerosim::Schedule& s = sched.value();
@@ -130,7 +137,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     if (!a.bench_between.prefix.empty()) {
         if (!a.sync_each_op)
             return input_error(be, {"", "--bench-between-steps", "needs --sync-each-op (a round must not overlap an op)"});
-        auto b = make_between_steps(be, a.bench_between, inputs);
+        auto b = make_between_steps(be, a.bench_between, inputs, outputs);
         if (!b) return input_error(be, b.error());
         between = b.value();
         exec.between_steps = between->hook;

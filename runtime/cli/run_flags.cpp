@@ -2,6 +2,7 @@
 // hidden hooks of the fault tests.
 #include <limits>
 
+#include "core/output.hpp"
 #include "core/sizes.hpp"
 #include "flags.hpp"
 
@@ -21,6 +22,15 @@ CLI::Validator finite_at_least(double min, bool exclusive) {
         [min, exclusive](std::string& text) {
             auto v = zerosim::parse_real_flag(text, "", min, exclusive);
             return v ? std::string() : v.error().message;
+        },
+        "");
+}
+
+CLI::Validator output_file() {
+    return CLI::Validator(
+        [](std::string& text) {
+            auto e = zerosim::check_output_name(text, "");
+            return e ? e->message : std::string();
         },
         "");
 }

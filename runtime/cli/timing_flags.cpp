@@ -26,7 +26,8 @@ void add_between_steps_flags(CLI::App& app, RunArgs& ra) {
     BetweenStepsArgs& b = ra.bench_between;
     app.add_option("--bench-between-steps", b.prefix,
                    "With --sync-each-op: before each step and after the last, a fenced bench round of all_reduce, "
-                   "all_gather, reduce_scatter and broadcast appended to PREFIX-<op>.txt (calibration in the run's conditions)");
+                   "all_gather, reduce_scatter and broadcast appended to PREFIX-<op>.txt (calibration in the run's conditions)")
+        ->check(output_file());
     app.add_option("--bench-min", b.min, "Smallest size of a between-steps round")->capture_default_str();
     app.add_option("--bench-max", b.max, "Largest size of a between-steps round")->capture_default_str();
     app.add_option("--bench-factor", b.factor, "Size multiplier of a between-steps round")->capture_default_str()->check(integer_in(2));

@@ -86,7 +86,7 @@ Command add_bench(CLI::App& app) {
                     "Only this algorithm, as NCCL_ALGO: ring, tree, nvls, nvlstree, collnetdirect, collnetchain or pat (default: NCCL's tuner picks)");
     add_nccl_flag(sub, a->nccl);
     sub->add_option("--proto", a->proto, "Only this protocol, as NCCL_PROTO: LL, LL128 or Simple (default: NCCL's tuner picks)");
-    sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");
+    sub->add_option("-o,--output", a->output, "Write to this file instead of standard output")->check(output_file());
     add_fabric_flags(sub, a->fabric);
     return {sub, [a] { return run_bench(*a); }};
 }

@@ -26,6 +26,11 @@ struct CalibrateArgs {
 };
 
 int run_calibrate(const CalibrateArgs& a) {
+    std::vector<std::string> inputs = a.files;
+    inputs.push_back(a.topology);
+    std::vector<OutputPath> outputs{{a.output, "-o"}};
+    if (!a.prediction_error_out.empty()) outputs.push_back({a.prediction_error_out, "--prediction-error-out"});
+    if (auto e = check_command_outputs(outputs, inputs)) return input_error(*e);
     // Each file is read once: the topology both parsed and kept as JSON (the output is the input
     // plus a calibration block), each table parsed and its head searched for the collective.
     auto topo_text = read_text_file(a.topology, "topology file");
@@ -55,8 +60,6 @@ int run_calibrate(const CalibrateArgs& a) {
     }
     Json out = calibrated_topology(doc.value(), cal.value(), a.files, a.column);
     if (a.output.empty()) return input_error(Error{"", "-o", "give the calibrated topology a file name (the input is never overwritten)"});
-    std::vector<std::string> inputs = a.files;
-    inputs.push_back(a.topology);
     int rc = emit(a.output, inputs, [&](std::ostream& o) { o << out.dump(2) << '\n'; });
     if (rc || a.prediction_error_out.empty()) return rc;
     // The prediction's own standard error, from the rounds' spread (validate --prediction-error).
@@ -69,7 +72,9 @@ int run_calibrate(const CalibrateArgs& a) {
         if (r.collective != "all")
             std::fprintf(stderr, "  prediction se   %-16s %s %3.1f%% (%zu sizes, %zu+ rounds)\n", r.collective.c_str(),
                          r.max_bytes ? "<  256 KiB" : ">= 256 KiB", r.se * 100, r.rows, r.rounds);
-    return emit(a.prediction_error_out, inputs, [&](std::ostream& o) { o << prediction_error_json(ranges, a.files).dump(2) << '\n'; });
+    return emit(
+        a.prediction_error_out, inputs, [&](std::ostream& o) { o << prediction_error_json(ranges, a.files).dump(2) << '\n'; },
+        "--prediction-error-out");
 }
 
 }  // namespace
@@ -87,13 +92,14 @@ Command add_calibrate(CLI::App& app) {
                     "broadcast and reduce, out-of-place for all_gather and reduce_scatter, as DeepSpeed calls them)")
         ->check(CLI::IsMember({"as-deepspeed", "out-of-place", "in-place"}))
         ->capture_default_str();
-    sub->add_option("-o,--output", a->output, "The calibrated topology file to write")->required();
+    sub->add_option("-o,--output", a->output, "The calibrated topology file to write")->required()->check(output_file());
     sub->add_flag("--median-of-repeats", a->median_of_repeats,
                   "Fit the rows of one collective and size (bench rounds repeated, e.g. zerorun --bench-between-steps) as "
                   "their median");
     sub->add_option("--prediction-error-out", a->prediction_error_out,
                     "Also write the prediction's standard error per collective and size range, from the spread of rows repeated "
-                    "over bench rounds (for zerosim validate --prediction-error)");
+                    "over bench rounds (for zerosim validate --prediction-error)")
+        ->check(output_file());
     sub->add_flag("--accept-worse-fit", a->accept_worse_fit,
                   "Write the calibrated topology even when its fit is worse than the topology as given");
     return {sub, [a] { return run_calibrate(*a); }};

@@ -35,13 +35,27 @@ CLI::Validator finite_at_least(double min, bool exclusive) {
         "");
 }
 
+CLI::Validator output_file() {
+    return CLI::Validator(
+        [](std::string& text) {
+            auto e = check_output_name(text, "");
+            return e ? e->message : std::string();
+        },
+        "");
+}
+
 int parse_error(CLI::App& app, const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);   // --help, --version: a request, not an error
     return input_error(command_line_error(e.what()));
 }
 
-int emit(const std::string& path, const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write) {
-    return write_output("zerosim", path, "-o", inputs, write);
+int emit(const std::string& path, const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write,
+         const std::string& flag) {
+    return write_output("zerosim", path, flag, inputs, write);
+}
+
+Status check_command_outputs(const std::vector<OutputPath>& outputs, const std::vector<std::string>& inputs) {
+    return check_outputs("zerosim", outputs, inputs);
 }
 
 void add_model_and_config(CLI::App* sub, ScheduleArgs& a) {
@@ -71,7 +85,7 @@ void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
     sub->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str()->check(integer_in(1, INT32_MAX));
     sub->add_option("--seq-len", a.seq_len, "Sequence length for compute (default: the model's, else 1024)")
         ->check(integer_in(1));
-    sub->add_option("-o,--output", a.output, "Write to this file instead of standard output");
+    sub->add_option("-o,--output", a.output, "Write to this file instead of standard output")->check(output_file());
     sub->add_option("--overflow-steps", a.overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
     add_deepspeed_flag(sub, a.deepspeed);
     add_layout_flags(sub, a);

@@ -11,6 +11,7 @@
 
 #include "analysis/fit.hpp"
 #include "core/error.hpp"
+#include "core/output.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "prediction/what_if_compare.hpp"
@@ -123,6 +124,8 @@ void add_schedule_limits(CLI::App* sub, ScheduleArgs& a);
 // one "zerosim: error: field 'FLAG': expected ..., found 'TEXT'" line, exit 2.
 CLI::Validator integer_in(int64_t min, int64_t max = INT64_MAX);
 CLI::Validator finite_at_least(double min, bool exclusive = false);
+// The check on every output flag's text (core/output.hpp check_output_name): "" is refused.
+CLI::Validator output_file();
 // A CLI11 parse error as the one error line; returns 2 (0 for --help and --version).
 int parse_error(CLI::App& app, const CLI::ParseError& e);
 
@@ -174,7 +177,12 @@ Status apply_nccl_flag(const std::string& nccl, Topology& t);
 
 // "zerosim: error: ..." on stderr; returns 2.
 int input_error(const Error& e);
-// Writes to -o FILE (or standard output) as zerosim writes every output; returns the exit code.
-int emit(const std::string& path, const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write);
+// Writes to -o FILE (or standard output; `flag` names another output's flag) as zerosim writes every
+// output (core/output.hpp write_output); returns the exit code.
+int emit(const std::string& path, const std::vector<std::string>& inputs, const std::function<void(std::ostream&)>& write,
+         const std::string& flag = "-o");
+// A command's outputs checked against its inputs and against each other before any work
+// (core/output.hpp check_outputs): the optional ones only where their flag was given.
+Status check_command_outputs(const std::vector<OutputPath>& outputs, const std::vector<std::string>& inputs);
 
 }  // namespace zerosim::cli

@@ -63,7 +63,7 @@ int run_memory(const MemoryArgs& a) {
     auto report = memory_report(model.value(), cfg.value(), a.sched.world, stages.value(), measured, a.measured, fit,
                                 a.sched.gpus_per_node);
     if (!report) return input_error(report.error());
-    return emit(a.sched.output, {a.sched.ds_config, a.sched.model}, [&](std::ostream& out) {
+    return emit(a.sched.output, {a.sched.ds_config, a.sched.model, a.measured, a.topology}, [&](std::ostream& out) {
         if (a.format == "json")
             write_memory_json(out, report.value());
         else

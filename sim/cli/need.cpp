@@ -101,7 +101,7 @@ Command add_need(CLI::App& app) {
     sub->add_option("--steps", a->steps, "Steps predicted (the last is measured)")->capture_default_str()->check(integer_in(1, 64));
     sub->add_option("--seq-len", a->seq_len, "Sequence length (default: the model's, else 1024)")->check(integer_in(1));
     sub->add_flag("--zero-init", a->zero_init, "Stage 3: the model is built under deepspeed.zero.Init");
-    sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");
+    sub->add_option("-o,--output", a->output, "Write to this file instead of standard output")->check(output_file());
     add_refused_layout_flags(sub, a->layout);
     add_deepspeed_flag(sub, a->deepspeed);
     add_nccl_flag(sub, a->nccl);

@@ -18,6 +18,11 @@ struct PredictArgs {
 };
 
 int run_predict(const CLI::App* sub, PredictArgs& a) {
+    std::vector<std::string> inputs = schedule_input_files(a.sched);
+    inputs.push_back(a.topology);
+    std::vector<OutputPath> outputs{{a.sched.output, "-o"}};
+    if (!a.trace.empty()) outputs.push_back({a.trace, "--trace"});
+    if (auto e = check_command_outputs(outputs, inputs)) return input_error(*e);   // before minutes of simulation
     auto sim = load_and_simulate(sub, a.sched, a.topology, a.nodes, true);
     if (!sim) return input_error(sim.error());
     const Schedule& sched = sim->in.schedule;
@@ -32,10 +37,8 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
     }
     PredictReport report{sched, sim->topology, shown, overlapped, &fit, ""};
     if (compare) report.what_if_json = what_if_json(*compare);
-    std::vector<std::string> inputs = schedule_input_files(a.sched);
-    inputs.push_back(a.topology);
     if (!a.trace.empty()) {
-        int rc = emit(a.trace, inputs, [&](std::ostream& out) { write_chrome_trace(out, sched, overlapped); });
+        int rc = emit(a.trace, inputs, [&](std::ostream& out) { write_chrome_trace(out, sched, overlapped); }, "--trace");
         if (rc != 0) return rc;
     }
     return emit(a.sched.output, inputs, [&](std::ostream& out) {
@@ -70,7 +73,8 @@ Command add_predict(CLI::App& app) {
                     "deepspeed (comms_logger lines, summary and step times), json or csv (per op), summary (step times)")
         ->check(CLI::IsMember({"deepspeed", "json", "csv", "summary"}))
         ->capture_default_str();
-    sub->add_option("--trace", a->trace, "Write a Chrome-trace timeline (open in Perfetto or chrome://tracing)");
+    sub->add_option("--trace", a->trace, "Write a Chrome-trace timeline (open in Perfetto or chrome://tracing)")
+        ->check(output_file());
     sub->add_flag("--no-log-summary", a->no_summary, "deepspeed format: leave out the log_summary() table");
     sub->add_option("--timing", a->timing,
                     "op times in the deepspeed format: logger (synchronised after every op, as DeepSpeed's comms "

@@ -32,7 +32,7 @@ int run_report(const CLI::App* sub, ReportArgs& a) {
     if (!a.measured.empty()) {
         // Read once: its lines for the chart, the whole for the validator.
         auto text = read_text_file(a.measured, "log");
-        if (!text) return input_error(Error{a.measured, "--measured", "cannot open the measured log"});
+        if (!text) return input_error(Error{a.measured, "--measured", text.error().message});
         auto ops = comms_logger_ops(text.value(), a.measured);
         if (!ops) return input_error(ops.error());
         measured = std::move(ops).value();

@@ -113,7 +113,7 @@ Command add_schedule(CLI::App& app) {
     sub->add_option("--format", a->format, "deepspeed (comms_logger lines), table, or json (the schedule IR)")
         ->check(CLI::IsMember({"deepspeed", "table", "json"}))
         ->capture_default_str();
-    sub->add_option("-o,--output", a->output, "Write to this file instead of standard output");
+    sub->add_option("-o,--output", a->output, "Write to this file instead of standard output")->check(output_file());
     sub->add_option("--overflow-steps", a->overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
     add_deepspeed_flag(sub, a->deepspeed);
     sub->add_flag("--log-summary", a->log_summary, "deepspeed format: end with deepspeed.comm.log_summary()'s table");

@@ -57,8 +57,12 @@ int run_sweep_cmd(SweepArgs& a) {
         if (!cfg) return input_error(cfg.error());
         warn_ds_config("zerosim", cfg.value());
     }
-    if (auto e = check_writable(a.output, "-o")) return input_error(*e);
-    if (auto e = check_writable(a.plot, "--plot")) return input_error(*e);
+    std::vector<std::string> files = spec.topologies;
+    files.push_back(spec.model);
+    if (!spec.ds_config.empty()) files.push_back(spec.ds_config);
+    std::vector<OutputPath> outputs{{a.output, "-o"}};
+    if (!a.plot.empty()) outputs.push_back({a.plot, "--plot"});
+    if (auto e = check_command_outputs(outputs, files)) return input_error(*e);
     auto all = sweep_points(spec);
     if (all.empty()) return input_error(Error{"", "--topology/--stages/--nodes", "the grid is empty: nothing to predict"});
     auto points = shard_points(all, spec.shard, spec.shards);
@@ -70,11 +74,8 @@ int run_sweep_cmd(SweepArgs& a) {
     // A sweep none of whose points could be predicted is a failed run, whatever it writes.
     int verdict = !rows->empty() && failed == rows->size() ? kExitFailed : 0;
     if (verdict) std::cerr << "zerosim: error: none of the " << failed << " point(s) could be predicted\n";
-    std::vector<std::string> files = spec.topologies;
-    files.push_back(spec.model);
-    if (!spec.ds_config.empty()) files.push_back(spec.ds_config);
     if (!a.plot.empty()) {
-        int rc = emit(a.plot, files, [&](std::ostream& out) { write_sweep_svg(out, spec, rows.value()); });
+        int rc = emit(a.plot, files, [&](std::ostream& out) { write_sweep_svg(out, spec, rows.value()); }, "--plot");
         if (rc) return rc;
     }
     int rc = emit(a.output, files, [&](std::ostream& out) { write_sweep_csv(out, spec, rows.value(), spec.shard == 0); });
@@ -107,8 +108,8 @@ Command add_sweep(CLI::App& app) {
                     "Not DeepSpeed's schedule (docs/what-if.md): reduce-scatter (stage 1/2 points reduce_scatter each bucket, "
                     "DeepSpeed #6463/#7440); fsdp-full-shard, fsdp-shard-grad-op or hybrid-shard (stage 3 points as "
                     "PyTorch FSDP)");
-    sub->add_option("-o,--output", a->output, "CSV file (default: standard output)");
-    sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks");
+    sub->add_option("-o,--output", a->output, "CSV file (default: standard output)")->check(output_file());
+    sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks")->check(output_file());
     add_refused_layout_flags(sub, a->layout);
     add_nccl_flag(sub, a->nccl);
     sub->add_option("--jobs", a->jobs, "Worker processes (default: every core)")->check(integer_in(1, 4096));

@@ -78,7 +78,7 @@ int validate_one(const ValidateArgs& a, const MeasuredLog& pred, const std::vect
                  const std::vector<std::string>& inputs) {
     if (int rc = note_log_releases(pred, *logs.front(), a.deepspeed)) return rc;
     if (summary_only(*logs.front()) || summary_only(pred))
-        return validate_op_kinds(pred, *logs.front(), a.tolerance, a.what, a.format, a.output);
+        return validate_op_kinds(pred, *logs.front(), a.tolerance, a.what, a.format, a.output, inputs);
     auto r = diff_report(a, pred, logs);
     if (!r) return input_error(r.error());
     int rc = emit(a.output, inputs, [&](std::ostream& out) {
@@ -169,6 +169,7 @@ int run_validate(const ValidateArgs& a) {
     if (!(a.tolerance >= 0)) return input_error(Error{"", "--tolerance", "expected a fraction such as 0.15"});
     std::vector<std::string> inputs = pred_files;
     inputs.insert(inputs.end(), meas_files.begin(), meas_files.end());
+    if (!a.prediction_error.empty()) inputs.push_back(a.prediction_error);   // a fraction names no file: no harm
     // A folder of rank logs, or logs that name two ranks or more, are a run's ranks; otherwise
     // several logs are repeats of one rank (all of DeepSpeed's rank 0, as its logger prints).
     if (folders || named_ranks(preds).size() >= 2 || named_ranks(logs).size() >= 2)
@@ -205,7 +206,7 @@ Command add_validate(CLI::App& app) {
     sub->add_option("--min-ms", a->min_ms, "Leave ops shorter than this (on both sides) out of the time error")
         ->check(finite_at_least(0));
     sub->add_option("--min-bytes", a->min_bytes, "Leave ops smaller than this (e.g. 256K) out of the time error");
-    sub->add_option("-o,--output", a->output, "Write the report to this file");
+    sub->add_option("-o,--output", a->output, "Write the report to this file")->check(output_file());
     sub->add_option("--deepspeed", a->deepspeed, "The DeepSpeed release that wrote the measured log (checked against its prefix)");
     sub->add_option("--prediction-error", a->prediction_error,
                     "The prediction's own standard error (log scale), combined with the measurement's in every interval: a "

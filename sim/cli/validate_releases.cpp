@@ -37,10 +37,10 @@ int note_log_releases(const MeasuredLog& pred, const MeasuredLog& meas, const st
 }
 
 int validate_op_kinds(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, const std::string& what,
-                      const std::string& format, const std::string& output) {
+                      const std::string& format, const std::string& output, const std::vector<std::string>& inputs) {
     DiffScope scope = what == "ops" ? DiffScope::Ops : what == "time" ? DiffScope::Time : DiffScope::All;
     OpKindReport r = diff_op_kinds(pred, meas, tolerance, scope);
-    int rc = emit(output, {pred.path, meas.path}, [&](std::ostream& out) {
+    int rc = emit(output, inputs, [&](std::ostream& out) {
         if (format == "json")
             write_op_kinds_json(out, r);
         else if (format == "row")

@@ -17,8 +17,9 @@ namespace zerosim::cli {
 // other releases. Returns 2 for a bad --deepspeed.
 int note_log_releases(const MeasuredLog& pred, const MeasuredLog& meas, const std::string& deepspeed);
 
-// Either log holds only a log_summary() table: compare per op kind. Returns the exit code.
+// Either log holds only a log_summary() table: compare per op kind, written to `output` never over
+// one of `inputs`. Returns the exit code.
 int validate_op_kinds(const MeasuredLog& pred, const MeasuredLog& meas, double tolerance, const std::string& what,
-                      const std::string& format, const std::string& output);
+                      const std::string& format, const std::string& output, const std::vector<std::string>& inputs);
 
 }  // namespace zerosim::cli

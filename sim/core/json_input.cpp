@@ -1,13 +1,10 @@
 #include "core/json_input.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <cstdint>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -75,23 +72,7 @@ Result<Json> parse_json_text(const std::string& text, const std::string& name) {
 }
 
 Result<std::string> read_text_file(const std::string& path, const std::string& what) {
-    // Named as what it is: a directory or a FIFO is refused before reading (a directory reads as
-    // empty, a FIFO may block for ever), and an open that fails says why (no such file, permission).
-    struct stat st {};
-    auto cannot_open = [&](int err) {
-        return Error{path, "", "cannot open " + what + " for reading" + (err == ENOENT ? "" : std::string(": ") + std::strerror(err))};
-    };
-    if (stat(path.c_str(), &st) != 0) return cannot_open(errno);
-    if (S_ISDIR(st.st_mode)) return Error{path, "", "is a directory, not a " + what};
-    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
-        return Error{path, "", std::string("is a ") + (S_ISFIFO(st.st_mode) ? "FIFO" : "socket") + ", not a regular file; give the " +
-                                   what + " as a file"};
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return cannot_open(errno);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) return Error{path, "", "cannot read " + what};
-    return ss.str();
+    return read_input_file(path, what);   // the one opener (core/input_file.hpp): regular files, capped
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -122,7 +103,7 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
 }
 
 Result<Json> read_json_file(const std::string& path) {
-    auto text = read_text_file(path, "file");
+    auto text = read_text_file(path, "JSON file");
     if (!text) return text.error();
     return parse_json_text(text.value(), path);
 }

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -324,29 +323,10 @@ Result<MeasuredLog> parse_log(const std::string& text, const std::string& name) 
     return finish_text_log(log, scan, text, name);
 }
 
-namespace {
-
-// A regular file's bytes read straight into one string of its size (a log of a long run is
-// hundreds of MB: a stream buffer and its copy would hold it twice). Anything else (a missing
-// file, a directory, a pipe) goes through read_text_file and its messages.
-Result<std::string> read_log_text(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(path, ec)) {
-        std::ifstream in(path, std::ios::binary);
-        auto size = std::filesystem::file_size(path, ec);
-        if (in && !ec) {
-            std::string text(static_cast<size_t>(size), '\0');
-            if (in.read(text.data(), static_cast<std::streamsize>(size)) && in.peek() == std::ifstream::traits_type::eof())
-                return text;
-        }
-    }
-    return read_text_file(path, "log");
-}
-
-}  // namespace
-
 Result<MeasuredLog> read_log(const std::string& path) {
-    auto text = read_log_text(path);
+    // The one opener reads a regular file straight into one string of its size (a log of a long
+    // run is hundreds of MB: no stream buffer and copy holding it twice).
+    auto text = read_text_file(path, "log");
     if (!text) return text.error();
     return parse_log(text.value(), path);
 }

@@ -7,7 +7,7 @@
 namespace zerosim {
 
 Result<MeasuredMemory> read_zerorun_memory(const std::string& path) {
-    auto text = read_text_file(path, "file");
+    auto text = read_text_file(path, "zerorun JSON log");
     if (!text) return text.error();
     return parse_zerorun_memory(text.value(), path);
 }

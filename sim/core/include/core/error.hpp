@@ -15,14 +15,15 @@ struct Error {
     std::string field;    // the JSON path or flag, e.g. zero_optimization.stage or --world
     std::string message;  // what was expected and what was found
 
-    std::string what() const {
-        std::string s;
-        if (!file.empty()) s += file;
-        if (!field.empty()) s += (s.empty() ? "" : ": ") + std::string("field '") + field + "'";
-        if (!s.empty()) s += ": ";
-        return s + message;
-    }
+    // "FILE: field 'F': MESSAGE" as one readable line: each part through printable(), so a file
+    // name with a newline or an escape sequence prints as text, and a value of a million digits
+    // echoed in the message prints as its head and tail.
+    std::string what() const;
 };
+
+// `text` as it may be echoed on one terminal line: control characters and DEL as \n, \t, \r,
+// \xNN, and past `max` bytes the middle cut out ("...[N bytes cut]...", at UTF-8 boundaries).
+std::string printable(const std::string& text, size_t max = 1024);
 
 // A minimal expected<T, Error> (std::expected is C++23; Debian 12's g++ 12 lacks it).
 template <typename T>

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace zerosim {
 
@@ -24,7 +25,8 @@ struct InputFailure {
     throw InputFailure{Error{std::move(file), std::move(field), std::move(message)}};
 }
 
-// A whole file as text; `what` names it in the error ("DeepSpeed config", "topology file").
+// A whole file as text through the one input opener, read_input_file (core/input_file.hpp): regular
+// files only, capped; `what` names it in the error ("DeepSpeed config", "topology file").
 Result<std::string> read_text_file(const std::string& path, const std::string& what);
 
 // Levenshtein distance (insertions, deletions, substitutions).
