@@ -358,11 +358,12 @@ Result<NeoxInputs> build_neox(const std::string& source, const Json& merged, con
         r.out.warnings.push_back("keys zerosim does not read (as GPT-NeoX settings that change no collective): " + list);
     }
     r.out.ds_config_doc = neox_ds_config(root, merged);
-    auto cfg = parse_ds_config(source, r.out.ds_config_doc.dump(), release);
+    // A YAML string need not be UTF-8; JSON text must be: bytes that are not become U+FFFD.
+    auto cfg = parse_ds_config(source, r.out.ds_config_doc.dump(-1, ' ', false, Json::error_handler_t::replace), release);
     if (!cfg) return cfg.error();
     r.out.ds_config = std::move(cfg).value();
     r.out.model_doc = neox_param_list(r.shape, "gpt-neox (" + source + ")");
-    auto model = model_from_param_list_json(source, r.out.model_doc.dump());
+    auto model = model_from_param_list_json(source, r.out.model_doc.dump(-1, ' ', false, Json::error_handler_t::replace));
     if (!model) return model.error();
     Model& m = model.value();
     m.attention_heads = r.shape.heads;
@@ -389,6 +390,8 @@ Result<NeoxInputs> parse_neox_config(const std::vector<std::string>& names, cons
         return f.error;
     } catch (const YAML::Exception& e) {
         return Error{source, "", std::string("malformed YAML: ") + e.what()};
+    } catch (const nlohmann::json::exception& e) {   // a value JSON cannot hold (found by fuzz_neox)
+        return Error{source, "", std::string("a value zerosim cannot read: ") + e.what()};
     }
 }
 
