@@ -72,11 +72,9 @@ void write_dimension_table(std::ostream& out, const Schedule& s, const Mesh& mes
 
 // One rank of each pipeline stage (the same data and tensor index as `s`'s rank), built as `s` was.
 std::vector<Schedule> stage_schedules(const Model& whole, const DsConfig& cfg, const Schedule& s) {
-    const ParallelLayout& L = s.meta.layout;
-    const int64_t per_stage = L.world / L.pipe;
     std::vector<Schedule> out;
-    for (int64_t stage = 0; stage < L.pipe; ++stage) {
-        const ScheduleOptions o = options_for_rank(s.meta, stage * per_stage + s.meta.rank % per_stage);
+    for (int64_t stage = 0; stage < s.meta.layout.pipe; ++stage) {
+        const ScheduleOptions o = options_for_stage(s.meta, stage);
         auto built = stage == s.meta.pipe_stage ? Result<Schedule>(s) : build_schedule(whole, cfg, o);
         if (!built) return {};
         out.push_back(std::move(built).value());

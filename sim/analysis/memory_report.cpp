@@ -112,7 +112,6 @@ namespace zerosim {
 
 Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& s) {
     const ParallelLayout& L = s.meta.layout;
-    const int64_t per_stage = L.world / L.pipe;
     out << "# Model states per rank: pipe " << L.pipe << " x data " << L.data() << " x sequence " << L.sequence << " x tensor "
         << L.tensor << ", ZeRO stage " << cfg.zero.stage << " over each rank's " << s.meta.world
         << " data-parallel ranks (sizes 1024-based, as DeepSpeed prints them)\n";
@@ -121,7 +120,7 @@ Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsC
                   "gradients", "optimizer", "buckets", "total");
     out << line;
     for (int64_t stage = 0; stage < L.pipe; ++stage) {
-        const ScheduleOptions o = options_for_rank(s.meta, stage * per_stage + s.meta.rank % per_stage);
+        const ScheduleOptions o = options_for_stage(s.meta, stage);
         auto local = rank_local_model(whole, cfg, o);
         if (!local) return local.error();
         auto sched = stage == s.meta.pipe_stage ? Result<Schedule>(s) : build_schedule(whole, cfg, o);

@@ -328,7 +328,12 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     opt.overflow_steps = steps.value();
     auto sched = build_schedule(model.value(), cfg.value(), opt);
     if (!sched) return sched.error();
-    return Inputs{std::move(cfg).value(), std::move(model).value(), std::move(sched).value()};
+    Inputs in{std::move(cfg).value(), std::move(model).value(), std::move(sched).value(), nullptr, nullptr};
+    if (neox) {
+        in.neox_ds_config = std::move(neox->ds_config_doc);
+        in.neox_model = std::move(neox->model_doc);
+    }
+    return in;
 }
 
 // The flags that build a schedule, which a saved schedule replaces (each subcommand has some of them).
@@ -379,7 +384,7 @@ Result<Inputs> load_schedule_inputs(const CLI::App* sub, const ScheduleArgs& a, 
     auto in = saved_schedule_inputs(std::move(saved).value(), a.schedule);
     if (!in) return in.error();
     note_ds_config(in->cfg);
-    return Inputs{std::move(in->cfg), std::move(in->model), std::move(in->schedule)};
+    return Inputs{std::move(in->cfg), std::move(in->model), std::move(in->schedule), nullptr, nullptr};
 }
 
 std::vector<std::string> schedule_input_files(const ScheduleArgs& a) {

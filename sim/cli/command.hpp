@@ -11,6 +11,7 @@
 
 #include "analysis/fit.hpp"
 #include "core/error.hpp"
+#include "core/json_input.hpp"
 #include "core/output.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
@@ -134,6 +135,9 @@ struct Inputs {
     DsConfig cfg;
     Model model;
     Schedule schedule;
+    // From --neox-config: the DeepSpeed config and the parameter list zerosim built (a saved
+    // schedule's "inputs"); null otherwise.
+    Json neox_ds_config, neox_model;
 };
 // Reads the config and the model and builds the schedule; prints warnings on the way.
 Result<Inputs> load_inputs(const ScheduleArgs& a);

@@ -4,7 +4,6 @@
 #include "command.hpp"
 #include "core/json_input.hpp"
 #include "formats/schedule_outputs.hpp"
-#include "inputs/neox_config.hpp"
 #include "inputs/release.hpp"
 
 namespace zerosim::cli {
@@ -12,14 +11,9 @@ namespace zerosim::cli {
 namespace {
 
 // The documents the schedule was built from, for the JSON's "inputs" (predict --schedule reads them).
-Result<ScheduleSources> schedule_sources(const ScheduleArgs& a) {
-    if (!a.neox_config.empty()) {   // the DeepSpeed config GPT-NeoX builds and the model as a parameter list
-        auto release = resolve_release(a.deepspeed.empty() ? kNewestRelease.number() : a.deepspeed);
-        if (!release) return release.error();
-        auto n = load_neox_config(a.neox_config, a.vocab_size, release.value());
-        if (!n) return n.error();
-        return ScheduleSources{n->ds_config_doc, n->model_doc};
-    }
+Result<ScheduleSources> schedule_sources(const ScheduleArgs& a, const Inputs& in) {
+    if (!a.neox_config.empty())   // the DeepSpeed config GPT-NeoX builds and the model as a parameter list
+        return ScheduleSources{in.neox_ds_config, in.neox_model};
     auto cfg = read_json_file(a.ds_config);
     if (!cfg) return cfg.error();
     auto model = read_json_file(a.model);
@@ -36,7 +30,7 @@ int write_schedule(const ScheduleArgs& a) {
     const Schedule& s = in->schedule;
     std::optional<ScheduleSources> sources;
     if (a.format == "json") {
-        auto read = schedule_sources(a);
+        auto read = schedule_sources(a, *in);
         if (!read) return input_error(read.error());
         sources = std::move(read).value();
     }

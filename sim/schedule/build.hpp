@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <utility>
 #include <vector>
 
@@ -133,7 +134,9 @@ struct RankModel {
 Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank, PipePartition partition,
                              const std::string& partition_type = "");
 // Whether partition_method "type:REGEX" counts the layer (its type name, else its name).
-bool pipe_layer_matches(const PipeLayer& layer, const std::string& type_regex);
+bool pipe_layer_matches(const PipeLayer& layer, const std::regex& type);
+// "type:REGEX" as module.py _find_layer_type compiles it (regex.IGNORECASE); throws std::regex_error.
+std::regex pipe_type_regex(const std::string& type);
 
 }  // namespace detail
 }  // namespace zerosim

@@ -108,7 +108,8 @@ std::vector<bool> pipe_keep(const Model& m, const Mesh& mesh, int64_t rank, Pipe
     } else if (how == PipePartition::Type) {
         // module.py 386-391: weight 1 for each layer whose type name the regex finds, balanced.
         std::vector<int64_t> matches;
-        for (const auto& l : m.parallel.pipe_layers) matches.push_back(pipe_layer_matches(l, type) ? 1 : 0);
+        const std::regex re = pipe_type_regex(type);
+        for (const auto& l : m.parallel.pipe_layers) matches.push_back(pipe_layer_matches(l, re) ? 1 : 0);
         parts = partition_balanced(matches, stages);
     } else {
         // module.py _count_layer_params: each layer's trainable parameter count, parameterless ones 0.
@@ -152,10 +153,11 @@ void keep_local_experts(Model& m, const Mesh& mesh, int64_t rank, std::vector<bo
 
 }  // namespace
 
-bool pipe_layer_matches(const PipeLayer& layer, const std::string& type_regex) {
-    // _find_layer_type (298-317): regex.search(name) with IGNORECASE. check_layout compiled it first.
-    const std::regex re(type_regex, std::regex::ECMAScript | std::regex::icase);
-    return std::regex_search(layer.type.empty() ? layer.name : layer.type, re);
+std::regex pipe_type_regex(const std::string& type) { return std::regex(type, std::regex::ECMAScript | std::regex::icase); }
+
+bool pipe_layer_matches(const PipeLayer& layer, const std::regex& type) {
+    // _find_layer_type (298-317): regex.search(name); check_layout compiled the expression first.
+    return std::regex_search(layer.type.empty() ? layer.name : layer.type, type);
 }
 
 Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank, PipePartition partition,

@@ -64,12 +64,14 @@ Status check_layout(const Model& model, const DsConfig& cfg, const ScheduleOptio
                          " stages is past what partition_method \"parameters\" (an O(layers^2 x stages) search) can cut "
                          "here; --pp-partition uniform cuts any number"};
     if (L.pipelined() && opt.pp_partition == PipePartition::Type) {
-        bool any = false;
+        std::regex re;
         try {
-            for (const auto& l : model.parallel.pipe_layers) any = any || pipe_layer_matches(l, opt.pp_partition_type);
+            re = pipe_type_regex(opt.pp_partition_type);
         } catch (const std::regex_error& e) {
             return Error{"", "--pp-partition", "type:" + opt.pp_partition_type + " is not a regular expression (" + e.what() + ")"};
         }
+        bool any = false;
+        for (const auto& l : model.parallel.pipe_layers) any = any || pipe_layer_matches(l, re);
         // module.py _find_layer_type raises "Partitioning '...' found no valid layers to partition."
         if (!any && !model.parallel.pipe_layers.empty())
             return Error{model.source, "pipeline.layers", "partition_method type:" + opt.pp_partition_type +

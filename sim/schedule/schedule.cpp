@@ -57,6 +57,11 @@ ScheduleOptions options_for_rank(const ScheduleMeta& meta, int64_t rank) {
     return o;
 }
 
+ScheduleOptions options_for_stage(const ScheduleMeta& meta, int64_t stage) {
+    const int64_t per_stage = meta.layout.world / meta.layout.pipe;   // DeepSpeed's grid: pipe slowest
+    return options_for_rank(meta, stage * per_stage + meta.rank % per_stage);
+}
+
 namespace detail {
 
 void model_parallel_allreduce(Build& b, DType dtype, ReduceOp redop) {

@@ -87,15 +87,7 @@ TEST(NumberList, SkipsEmptyItemsAndNamesTheBadOne) {
     EXPECT_EQ(bad.error().what(), "field '--overflow-steps': expected comma-separated step numbers, found 'x2'");
 }
 
-// Captures what a call prints on stderr.
-template <typename F>
-std::string stderr_of(F f) {
-    std::ostringstream captured;
-    auto* old = std::cerr.rdbuf(captured.rdbuf());
-    f();
-    std::cerr.rdbuf(old);
-    return captured.str();
-}
+using test::stderr_of;
 
 TEST(ErrorLines, OneLinePerProgramAndTheIgnoredKeysWarning) {
     Error e{"ds.json", "zero_optimization.stage", "expected a ZeRO stage 0, 1, 2 or 3, found 7"};

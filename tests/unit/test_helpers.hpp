@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -38,6 +39,16 @@ struct RunResult {
 
 // A path or argument in single quotes for the shell (the tests' paths hold no single quote).
 inline std::string q(const std::string& s) { return "'" + s + "'"; }
+
+// What `f` writes to std::cerr (the in-process error line of a reader or writer).
+template <class F>
+std::string stderr_of(F f) {
+    std::ostringstream captured;
+    auto* old = std::cerr.rdbuf(captured.rdbuf());
+    f();
+    std::cerr.rdbuf(old);
+    return captured.str();
+}
 
 // Debian's headless browser for the tests that render the report and the plot ("" when absent;
 // scripts/test.sh installs it).

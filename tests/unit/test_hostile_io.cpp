@@ -29,6 +29,7 @@
 #include "validate/calibrate.hpp"
 #include "validate/prediction_error.hpp"
 #include "gtest/gtest.h"
+#include "test_helpers.hpp"
 
 namespace zerosim {
 namespace {
@@ -62,13 +63,7 @@ int write_x(const std::string& path, const std::vector<std::string>& inputs = {}
     return write_output("zerosim", path, flag, inputs, [](std::ostream& o) { o << "written\n"; });
 }
 
-std::string stderr_of(const std::function<void()>& f) {
-    std::ostringstream captured;
-    auto* old = std::cerr.rdbuf(captured.rdbuf());
-    f();
-    std::cerr.rdbuf(old);
-    return captured.str();
-}
+using test::stderr_of;
 
 // A Unix-domain socket bound at `path` (closed again: the socket file stays).
 void make_socket(const std::string& path) {

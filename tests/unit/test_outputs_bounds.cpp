@@ -28,13 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string stderr_of(const std::function<void()>& f) {
-    std::ostringstream captured;
-    auto* old = std::cerr.rdbuf(captured.rdbuf());
-    f();
-    std::cerr.rdbuf(old);
-    return captured.str();
-}
+using test::stderr_of;
 
 std::string fresh_dir(const std::string& name) {
     fs::path d = fs::path(::testing::TempDir()) / name;

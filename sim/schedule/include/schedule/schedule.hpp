@@ -44,5 +44,8 @@ Result<Model> rank_local_model(const Model& model, const DsConfig& cfg, const Sc
 // The options that build a 3D schedule's program for another rank of the same layout (steps,
 // sequence length and pipeline cut as `meta` was built).
 ScheduleOptions options_for_rank(const ScheduleMeta& meta, int64_t rank);
+// The same for pipeline stage `stage`'s rank with meta.rank's data and tensor index (explain's and
+// memory's one rank per stage).
+ScheduleOptions options_for_stage(const ScheduleMeta& meta, int64_t stage);
 
 }  // namespace zerosim
