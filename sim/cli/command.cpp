@@ -139,25 +139,8 @@ static void set_pp_partition(const std::string& how, ScheduleOptions& opt) {
 Status refuse_layout(const ParallelLayout& L) {
     if (!L.is_3d()) return std::nullopt;
     return Error{"", L.pipe > 1 ? "--pp" : L.tensor > 1 ? "--tp" : L.sequence > 1 ? "--sp" : "--ep",
-                 "the time of a pipeline, tensor, sequence or expert parallel layout is not modelled yet; zerosim "
-                 "schedule and explain list its ops per rank, zerosim memory its model states per stage"};
-}
-
-void add_refused_layout_flags(CLI::App* sub, LayoutFlags& f) {
-    const std::string why = " (this subcommand does not model a 3D layout yet: above 1 refused; schedule, explain and memory take it)";
-    sub->add_option("--pp", f.pp, "Pipeline stages" + why)->check(integer_in(1));
-    sub->add_option("--tp", f.tp, "Tensor-parallel ranks" + why)->check(integer_in(1));
-    sub->add_option("--sp", f.sp, "Ulysses sequence-parallel ranks" + why)->check(integer_in(1));
-    sub->add_option("--ep", f.ep, "MoE expert-parallel ranks" + why)->check(integer_in(1));
-}
-
-Status refuse_layout(const LayoutFlags& f) {
-    ParallelLayout L;
-    L.pipe = f.pp;
-    L.tensor = f.tp;
-    L.sequence = f.sp;
-    L.expert = f.ep;
-    return refuse_layout(L);
+                 "a pipeline, tensor, sequence or expert parallel layout is not taken by this subcommand yet; zerosim "
+                 "predict, sweep and need time it, schedule and explain list its ops per rank, memory its model states per stage"};
 }
 
 Status refuse_layout(const ScheduleArgs& a, const DsConfig& cfg) {
@@ -447,6 +430,58 @@ static Result<Inputs> inputs_on_topology(const CLI::App* sub, ScheduleArgs& a, c
     return load_inputs(a);
 }
 
+std::vector<const Schedule*> Simulated::stage_list() const {
+    std::vector<const Schedule*> v;
+    for (const auto& s : stages) v.push_back(&s);
+    return v;
+}
+
+std::vector<const Prediction*> Simulated::stage_timings() const {
+    std::vector<const Prediction*> v;
+    for (const auto& p : stages_overlapped) v.push_back(&p);
+    return v;
+}
+
+// A pipeline's stages: the inputs' rank at its stage and the rank with its data, sequence and
+// tensor index on every other stage, built as the inputs' schedule was.
+static Result<std::vector<Schedule>> stage_schedules(const Inputs& in, const ScheduleArgs& a) {
+    const ScheduleMeta& m = in.schedule.meta;
+    std::vector<Schedule> stages;
+    for (int64_t k = 0; k < m.layout.pipe; ++k) {
+        if (k == m.pipe_stage) {
+            stages.push_back(in.schedule);
+            continue;
+        }
+        ScheduleOptions o = options_for_stage(m, k);
+        o.gpus_per_node = a.gpus_per_node;
+        o.zero_init = a.zero_init;
+        o.max_ops = a.max_ops;
+        o.overflow_steps = m.overflow_steps;
+        auto s = build_schedule(in.model, in.cfg, o);
+        if (!s) return s.error();
+        stages.push_back(std::move(s).value());
+    }
+    return stages;
+}
+
+// A pipeline's stages timed together: sends meet their receives, the bubble comes out of the run.
+static Status simulate_stages(Simulated& sim, const ScheduleArgs& a, const Topology& timed, const EngineAdjust* adj) {
+    auto stages = stage_schedules(sim.in, a);
+    if (!stages) return stages.error();
+    sim.stages = std::move(stages).value();
+    const auto list = sim.stage_list();
+    auto logged = simulate_ranks(list, timed, TimingMode::Synchronized, adj);
+    if (!logged) return logged.error();
+    auto overlapped = simulate_ranks(list, timed, TimingMode::Overlapped, adj);
+    if (!overlapped) return overlapped.error();
+    sim.stages_logged = std::move(logged).value();
+    sim.stages_overlapped = std::move(overlapped).value();
+    const auto at = static_cast<size_t>(sim.in.schedule.meta.pipe_stage);
+    sim.logged = sim.stages_logged[at];
+    sim.overlapped = sim.stages_overlapped[at];
+    return std::nullopt;
+}
+
 Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const std::string& topology, int64_t nodes,
                                     bool announce) {
     auto topo = load_topology(topology, nodes);
@@ -455,6 +490,13 @@ Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const 
     std::shared_ptr<FabricModel> fabric;   // --fabric: null without it
     auto in = inputs_on_topology(sub, a, topo.value(), fabric);
     if (!in) return in.error();
+    if (in->schedule.meta.layout.is_3d()) {   // what is not modelled for a 3D layout yet, by name
+        if (!a.what_if.empty())
+            return Error{"", "--what-if", "not with a pipeline, tensor, sequence or expert parallel layout yet"};
+        if (fabric)
+            return Error{"", "--fabric", "not with a pipeline, tensor, sequence or expert parallel layout yet (the "
+                                         "representative mode places each group's ranks on their nodes)"};
+    }
     std::optional<Schedule> real;
     if (!a.what_if.empty()) {
         real = in->schedule;
@@ -468,10 +510,13 @@ Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const 
     EngineAdjust adjust;
     if (fabric) adjust = fabric->engine_adjust(in->schedule.meta);
     const EngineAdjust* adj = fabric ? &adjust : nullptr;
-    auto logged = simulate(in->schedule, timed, TimingMode::Synchronized, INT64_MAX, adj);
+    const bool pipeline = in->schedule.meta.layout.pipe > 1;   // its stages are simulated together below
+    Result<Prediction> logged = Prediction{}, overlapped = Prediction{};
+    if (!pipeline) logged = simulate(in->schedule, timed, TimingMode::Synchronized, INT64_MAX, adj);
     if (!logged) return logged.error();
-    auto overlapped = simulate(in->schedule, timed, TimingMode::Overlapped,
-                               gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()), adj);
+    if (!pipeline)
+        overlapped = simulate(in->schedule, timed, TimingMode::Overlapped,
+                              gathered_parameter_budget(in->model, in->cfg, in->schedule, topo.value()), adj);
     if (!overlapped) return overlapped.error();
     Prediction real_overlapped;
     if (real) {   // DeepSpeed's own schedule, timed as predict times it, for the side-by-side table
@@ -483,8 +528,11 @@ Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const 
         real_overlapped = std::move(r).value();
     }
     if (fabric) note_fabric(*fabric);
-    return Simulated{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value(),
-                     std::move(real), std::move(real_overlapped)};
+    Simulated sim{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value(),
+                  std::move(real), std::move(real_overlapped), {}, {}, {}};
+    if (pipeline)   // on the topology as it now lives in `sim` (topo was moved there)
+        if (auto e = simulate_stages(sim, a, fabric ? fabric->ideal_topology() : sim.topology, adj)) return *e;
+    return sim;
 }
 
 WhatIfComparison compare_what_if(const std::string& name, const Simulated& sim, bool activation_checkpointing) {

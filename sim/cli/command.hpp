@@ -88,13 +88,6 @@ struct ScheduleArgs {
 };
 // --pp, --tp, --sp, --ep, --pp-partition and --rank.
 void add_layout_flags(CLI::App* sub, ScheduleArgs& a);
-// --pp, --tp, --sp, --ep on a subcommand that does not model a 3D layout yet (sweep, need): taken,
-// so that a user's layout is refused by name (refuse_layout) rather than read as an unknown flag.
-struct LayoutFlags {
-    int64_t pp = 1, tp = 1, sp = 1, ep = 1;
-};
-void add_refused_layout_flags(CLI::App* sub, LayoutFlags& f);
-Status refuse_layout(const LayoutFlags& f);
 // --ds-config and --model, or --neox-config FILE.yml ... with --vocab-size.
 void add_model_and_config(CLI::App* sub, ScheduleArgs& a);
 // The refusal of a subcommand that does not model a 3D layout yet (the flags' and the config's), or nullopt.
@@ -164,6 +157,12 @@ struct Simulated {
     // to set beside the what-if (prediction/what_if_compare.hpp); empty without --what-if.
     std::optional<Schedule> real;
     Prediction real_overlapped;
+    // A pipeline (--pp above 1): one rank of each stage (in.schedule among them, at its stage),
+    // simulated together in both timings; empty otherwise.
+    std::vector<Schedule> stages;
+    std::vector<Prediction> stages_logged, stages_overlapped;
+    std::vector<const Schedule*> stage_list() const;
+    std::vector<const Prediction*> stage_timings() const;
 };
 // --what-if NAME applied to the inputs' schedule, with its "NOT DeepSpeed's schedule" note on stderr.
 Status apply_what_if_flag(const std::string& name, Schedule& s);

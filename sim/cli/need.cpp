@@ -3,9 +3,12 @@
 // predictions (prediction/need.hpp).
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 #include "command.hpp"
+#include "core/number_list.hpp"
 #include "prediction/need.hpp"
+#include "prediction/need_layout.hpp"
 
 namespace zerosim::cli {
 
@@ -21,8 +24,30 @@ struct NeedArgs {
     double exposed_below = -1, step_below = -1;
     std::string range;
     double tolerance = 0.01;
-    LayoutFlags layout;
+    std::string pp, tp, sp, ep;   // --solve layout's candidates (comma lists)
+    bool activation_checkpointing = false;
 };
+
+// --solve layout's candidate lists: the flags', else 1,2,4,8 pipeline stages and tensor ranks up to a node.
+Result<LayoutCandidates> layout_candidates(const NeedArgs& a, const Topology& t) {
+    LayoutCandidates c;
+    c.activation_checkpointing = a.activation_checkpointing;
+    c.tp.clear();
+    for (int64_t n : {1, 2, 4, 8})
+        if (n <= t.gpus_per_node) c.tp.push_back(n);
+    for (auto [text, flag, list] : {std::tuple{&a.pp, "--pp", &c.pp}, std::tuple{&a.tp, "--tp", &c.tp},
+                                    std::tuple{&a.sp, "--sp", &c.sp}, std::tuple{&a.ep, "--ep", &c.ep}}) {
+        if (text->empty()) continue;
+        auto sizes = parse_int_list(*text, flag, "sizes");
+        if (!sizes || sizes->empty()) return Error{"", flag, "expected sizes such as 1,2,4, found '" + *text + "'"};
+        list->clear();
+        for (int n : sizes.value()) {
+            if (n < 1) return Error{"", flag, "sizes must be at least 1, found " + std::to_string(n)};
+            list->push_back(n);
+        }
+    }
+    return c;
+}
 
 Result<std::pair<double, double>> parse_range(const std::string& text) {
     auto colon = text.find(':');
@@ -39,9 +64,16 @@ Result<std::pair<double, double>> parse_range(const std::string& text) {
 }
 
 int run_need(const NeedArgs& a) {
-    if ((a.exposed_below >= 0) == (a.step_below >= 0))
+    const bool layout = a.solve == "layout";
+    if (layout && (a.exposed_below >= 0 || a.step_below >= 0))
+        return input_error(Error{"", a.exposed_below >= 0 ? "--exposed-below" : "--step-below",
+                                 "--solve layout finds the shortest step that fits; it takes no target"});
+    if (!layout && (a.exposed_below >= 0) == (a.step_below >= 0))
         return input_error(Error{"", "--exposed-below/--step-below", "give exactly one target"});
-    if (auto e = refuse_layout(a.layout)) return input_error(*e);
+    for (auto [flag, value] : {std::pair{"--pp", &a.pp}, std::pair{"--tp", &a.tp}, std::pair{"--sp", &a.sp}, std::pair{"--ep", &a.ep}})
+        if (!layout && !value->empty())
+            return input_error(Error{"", flag, "goes with --solve layout (the candidates it tries); the other solves are of "
+                                               "data parallelism alone"});
     auto release = resolve_release(a.deepspeed);
     if (!release) return input_error(release.error());
     auto cfg = load_ds_config(a.ds_config, release.value());
@@ -72,6 +104,14 @@ int run_need(const NeedArgs& a) {
         if (!r) return input_error(r.error());
         p.lo = r->first, p.hi = r->second;
     }
+    if (layout) {
+        auto candidates = layout_candidates(a, p.topology);
+        if (!candidates) return input_error(candidates.error());
+        auto found = solve_layout(p, candidates.value());
+        if (!found) return input_error(found.error());
+        return emit(a.output, {a.ds_config, a.model, a.topology},
+                    [&](std::ostream& out) { write_layout_answer(out, p, found.value()); });
+    }
     auto answer = solve_need(p);
     if (!answer) return input_error(answer.error());
     return emit(a.output, {a.ds_config, a.model, a.topology}, [&](std::ostream& out) { write_need_text(out, p, answer.value()); });
@@ -87,9 +127,11 @@ Command add_need(CLI::App& app) {
     sub->add_option("--model", a->model, "Hugging Face config.json or a parameter-list JSON")->required();
     sub->add_option("--topology", a->topology, "Topology JSON (its node design)")->required();
     sub->add_option("--nodes", a->nodes, "Nodes (default: the file's; not with --solve nodes)")->check(integer_in(1));
-    sub->add_option("--solve", a->solve, "inter-node-bandwidth (per GPU, GB/s), nodes, reduce-bucket-size or prefetch-bucket-size")
+    sub->add_option("--solve", a->solve,
+                    "inter-node-bandwidth (per GPU, GB/s), nodes, reduce-bucket-size, prefetch-bucket-size, or layout (the "
+                    "pipeline x tensor x sequence x expert layout with the shortest step that fits)")
         ->required()
-        ->check(CLI::IsMember({"inter-node-bandwidth", "nodes", "reduce-bucket-size", "prefetch-bucket-size"}));
+        ->check(CLI::IsMember({"inter-node-bandwidth", "nodes", "reduce-bucket-size", "prefetch-bucket-size", "layout"}));
     sub->add_option("--exposed-below", a->exposed_below, "Target: exposed communication at most this percent of the step")
         ->check(finite_at_least(0));
     sub->add_option("--step-below", a->step_below, "Target: the step at most this many milliseconds")->check(finite_at_least(0, true));
@@ -102,7 +144,11 @@ Command add_need(CLI::App& app) {
     sub->add_option("--seq-len", a->seq_len, "Sequence length (default: the model's, else 1024)")->check(integer_in(1));
     sub->add_flag("--zero-init", a->zero_init, "Stage 3: the model is built under deepspeed.zero.Init");
     sub->add_option("-o,--output", a->output, "Write to this file instead of standard output")->check(output_file());
-    add_refused_layout_flags(sub, a->layout);
+    sub->add_option("--pp", a->pp, "--solve layout: pipeline stages to try (comma list; default 1,2,4,8)");
+    sub->add_option("--tp", a->tp, "--solve layout: tensor-parallel sizes to try (default 1,2,4,8 up to a node's GPUs)");
+    sub->add_option("--sp", a->sp, "--solve layout: Ulysses sequence-parallel sizes to try (default 1)");
+    sub->add_option("--ep", a->ep, "--solve layout: MoE expert-parallel sizes to try (default 1)");
+    add_activation_checkpointing(sub, a->activation_checkpointing);
     add_deepspeed_flag(sub, a->deepspeed);
     add_nccl_flag(sub, a->nccl);
     return {sub, [a] {

@@ -1,6 +1,7 @@
 // zerosim predict: the schedule timed on a topology by discrete-event simulation.
 #include "command.hpp"
 #include "prediction/predict_outputs.hpp"
+#include "prediction/stage_time.hpp"
 #include "prediction/what_if_compare.hpp"
 
 namespace zerosim::cli {
@@ -37,8 +38,15 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
     }
     PredictReport report{sched, sim->topology, shown, overlapped, &fit, ""};
     if (compare) report.what_if_json = what_if_json(*compare);
+    const std::vector<StageTime> stages = stage_times(sim->stage_list(), sim->stage_timings());
+    if (!stages.empty()) report.stages = &stages;
     if (!a.trace.empty()) {
-        int rc = emit(a.trace, inputs, [&](std::ostream& out) { write_chrome_trace(out, sched, overlapped); }, "--trace");
+        int rc = emit(a.trace, inputs, [&](std::ostream& out) {
+            if (sim->stages.empty())
+                write_chrome_trace(out, sched, overlapped);
+            else
+                write_chrome_trace_stages(out, sim->stage_list(), sim->stage_timings());
+        }, "--trace");
         if (rc != 0) return rc;
     }
     return emit(a.sched.output, inputs, [&](std::ostream& out) {
@@ -60,6 +68,7 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
 Command add_predict(CLI::App& app) {
     auto a = std::make_shared<PredictArgs>();
     auto* sub = app.add_subcommand("predict", "Time the schedule on a topology by discrete-event simulation (SimGrid)");
+    a->sched.per_rank = true;   // a 3D layout: --rank's program, and a pipeline's stages simulated together
     add_schedule_inputs(sub, a->sched, false);
     add_schedule_limits(sub, a->sched);
     add_zero_init(sub, a->sched);

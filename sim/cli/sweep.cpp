@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "command.hpp"
@@ -24,12 +25,10 @@ struct SweepArgs {
     std::string deepspeed;
     std::string nccl;
     FabricArgs fabric;
-    LayoutFlags layout;
 };
 
 int run_sweep_cmd(SweepArgs& a) {
     SweepSpec& spec = a.spec;
-    if (auto e = refuse_layout(a.layout)) return input_error(*e);
     if (auto e = apply_sweep_flags(a.flags, spec)) return input_error(*e);
     if (auto e = fabric_sweep_options(a.fabric, spec.fabric)) return input_error(*e);
     auto release = resolve_release(a.deepspeed);
@@ -63,7 +62,10 @@ int run_sweep_cmd(SweepArgs& a) {
     std::vector<OutputPath> outputs{{a.output, "-o"}};
     if (!a.plot.empty()) outputs.push_back({a.plot, "--plot"});
     if (auto e = check_command_outputs(outputs, files)) return input_error(*e);
-    auto all = sweep_points(spec);
+    std::map<std::string, size_t> dropped;   // layouts DeepSpeed cannot run, by reason
+    auto all = runnable_layouts(sweep_points(spec), inputs.value(), dropped);
+    for (const auto& [why, count] : dropped)
+        std::cerr << "zerosim: note: " << count << " point(s) left out: " << why << "\n";
     if (all.empty()) return input_error(Error{"", "--topology/--stages/--nodes", "the grid is empty: nothing to predict"});
     auto points = shard_points(all, spec.shard, spec.shards);
     spec.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -110,7 +112,12 @@ Command add_sweep(CLI::App& app) {
                     "PyTorch FSDP)");
     sub->add_option("-o,--output", a->output, "CSV file (default: standard output)")->check(output_file());
     sub->add_option("--plot", a->plot, "SVG plot of step time and memory against ranks")->check(output_file());
-    add_refused_layout_flags(sub, a->layout);
+    sub->add_option("--pp", a->flags.pp, "Pipeline stages to try (comma list; DeepSpeed's PipelineModule, ZeRO 0 and 1)")
+        ->capture_default_str();
+    sub->add_option("--tp", a->flags.tp, "Tensor-parallel sizes to try (comma list)")->capture_default_str();
+    sub->add_option("--sp", a->flags.sp, "Ulysses sequence-parallel sizes to try (comma list)")->capture_default_str();
+    sub->add_option("--ep", a->flags.ep, "MoE expert-parallel sizes to try (comma list; inside the data-parallel ranks)")
+        ->capture_default_str();
     add_nccl_flag(sub, a->nccl);
     sub->add_option("--jobs", a->jobs, "Worker processes (default: every core)")->check(integer_in(1, 4096));
     sub->add_option("--shard", a->flags.shard,

@@ -149,4 +149,20 @@ void read_parallel_parts(const JsonField& root, const JsonField& parameters, Mod
     if (root.has("attention")) read_attention(root.at("attention"), m);
 }
 
+void derive_hf_pipeline_layers(Model& m, int64_t seq_len) {
+    if (!m.parallel.pipe_layers.empty() || m.attention_heads <= 0 || m.params.empty()) return;
+    const auto& embed = m.params.front().shape;   // the token embedding comes first: [vocab, hidden]
+    if (embed.size() != 2) return;
+    const int64_t vocab = embed[0], hidden = embed[1];
+    std::vector<PipeLayer> layers;
+    for (const auto& p : m.params) {
+        std::string name = transformer_block_of(p.name);
+        if (name.empty()) name = p.name.substr(0, p.name.find_last_of('.'));
+        if (!layers.empty() && layers.back().name == name) continue;
+        const bool head = p.shape.size() == 2 && p.shape[0] == vocab && &p != &m.params.front();
+        layers.push_back(PipeLayer{name, {seq_len, head ? vocab : hidden}, name, {}, "weight"});
+    }
+    m.parallel.pipe_layers = std::move(layers);
+}
+
 }  // namespace zerosim

@@ -46,6 +46,7 @@ void write_step_summary(std::ostream& out, const PredictReport& r, const std::st
                       prefix.c_str(), r.overlapped.zero_init_construction_s * 1e3);
         out << line;
     }
+    if (r.stages) write_stage_table(out, *r.stages, prefix);
     if (r.fit) out << prefix << fit_sentence(*r.fit) << "\n";
     if (r.overlapped.gathered.empty()) return;
     // Stage 3's host timeline: the gathered parameters beside the memory model's figure.
@@ -78,7 +79,11 @@ int64_t gathered_peak_by_memory_model(const Schedule& s) {
 
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary) {
     const auto& m = r.schedule.meta;
-    out << "# zerosim predict (" << m.dialect << "): ZeRO stage " << m.stage << ", world " << m.world << ", topology "
+    out << "# zerosim predict (" << m.dialect << "): ZeRO stage " << m.stage << ", world " << m.world;
+    if (m.layout.is_3d())
+        out << " data-parallel of " << m.layout.world << " (pipe " << m.layout.pipe << " x data " << m.layout.data() << " x sequence "
+            << m.layout.sequence << " x tensor " << m.layout.tensor << ", expert " << m.layout.expert << "; rank " << m.rank << ")";
+    out << ", topology "
         << r.topology.name << " (" << r.topology.nodes << " x " << r.topology.gpus_per_node
         << "); op times: " << timing_mode_name(r.logged.mode) << "\n";
     // Phase markers in the style of the reference runs' training script ("##### PHASE
@@ -123,6 +128,27 @@ void write_predicted_json(std::ostream& out, const PredictReport& r) {
         steps.push_back(std::move(row));
     }
     j["steps"] = steps;
+    if (r.schedule.meta.layout.is_3d()) {
+        const ParallelLayout& L = r.schedule.meta.layout;
+        j["layout"] = {{"world", L.world}, {"pipe", L.pipe},     {"data", L.data()},  {"sequence", L.sequence},
+                       {"tensor", L.tensor}, {"expert", L.expert}, {"rank", r.schedule.meta.rank}};
+    }
+    if (r.stages) {
+        nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+        for (const StageTime& st : *r.stages) {
+            nlohmann::ordered_json row = {{"stage", st.stage},         {"rank", st.rank},           {"step", st.step},
+                                          {"compute_ms", st.compute_s * 1e3}, {"bubble_ms", st.bubble_s * 1e3},
+                                          {"bubble_fraction", st.bubble_fraction()}};
+            for (Dimension d : {Dimension::Pipe, Dimension::Tensor, Dimension::Sequence, Dimension::Expert, Dimension::Zero}) {
+                row[std::string(dimension_name(d)) + "_ms"] = st.comm_s[static_cast<size_t>(d)] * 1e3;
+                row[std::string(dimension_name(d)) + "_bytes"] = st.bytes[static_cast<size_t>(d)];
+            }
+            row["exposed_ms"] = st.exposed_s * 1e3;
+            row["step_ms"] = st.step_s * 1e3;
+            rows.push_back(std::move(row));
+        }
+        j["pipeline_stages"] = std::move(rows);
+    }
     j["engine_start_ms"] = r.overlapped.init_s * 1e3;
     if (r.overlapped.zero_init_construction_s >= 0) j["zero_init_construction_ms"] = r.overlapped.zero_init_construction_s * 1e3;
     if (!r.overlapped.gathered.empty()) {
@@ -213,13 +239,14 @@ void write_host_trace_events(nlohmann::ordered_json& events, const Schedule& s, 
 
 }  // namespace
 
-void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& p) {
-    nlohmann::ordered_json events = nlohmann::ordered_json::array();
-    std::string ranks = s.meta.world > 1 ? "ranks 0-" + std::to_string(s.meta.world - 1) + " (identical)" : "rank 0";
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", ranks}}}});
+namespace {
+
+// One process of the trace: its streams as threads, its ops as complete events.
+void write_trace_process(nlohmann::ordered_json& events, int pid, const std::string& name, const Schedule& s, const Prediction& p) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}});
     const char* streams[] = {"compute", "comm", "reduce", "fetch"};
     for (int tid = 0; tid < 4; ++tid)
-        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"args", {{"name", streams[tid]}}}});
+        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", streams[tid]}}}});
     for (size_t i = 0; i < s.ops.size(); ++i) {
         const Op& op = s.ops[i];
         const OpTiming& t = p.ops[i];
@@ -232,7 +259,7 @@ void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& 
         e["ph"] = "X";
         e["ts"] = t.start_s * 1e6;
         e["dur"] = t.duration() * 1e6;
-        e["pid"] = 0;
+        e["pid"] = pid;
         e["tid"] = static_cast<int>(op.stream);
         nlohmann::ordered_json args;
         args["step"] = op.step;
@@ -241,6 +268,9 @@ void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& 
         args["rule"] = rule_name(op.rule);
         if (c) {
             args["bytes"] = op.bytes();
+            if (op.group != GroupKind::Dp) args["group"] = group_name(op.group);
+            if (op.peer >= 0) args["peer"] = op.peer;
+            if (t.wait_s > 0) args["waited_ms"] = t.wait_s * 1e3;
             args["algorithm"] = algorithm_name(t.algorithm);
             args["protocol"] = protocol_name(t.protocol);
         } else {
@@ -249,11 +279,35 @@ void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& 
         e["args"] = args;
         events.push_back(std::move(e));
     }
-    write_host_trace_events(events, s, p);
+}
+
+void write_trace_document(std::ostream& out, nlohmann::ordered_json events) {
     nlohmann::ordered_json j;
     j["displayTimeUnit"] = "ms";
     j["traceEvents"] = std::move(events);
     out << j.dump() << '\n';
+}
+
+}  // namespace
+
+void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& p) {
+    nlohmann::ordered_json events = nlohmann::ordered_json::array();
+    std::string ranks = s.meta.world > 1 ? "ranks 0-" + std::to_string(s.meta.world - 1) + " (identical)" : "rank 0";
+    if (s.meta.layout.is_3d()) ranks = "rank " + std::to_string(s.meta.rank) + " (its tensor, sequence and expert peers alike)";
+    write_trace_process(events, 0, ranks, s, p);
+    write_host_trace_events(events, s, p);
+    write_trace_document(out, std::move(events));
+}
+
+void write_chrome_trace_stages(std::ostream& out, const std::vector<const Schedule*>& stages,
+                               const std::vector<const Prediction*>& timings) {
+    nlohmann::ordered_json events = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < stages.size() && k < timings.size(); ++k) {
+        const Schedule& s = *stages[k];
+        const std::string name = "stage " + std::to_string(s.meta.pipe_stage) + ": rank " + std::to_string(s.meta.rank);
+        write_trace_process(events, static_cast<int>(k), name, s, *timings[k]);
+    }
+    write_trace_document(out, std::move(events));
 }
 
 void write_nccl_tests_table(std::ostream& out, const std::string& op, const std::string& header,

@@ -1,4 +1,6 @@
 #include "prediction/sweep.hpp"
+
+#include <tuple>
 #include "prediction/gathered_budget.hpp"
 
 #include <sys/wait.h>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/number_list.hpp"
 #include "inputs/ds_config.hpp"
@@ -122,6 +125,16 @@ Status apply_sweep_flags(const SweepFlags& f, SweepSpec& spec) {
         if (!set) return set.error();
         spec.settings.push_back(set.value());
     }
+    for (auto [text, flag, list] : {std::tuple{&f.pp, "--pp", &spec.pp}, std::tuple{&f.tp, "--tp", &spec.tp},
+                                    std::tuple{&f.sp, "--sp", &spec.sp}, std::tuple{&f.ep, "--ep", &spec.ep}}) {
+        auto sizes = parse_int_list(*text, flag, "sizes");
+        if (!sizes || sizes->empty()) return Error{"", flag, "expected sizes such as 1,2,4, found '" + *text + "'"};
+        list->clear();
+        for (int n : sizes.value()) {
+            if (n < 1) return Error{"", flag, "sizes must be at least 1, found " + std::to_string(n)};
+            list->push_back(n);
+        }
+    }
     if (!f.shard.empty()) {
         auto slash = f.shard.find('/');
         try {
@@ -168,15 +181,47 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
     for (const auto& t : spec.topologies)
         for (int st : spec.stages)
             for (const auto& c : combos)
-                for (int64_t n : spec.nodes) {
-                    SweepPoint p;
-                    p.index = out.size();
-                    p.topology = t;
-                    p.nodes = n;
-                    p.stage = st;
-                    p.values = c;
-                    out.push_back(std::move(p));
-                }
+                for (int64_t n : spec.nodes)
+                    for (int64_t pp : spec.pp)
+                        for (int64_t tp : spec.tp)
+                            for (int64_t sp : spec.sp)
+                                for (int64_t ep : spec.ep) {
+                                    SweepPoint p;
+                                    p.index = out.size();
+                                    p.topology = t;
+                                    p.nodes = n;
+                                    p.stage = st;
+                                    p.values = c;
+                                    p.pp = pp;
+                                    p.tp = tp;
+                                    p.sp = sp;
+                                    p.ep = ep;
+                                    out.push_back(std::move(p));
+                                }
+    return out;
+}
+
+std::vector<SweepPoint> runnable_layouts(const std::vector<SweepPoint>& points, const SweepInputs& in,
+                                         std::map<std::string, size_t>& dropped) {
+    std::vector<SweepPoint> out;
+    for (const SweepPoint& p : points) {
+        const auto t = in.topologies.find(p.topology);
+        const int64_t world = t == in.topologies.end() ? 0 : p.nodes * t->second.gpus_per_node;
+        const int64_t cut = p.pp * p.tp * p.sp;
+        const char* why = nullptr;
+        if (world > 0 && world % cut != 0)
+            why = "pp x tp x sp does not divide the world";
+        else if (world > 0 && (world / cut) % p.ep != 0)
+            why = "ep does not divide the data-parallel ranks";
+        else if (p.pp > 1 && p.stage > 1)
+            why = "a pipeline runs ZeRO stage 0 or 1 only (DeepSpeed's PipelineEngine asserts it)";
+        if (why) {
+            ++dropped[why];
+            continue;
+        }
+        out.push_back(p);
+        out.back().index = out.size() - 1;
+    }
     return out;
 }
 
@@ -239,6 +284,10 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.seq_len = spec.seq_len;
     o.zero_init = spec.zero_init && cfg.zero.stage == 3;  // zero.Init partitions only under stage 3
     o.gpus_per_node = topo.gpus_per_node;                 // qgZ's node groups (device_count())
+    if (p.is_3d()) {
+        predict_layout_point(spec, model, cfg, topo, p, r);
+        return r;
+    }
     auto s = build_schedule(model, cfg, o);
     if (!s) return fail(s.error());
     if (!spec.what_if.empty() && what_if_applies(spec.what_if, cfg.zero.stage))
@@ -267,10 +316,10 @@ namespace {
 
 std::string encode(const SweepResult& r) {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%zu\t%lld\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%lld\t%lld\t%lld\t%s\t", r.point.index,
+    std::snprintf(buf, sizeof buf, "%zu\t%lld\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%lld\t%lld\t%lld\t%s\t%.17g\t", r.point.index,
                   static_cast<long long>(r.world), r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms, r.wire_bytes,
                   static_cast<long long>(r.memory_bytes), static_cast<long long>(r.activation_bytes),
-                  static_cast<long long>(r.gpu_memory_bytes), r.fits.empty() ? "-" : r.fits.c_str());
+                  static_cast<long long>(r.gpu_memory_bytes), r.fits.empty() ? "-" : r.fits.c_str(), r.bubble_ms);
     std::string err = r.error;
     std::replace(err.begin(), err.end(), '\n', ' ');
     return buf + err + "\n";
@@ -282,7 +331,7 @@ bool decode(std::string line, SweepResult& r) {
     std::string field;
     std::vector<std::string> f;
     while (std::getline(in, field, '\t')) f.push_back(field);
-    if (f.size() < 11) return false;
+    if (f.size() < 12) return false;
     r.point.index = std::stoul(f[0]);
     r.world = std::stoll(f[1]);
     r.step_ms = std::stod(f[2]);
@@ -294,7 +343,8 @@ bool decode(std::string line, SweepResult& r) {
     r.activation_bytes = std::stoll(f[8]);
     r.gpu_memory_bytes = std::stoll(f[9]);
     r.fits = f[10] == "-" ? "" : f[10];
-    r.error = f.size() > 11 ? f[11] : "";
+    r.bubble_ms = std::stod(f[11]);
+    r.error = f.size() > 12 ? f[12] : "";
     return true;
 }
 
@@ -369,17 +419,26 @@ Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInp
 void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows, bool header) {
     if (header) {
         out << "topology,nodes,world,stage";
+        if (spec.has_layouts()) out << ",pp,tp,sp,ep";   // a layout sweep's columns (and its bubble below)
         for (const auto& s : spec.settings) out << ',' << s.key;
-        out << ",step_ms,compute_ms,comm_ms,exposed_comm_ms,wire_bytes_per_rank,memory_bytes_per_rank,activation_bytes_per_rank,gpu_memory_bytes,fits,error\n";
+        out << ",step_ms,compute_ms,comm_ms,exposed_comm_ms,";
+        if (spec.has_layouts()) out << "bubble_ms,";
+        out << "wire_bytes_per_rank,memory_bytes_per_rank,activation_bytes_per_rank,gpu_memory_bytes,fits,error\n";
     }
     char buf[256];
     for (const auto& r : rows) {
         std::string topo = r.point.topology.substr(r.point.topology.find_last_of('/') + 1);
         out << topo << ',' << r.point.nodes << ',' << r.world << ',' << r.point.stage;
+        if (spec.has_layouts()) out << ',' << r.point.pp << ',' << r.point.tp << ',' << r.point.sp << ',' << r.point.ep;
         for (const auto& v : r.point.values) out << ',' << v;
-        std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.6f,%.0f,%lld,%lld,%lld,%s,", r.step_ms, r.compute_ms, r.comm_ms,
-                      r.exposed_ms, r.wire_bytes, static_cast<long long>(r.memory_bytes), static_cast<long long>(r.activation_bytes),
-                      static_cast<long long>(r.gpu_memory_bytes), r.fits.c_str());
+        std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.6f", r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms);
+        out << buf;
+        if (spec.has_layouts()) {
+            std::snprintf(buf, sizeof buf, ",%.6f", r.bubble_ms);
+            out << buf;
+        }
+        std::snprintf(buf, sizeof buf, ",%.0f,%lld,%lld,%lld,%s,", r.wire_bytes, static_cast<long long>(r.memory_bytes),
+                      static_cast<long long>(r.activation_bytes), static_cast<long long>(r.gpu_memory_bytes), r.fits.c_str());
         std::string err = r.error;
         std::replace(err.begin(), err.end(), ',', ';');
         out << buf << err << '\n';

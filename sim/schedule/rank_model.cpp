@@ -167,6 +167,8 @@ Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank,
     const auto& L = mesh.layout();
     if (L.tensor > 1)
         if (auto e = split_for_tensor(m, L.tensor)) return *e;
+    // Megatron gives each tensor rank heads / tp of every attention: its scores and weighted values too.
+    for (auto& mod : m.modules) mod.attention_width /= L.tensor;
     std::vector<bool> keep(m.params.size(), true);
     if (L.pipelined()) keep = pipe_keep(m, mesh, rank, partition, partition_type, out);
     if (L.expert > 1) keep_local_experts(m, mesh, rank, keep);
@@ -195,6 +197,9 @@ Result<RankModel> rank_model(const Model& whole, const Mesh& mesh, int64_t rank,
     if (L.expert > 1) order.clear();
     if (r.params.empty()) return Error{whole.source, "parameters", "rank " + std::to_string(rank) + " holds no parameter in this layout"};
     if (auto e = finish_model(r, GroupPolicy::AllInOne, order)) return *e;
+    for (auto& mod : r.modules)   // finish_model rebuilt the modules: their attention cores stay the model's
+        for (const auto& was : m.modules)
+            if (was.name == mod.name) mod.attention_width = was.attention_width;
     if (L.sequence > 1) add_attention_calls(r);
     out.model = std::move(r);
     return out;

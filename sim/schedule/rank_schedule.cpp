@@ -184,9 +184,24 @@ void add_group(Schedule& s, const Mesh& mesh, MeshGroup kind) {
 
 }  // namespace zerosim::detail
 
+namespace zerosim::detail {
+
+// A Hugging Face model under a pipeline: the layer list a PipelineModule would cut (inputs/model.hpp),
+// at the sequence length the schedule uses (schedule.cpp start_schedule).
+const Model& pipeline_model(const Model& model, const ScheduleOptions& opt, Model& derived) {
+    if (!opt.layout.pipelined() || !model.parallel.pipe_layers.empty()) return model;
+    derived = model;
+    derive_hf_pipeline_layers(derived, opt.seq_len > 0 ? opt.seq_len : model.default_seq_len > 0 ? model.default_seq_len : 1024);
+    return derived;
+}
+
+}  // namespace zerosim::detail
+
 namespace zerosim {
 
-Result<Model> rank_local_model(const Model& model, const DsConfig& cfg, const ScheduleOptions& given) {
+Result<Model> rank_local_model(const Model& whole, const DsConfig& cfg, const ScheduleOptions& given) {
+    Model derived;
+    const Model& model = detail::pipeline_model(whole, given, derived);
     ScheduleOptions opt = given;
     opt.layout.world = given.world;
     if (auto e = detail::check_layout(model, cfg, opt)) return *e;
@@ -202,7 +217,9 @@ Result<Model> rank_local_model(const Model& model, const DsConfig& cfg, const Sc
 
 namespace zerosim::detail {
 
-Result<Schedule> build_rank_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& given) {
+Result<Schedule> build_rank_schedule(const Model& whole, const DsConfig& cfg, const ScheduleOptions& given) {
+    Model derived;
+    const Model& model = pipeline_model(whole, given, derived);
     ScheduleOptions opt = given;
     opt.layout.world = given.world;
     if (auto e = check_layout(model, cfg, opt)) return *e;

@@ -1,5 +1,6 @@
 #include "timing/engine.hpp"
 #include "timing/group_plan.hpp"
+#include "engine_platform.hpp"
 #include "timing/offload_time.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <set>
 
+#include "schedule/mesh.hpp"
 #include "schedule/ordering.hpp"
 
 XBT_LOG_NEW_DEFAULT_CATEGORY(zerosim_engine, "zerosim's timing engine");
@@ -31,20 +33,11 @@ double compute_seconds(const Op& op, const Topology& t, DType dtype) {
 
 namespace {
 
-// The one platform of the process: a representative rank and two peers. Its link capacities are
-// set for each simulation (SimGrid keeps one engine per process; runs follow each other on its
-// clock).
-struct Platform {
-    simgrid::s4u::Host* rank = nullptr;
-    simgrid::s4u::Host* intra_peer = nullptr;
-    simgrid::s4u::Host* inter_peer = nullptr;
-    simgrid::s4u::Link* intra = nullptr;   // this rank's NVLink / NVSwitch / PCIe / shared-memory path
-    simgrid::s4u::Link* nic = nullptr;     // its share of the node's NICs
-    simgrid::s4u::Link* fabric = nullptr;  // its share of the fabric above the leaf switches
-};
-
-Platform& platform() {
-    static Platform p = [] {
+// The one platform of the process: a representative rank and two peers (engine_platform.hpp).
+// Its link capacities are set for each simulation (SimGrid keeps one engine per process; runs
+// follow each other on its clock).
+RankHosts& platform() {
+    static RankHosts p = [] {
         static int argc = 2;
         static char arg0[] = "zerosim";
         static char arg1[] = "--log=root.thres:critical";
@@ -56,7 +49,7 @@ Platform& platform() {
         simgrid::s4u::Engine::set_config("network/model:CM02");
         simgrid::s4u::Engine::set_config("network/crosstraffic:0");
         auto* zone = simgrid::s4u::create_full_zone("cluster");
-        Platform pl;
+        RankHosts pl;
         pl.rank = zone->create_host("rank", 1e9)->seal();
         pl.intra_peer = zone->create_host("intra_peer", 1e9)->seal();
         pl.inter_peer = zone->create_host("inter_peer", 1e9)->seal();
@@ -73,13 +66,13 @@ Platform& platform() {
     return p;
 }
 
-LinkCapacities configure(const Topology& t, int64_t world) {
-    auto& p = platform();
+// The world whose links a schedule's run shares: the whole job in a 3D layout (meta.world is then
+// the rank's data-parallel group).
+int64_t job_world(const ScheduleMeta& m) { return m.layout.is_3d() ? m.layout.world : m.world; }
+
+LinkCapacities configure(const Topology& t, int64_t world, const RankHosts& h) {
     LinkCapacities c = link_capacities(t, world);
-    // A link of zero capacity would stall SimGrid; a single-node run has no NIC traffic anyway.
-    p.intra->set_bandwidth(std::max(c.intra, 1.0));
-    p.nic->set_bandwidth(std::max(c.nic, 1.0));
-    p.fabric->set_bandwidth(std::max(c.fabric, 1.0));
+    set_link_capacities(h, c);
     return c;
 }
 
@@ -87,8 +80,7 @@ LinkCapacities configure(const Topology& t, int64_t world) {
 // A protocol that reaches only part of a link (LL sends 16 bytes for 8 of payload) puts
 // correspondingly more bytes on it, so alone it takes bytes / rate and, beside other traffic,
 // it takes its fair share of the link, as the wire does.
-void run_collective(const CollectivePlan& plan, const LinkCapacities& cap) {
-    auto& p = platform();
+void run_collective(const CollectivePlan& plan, const LinkCapacities& cap, const RankHosts& p) {
     if (plan.latency_s > 0) simgrid::s4u::this_actor::sleep_for(plan.latency_s);
     std::vector<simgrid::s4u::CommPtr> flows;
     auto flow = [&](simgrid::s4u::Host* to, double bytes, double rate, double capacity) {
@@ -100,6 +92,16 @@ void run_collective(const CollectivePlan& plan, const LinkCapacities& cap) {
     flow(p.inter_peer, plan.inter_bytes, plan.inter_rate, std::min(cap.nic, cap.fabric));
     if (!flows.empty()) simgrid::s4u::Comm::wait_all(flows);
 }
+
+// What ranks simulated together share (simulate_ranks): the ranks, and the collectives whose group
+// holds more than one of them, which start only once every one of those has reached it.
+struct Together {
+    int64_t run_id = 0;                  // mailbox names of this simulation
+    std::set<int64_t> ranks;
+    simgrid::s4u::MutexPtr mutex;
+    simgrid::s4u::ConditionVariablePtr cv;
+    std::map<std::pair<std::vector<int>, int64_t>, int64_t> arrived;   // (group, occurrence) -> ranks there
+};
 
 // Which simulated stream (actor) runs an op: one per device queue (schedule/ordering.hpp), so
 // compute and the collectives of the default stream run in order with each other.
@@ -131,6 +133,13 @@ struct Run {
     simgrid::s4u::ConditionVariablePtr cv;
     double t0 = 0;
     LinkCapacities caps;
+    const RankHosts* hosts = &platform();
+    // Simulated with other ranks (simulate_ranks): what they share, and for each op whose group holds
+    // several of them the (group, occurrence) they meet at and how many meet there (0: none).
+    Together* together = nullptr;
+    std::vector<std::pair<std::vector<int>, int64_t>> meeting;
+    std::vector<int64_t> meeting_ranks;
+    std::map<GroupKind, std::vector<int>> own_members;   // 3D: this rank's group of each kind
 
     Run(const Schedule& sched, const Topology& topo, TimingMode m, const EngineAdjust* adjust = nullptr)
         : s(sched), t(topo), mode(m), plans(sched.ops.size()), compute_time(sched.ops.size(), 0.0),
@@ -142,7 +151,7 @@ struct Run {
             const Op& op = s.ops[i];
             if (is_collective(op.kind)) {
                 if (op.kind == OpKind::Barrier || op.bytes() > 0 || s.meta.world > 1)
-                    plans[i] = plan_for_group(t, op, s.meta);  // the op's process group (ZeRO++ / MiCS)
+                    plans[i] = plan_of(op);  // the op's process group (ZeRO++ / MiCS / 3D)
                 if (adjust && adjust->collective) adjust->collective(op, plans[i]);   // fabric mode
                 compute_time[i] = quantization_seconds(t, op, s.meta);  // qwZ/qgZ kernels, on the op's stream
                 compute_time[i] = offload_seconds(t, op, s.meta, compute_time[i]);  // offload_param: host -> device
@@ -156,12 +165,87 @@ struct Run {
         }
     }
 
+    // This rank's group of a kind in a 3D layout (the mesh's; empty outside one), built once per kind.
+    const std::vector<int>& members_of(GroupKind k) {
+        auto it = own_members.find(k);
+        if (it == own_members.end()) it = own_members.emplace(k, own_group_members(s.meta, k)).first;
+        return it->second;
+    }
+
+    CollectivePlan plan_of(const Op& op) {
+        if (!s.meta.layout.is_3d() || is_p2p(op)) return plan_for_group(t, op, s.meta);
+        const std::vector<int>& members = members_of(op.group);
+        return members.empty() ? plan_for_group(t, op, s.meta) : plan_for_members(t, op, members);
+    }
+
+    static bool is_p2p(const Op& op) { return op.kind == OpKind::Send || op.kind == OpKind::Recv; }
+
+    // Simulated beside other ranks: a collective whose group holds several of them meets them there.
+    void join(Together& all) {
+        together = &all;
+        meeting.assign(s.ops.size(), {});
+        meeting_ranks.assign(s.ops.size(), 0);
+        std::map<std::vector<int>, int64_t> seen;   // occurrences of each group on this rank, in issue order
+        for (size_t i = 0; i < s.ops.size(); ++i) {
+            const Op& op = s.ops[i];
+            if (!is_collective(op.kind) || is_p2p(op)) continue;
+            const std::vector<int>& members = members_of(op.group);
+            int64_t here = 0;
+            for (int r : members) here += all.ranks.count(r);
+            if (here < 2) continue;
+            meeting[i] = {members, seen[members]++};
+            meeting_ranks[i] = here;
+        }
+    }
+
+    // Waits until every simulated member of the op's group has reached it.
+    void meet(size_t i) {
+        std::unique_lock<simgrid::s4u::Mutex> lock(*together->mutex);
+        int64_t& there = together->arrived[meeting[i]];
+        ++there;
+        together->cv->notify_all();
+        together->cv->wait(lock, [&] { return there >= meeting_ranks[i]; });
+    }
+
+    // A send or receive to a simulated peer: the pair meets on a mailbox (SimGrid starts the transfer
+    // once both ends are there, as NCCL's send/recv kernels do), the bytes cross the sender's path
+    // (engine_platform.hpp), then both ends see the pair's latency.
+    void run_p2p(size_t i) {
+        static int token = 0;
+        const Op& op = s.ops[i];
+        const bool send = op.kind == OpKind::Send;
+        const int64_t from = send ? s.meta.rank : op.peer, to = send ? op.peer : s.meta.rank;
+        auto* box = simgrid::s4u::Mailbox::by_name("zerosim" + std::to_string(together->run_id) + " p2p " +
+                                                   std::to_string(from) + ">" + std::to_string(to));
+        const CollectivePlan& plan = plans[i];
+        if (send) {
+            double wire = 0;
+            if (plan.intra_bytes > 0 && plan.intra_rate > 0) wire += plan.intra_bytes * std::max(1.0, caps.intra / plan.intra_rate);
+            if (plan.inter_bytes > 0 && plan.inter_rate > 0)
+                wire += plan.inter_bytes * std::max(1.0, std::min(caps.nic, caps.fabric) / plan.inter_rate);
+            box->put(&token, static_cast<uint64_t>(std::llround(wire)));
+        } else {
+            box->get<int>();
+        }
+        if (plan.latency_s > 0) simgrid::s4u::this_actor::sleep_for(plan.latency_s);
+    }
+
+    bool peer_simulated(const Op& op) const { return together && is_p2p(op) && together->ranks.count(op.peer) > 0; }
+
     void execute(size_t i) {
         const Op& op = s.ops[i];
         double start = simgrid::s4u::Engine::get_clock();
         if (is_collective(op.kind)) {
             if (compute_time[i] > 0) simgrid::s4u::this_actor::sleep_for(compute_time[i]);
-            run_collective(plans[i], caps);
+            if (peer_simulated(op)) {
+                run_p2p(i);
+            } else {
+                if (together && meeting_ranks[i] > 1) {
+                    meet(i);
+                    pred.ops[i].wait_s = simgrid::s4u::Engine::get_clock() - start;
+                }
+                run_collective(plans[i], caps, *hosts);
+            }
         } else if (host_lane) {
             // Kernels run as the host launches them: the segment ends no sooner than its launch.
             double until = t0 + pred.issued_s[i] + host_launch_seconds(op, t);
@@ -318,8 +402,15 @@ struct Run {
     }
 
     void go() {
-        auto& p = platform();
-        caps = configure(t, s.meta.world);
+        launch();
+        simgrid::s4u::Engine::get_instance()->run();
+        summarise();
+    }
+
+    // Creates this rank's actors on its hosts; the caller runs the engine.
+    void launch() {
+        const RankHosts& p = *hosts;
+        caps = configure(t, job_world(s.meta), p);
         t0 = simgrid::s4u::Engine::get_clock();
         mutex = simgrid::s4u::Mutex::create();
         cv = simgrid::s4u::ConditionVariable::create();
@@ -344,8 +435,6 @@ struct Run {
             for (int lane_id = 0; lane_id < kQueues; ++lane_id)
                 simgrid::s4u::Actor::create("stream" + std::to_string(lane_id), p.rank, [this, lane_id] { lane(lane_id); });
         }
-        simgrid::s4u::Engine::get_instance()->run();
-        summarise();
     }
 
     void summarise() {
@@ -406,6 +495,15 @@ simgrid::s4u::NetZone* engine_root_zone() {
     return simgrid::s4u::Engine::get_instance()->get_netzone_root();
 }
 
+const RankHosts& representative_hosts() { return platform(); }
+
+void set_link_capacities(const RankHosts& h, const LinkCapacities& c) {
+    // A link of zero capacity would stall SimGrid; a single-node run has no NIC traffic anyway.
+    h.intra->set_bandwidth(std::max(c.intra, 1.0));
+    h.nic->set_bandwidth(std::max(c.nic, 1.0));
+    h.fabric->set_bandwidth(std::max(c.fabric, 1.0));
+}
+
 double host_launch_seconds(const Op& op, const Topology& t) {
     if (op.kind != OpKind::Compute || op.compute == ComputeKind::OptimizerStep) return 0.0;
     // A backward segment launches the kernels of both gradients (input and weight).
@@ -416,13 +514,108 @@ std::vector<std::vector<int64_t>> engine_wait_plan(const Schedule& s) { return w
 
 Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode, int64_t gathered_budget_bytes,
                             const EngineAdjust* adjust) {
-    if (auto e = check_world_fits(t, s.meta.world)) return *e;
+    if (auto e = check_world_fits(t, job_world(s.meta))) return *e;
     Run run(s, t, mode, adjust);
     run.budget = gathered_budget_bytes;
     run.pred.gathered_budget_bytes = gathered_budget_bytes;
     run.go();
     if (mode == TimingMode::Overlapped && s.meta.zero_init) run.pred.zero_init_construction_s = zero_init_construction_seconds(s, t);
     return std::move(run.pred);
+}
+
+namespace {
+
+// Each send's and receive's wait for the other end (simulate_ranks): the k-th send from a to b meets
+// the k-th receive at b from a, and the transfer starts once the later of the two has been issued.
+void p2p_waits(const std::vector<const Schedule*>& ranks, std::vector<Prediction>& preds) {
+    std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<size_t, size_t>>> sends, recvs;   // (from, to) -> (rank, op)
+    for (size_t r = 0; r < ranks.size(); ++r)
+        for (size_t i = 0; i < ranks[r]->ops.size(); ++i) {
+            const Op& op = ranks[r]->ops[i];
+            const int64_t self = ranks[r]->meta.rank;
+            if (op.kind == OpKind::Send) sends[{self, op.peer}].push_back({r, i});
+            if (op.kind == OpKind::Recv) recvs[{op.peer, self}].push_back({r, i});
+        }
+    for (const auto& [pair, list] : sends) {
+        const auto it = recvs.find(pair);
+        if (it == recvs.end()) continue;
+        for (size_t k = 0; k < std::min(list.size(), it->second.size()); ++k) {
+            OpTiming& a = preds[list[k].first].ops[list[k].second];
+            OpTiming& b = preds[it->second[k].first].ops[it->second[k].second];
+            const double meet = std::max(a.start_s, b.start_s);
+            a.wait_s = meet - a.start_s;
+            b.wait_s = meet - b.start_s;
+        }
+    }
+}
+
+// Every send between two of the ranks has its receive, in number and size, before anything runs
+// (SimGrid would end such a run as a deadlock).
+Status check_sends_meet(const std::vector<const Schedule*>& ranks) {
+    std::set<int64_t> simulated;
+    for (const Schedule* r : ranks) simulated.insert(r->meta.rank);
+    std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sent, received;   // (from, to) -> bytes in order
+    for (const Schedule* r : ranks)
+        for (const Op& op : r->ops) {
+            if ((op.kind != OpKind::Send && op.kind != OpKind::Recv) || !simulated.count(op.peer)) continue;
+            if (op.kind == OpKind::Send) sent[{r->meta.rank, op.peer}].push_back(op.bytes());
+            else received[{op.peer, r->meta.rank}].push_back(op.bytes());
+        }
+    for (const auto* side : {&sent, &received})
+        for (const auto& [pair, list] : *side) {
+            const auto& other = side == &sent ? received[pair] : sent[pair];
+            if (other == list) continue;
+            return Error{"", "", "the ranks' sends and receives do not meet: rank " + std::to_string(pair.first) + " sends " +
+                                     std::to_string(sent[pair].size()) + " tensors to rank " + std::to_string(pair.second) +
+                                     ", which receives " + std::to_string(received[pair].size()) +
+                                     (sent[pair].size() == received[pair].size() ? " (of other sizes)" : "")};
+        }
+    return std::nullopt;
+}
+
+// Which consecutive ranks share a node (rank r on node r / gpus_per_node, schedule/mesh.hpp).
+std::vector<bool> next_on_same_node(const std::vector<const Schedule*>& ranks, const Topology& t) {
+    std::vector<bool> same;
+    for (size_t k = 0; k + 1 < ranks.size(); ++k)
+        same.push_back(node_of(ranks[k]->meta.rank, t.gpus_per_node) == node_of(ranks[k + 1]->meta.rank, t.gpus_per_node));
+    return same;
+}
+
+}  // namespace
+
+Result<std::vector<Prediction>> simulate_ranks(const std::vector<const Schedule*>& ranks, const Topology& t, TimingMode mode,
+                                               const EngineAdjust* adjust) {
+    if (ranks.empty()) return Error{"", "", "no rank to simulate"};
+    if (auto e = check_world_fits(t, job_world(ranks[0]->meta))) return *e;
+    if (auto e = check_sends_meet(ranks)) return *e;
+    platform();   // the engine exists before its mutexes
+    const std::vector<RankHosts>& hosts = stage_hosts(next_on_same_node(ranks, t));
+    static int64_t runs_so_far = 0;
+    Together together;
+    together.run_id = runs_so_far++;
+    for (const Schedule* r : ranks) together.ranks.insert(r->meta.rank);
+    together.mutex = simgrid::s4u::Mutex::create();
+    together.cv = simgrid::s4u::ConditionVariable::create();
+    std::vector<std::unique_ptr<Run>> runs;
+    for (size_t k = 0; k < ranks.size(); ++k) {
+        runs.push_back(std::make_unique<Run>(*ranks[k], t, mode, adjust));
+        runs.back()->hosts = &hosts[k];
+        runs.back()->join(together);
+    }
+    for (auto& r : runs) r->launch();
+    simgrid::s4u::Engine::get_instance()->run();
+    std::vector<Prediction> preds;
+    for (size_t k = 0; k < runs.size(); ++k) {
+        for (size_t i = 0; i < ranks[k]->ops.size(); ++i)
+            if (!runs[k]->pred.ops[i].simulated)
+                return Error{"", "", "the ranks' schedules do not meet: rank " + std::to_string(ranks[k]->meta.rank) + "'s op " +
+                                         std::to_string(i) + " (" + op_record_name(ranks[k]->ops[i].kind) +
+                                         ") never ran (a send without its receive, or a group collective not every member reaches)"};
+        runs[k]->summarise();
+        preds.push_back(std::move(runs[k]->pred));
+    }
+    p2p_waits(ranks, preds);
+    return preds;
 }
 
 double simulate_single_collective(const Topology& t, OpKind kind, double logged_bytes, int64_t world,
@@ -436,11 +629,11 @@ double simulate_single_collective(const Topology& t, OpKind kind, double logged_
     }
     if (plan_out) *plan_out = plan;
     auto& p = platform();
-    LinkCapacities caps = configure(t, world);
+    LinkCapacities caps = configure(t, world, p);
     double elapsed = 0;
     simgrid::s4u::Actor::create("bench", p.rank, [&] {
         double start = simgrid::s4u::Engine::get_clock();
-        run_collective(plan, caps);
+        run_collective(plan, caps, p);
         elapsed = simgrid::s4u::Engine::get_clock() - start;
     });
     simgrid::s4u::Engine::get_instance()->run();

@@ -13,15 +13,8 @@
 
 namespace zerosim {
 
-CollectivePlan plan_for_group(const Topology& t, const Op& op, const ScheduleMeta& meta) {
+CollectivePlan plan_for_members(const Topology& t, const Op& op, const std::vector<int>& members) {
     const double bytes = static_cast<double>(op.bytes());
-    const int64_t world = meta.world;
-    if (op.group == GroupKind::Dp && op.kind != OpKind::AllToAll) return plan_collective(t, op.kind, bytes, world);
-    std::vector<int> members;
-    for (const auto& g : meta.groups)
-        if (g.kind == op.group && !g.members.empty()) members = g.members[0];
-    if (members.empty())
-        for (int64_t r = 0; r < world; ++r) members.push_back(static_cast<int>(r));
     const int64_t n = static_cast<int64_t>(members.size());
     // Where the members sit (schedule/mesh.hpp, the one place that places ranks on nodes).
     const GroupPlacement at = place_members(members, t.gpus_per_node);
@@ -30,7 +23,40 @@ CollectivePlan plan_for_group(const Topology& t, const Op& op, const ScheduleMet
     sub.nodes = at.node_count();
     sub.nic_bandwidth_gbs = t.nic_bandwidth_gbs * static_cast<double>(sub.gpus_per_node) / static_cast<double>(at.gpus_per_node);
     if (op.kind == OpKind::AllToAll) return plan_all_to_all(sub, bytes, n);
+    // p2p.py send/recv: NCCL's ncclSend/ncclRecv move the tensor once over the pair's path, which is
+    // what a broadcast of two ranks plans (one step, no reduction).
+    if (op.kind == OpKind::Send || op.kind == OpKind::Recv) return plan_collective(sub, OpKind::Broadcast, bytes, n);
     return plan_collective(sub, op.kind, bytes, n);
+}
+
+std::vector<int> own_group_members(const ScheduleMeta& meta, GroupKind kind) {
+    if (!meta.layout.is_3d()) return {};
+    ParallelLayout L = meta.layout;
+    auto mesh = Mesh::build(L);
+    if (!mesh) return {};
+    for (MeshGroup g : kMeshGroups) {
+        auto k = ir_group_kind(g);
+        if (!k || *k != kind) continue;
+        // ZeRO's group under Ulysses is sequence x data; Data and SequenceData both map to Dp.
+        if (kind == GroupKind::Dp && g != (L.sequence > 1 ? MeshGroup::SequenceData : MeshGroup::Data)) continue;
+        return mesh->group_of(g, meta.rank);
+    }
+    return {};
+}
+
+CollectivePlan plan_for_group(const Topology& t, const Op& op, const ScheduleMeta& meta) {
+    if (op.group == GroupKind::Dp && op.kind != OpKind::AllToAll && !meta.layout.is_3d())
+        return plan_collective(t, op.kind, static_cast<double>(op.bytes()), meta.world);
+    std::vector<int> members = own_group_members(meta, op.group);
+    if (members.empty())
+        for (const auto& g : meta.groups)
+            if (g.kind == op.group && !g.members.empty()) members = g.members[0];
+    if (members.empty())
+        for (int64_t r = 0; r < meta.world; ++r) members.push_back(static_cast<int>(r));
+    if (op.kind == OpKind::Send || op.kind == OpKind::Recv)
+        members = {static_cast<int>(op.kind == OpKind::Send ? meta.rank : op.peer),
+                   static_cast<int>(op.kind == OpKind::Send ? op.peer : meta.rank)};
+    return plan_for_members(t, op, members);
 }
 
 double quantization_seconds(const Topology& t, const Op& op, const ScheduleMeta& meta) {

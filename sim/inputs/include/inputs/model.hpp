@@ -180,6 +180,15 @@ std::string element_count_text(long double elements);
 // (embeddings, the final norm, the head).
 std::string transformer_block_of(const std::string& parameter_name);
 
+// A Hugging Face model under --pp: the layers a PipelineModule of LayerSpecs would list for it, as
+// Megatron-DeepSpeed's GPTModelPipe lists a GPT (its embedding, each transformer block, the final
+// norm, the output head), in registration order, each block's output [seq_len, hidden] per sample
+// and the head's [seq_len, vocab]. `m.parallel.pipe_layers` is left as it is when the model has
+// its own list or is not a Hugging Face decoder (Model::attention_heads 0). A head tied to the
+// embedding (no lm_head parameter) ends the list at the final norm: the logits' TiedLayerSpec on the
+// last stage is not modelled.
+void derive_hf_pipeline_layers(Model& m, int64_t seq_len);
+
 // How the caller chose parameter groups when the file does not say.
 enum class GroupPolicy { AllInOne, DecayNoDecay };
 

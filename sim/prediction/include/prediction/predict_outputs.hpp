@@ -9,6 +9,7 @@
 
 #include "analysis/fit.hpp"
 #include "formats/nccl_tests.hpp"
+#include "prediction/stage_time.hpp"
 #include "timing/engine.hpp"
 #include "schedule/ir.hpp"
 #include "timing/topology.hpp"
@@ -22,6 +23,7 @@ struct PredictReport {
     const Prediction& overlapped;   // as the hardware overlaps: the step times
     const FitEstimate* fit = nullptr;   // memory per rank against the GPU (analysis/fit.hpp), if known
     std::string what_if_json;           // --what-if: the side-by-side figures (prediction/what_if_compare.hpp), JSON "what_if"
+    const std::vector<StageTime>* stages = nullptr;   // a pipeline: each stage's step (prediction/stage_time.hpp)
 };
 
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary);
@@ -31,6 +33,9 @@ void write_predicted_csv(std::ostream& out, const PredictReport& r);
 // One process per group of identical ranks, one thread per stream; stage 3 adds the host's thread
 // and a counter track of the gathered parameters.
 void write_chrome_trace(std::ostream& out, const Schedule& s, const Prediction& p);
+// A pipeline's ranks simulated together (timing/engine.hpp simulate_ranks): one process per stage.
+void write_chrome_trace_stages(std::ostream& out, const std::vector<const Schedule*>& stages,
+                               const std::vector<const Prediction*>& timings);
 // The memory model's peak of gathered parameters (analysis/memory.hpp counts the same), bytes.
 int64_t gathered_peak_by_memory_model(const Schedule& s);
 

@@ -42,6 +42,10 @@ struct SweepSpec {
     bool activation_checkpointing = false;   // --activation-checkpointing (analysis/fit.hpp)
     std::string what_if;              // --what-if NAME (schedule/what_if.hpp): stage 1/2 points only
     SweepFabric fabric;               // --fabric (prediction/sweep_network.hpp)
+    // --pp, --tp, --sp, --ep: the layouts (each combination that divides a point's world).
+    std::vector<int64_t> pp{1}, tp{1}, sp{1}, ep{1};
+    bool has_layouts() const { return pp != std::vector<int64_t>{1} || tp != std::vector<int64_t>{1} ||
+                                      sp != std::vector<int64_t>{1} || ep != std::vector<int64_t>{1}; }
 };
 
 struct SweepPoint {
@@ -50,12 +54,15 @@ struct SweepPoint {
     int64_t nodes = 1;
     int stage = 0;
     std::vector<std::string> values;  // one per setting
+    int64_t pp = 1, tp = 1, sp = 1, ep = 1;   // the point's 3D layout
+    bool is_3d() const { return pp > 1 || tp > 1 || sp > 1 || ep > 1; }
 };
 
 struct SweepResult {
     SweepPoint point;
     int64_t world = 0;
     double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_ms = 0;
+    double bubble_ms = 0;             // a pipeline: its most idle stage's wait for the others (prediction/stage_time.hpp)
     double wire_bytes = 0;            // per rank, last step
     int64_t memory_bytes = 0;         // model states per rank
     int64_t activation_bytes = 0;     // one micro batch's activations per rank (analysis/fit.hpp)
@@ -75,6 +82,7 @@ struct SweepFlags {
     std::string nodes = "1";
     std::vector<std::string> sets;
     std::string shard;
+    std::string pp = "1", tp = "1", sp = "1", ep = "1";   // comma lists of layout sizes
 };
 Status apply_sweep_flags(const SweepFlags& flags, SweepSpec& spec);
 // A progress line on `out` after each point: redrawn in place on a terminal, every 10% otherwise.
@@ -92,8 +100,16 @@ Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec);
 // Predicts the points with `jobs` worker processes; `progress(done, total)` after each result.
 Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
                                            const std::function<void(size_t, size_t)>& progress);
+// The points whose layout DeepSpeed can run: pp x tp x sp dividing the point's world, ep the data
+// ranks, a pipeline at ZeRO stage 0 or 1 (engine.py asserts it). `dropped` counts the others by reason.
+std::vector<SweepPoint> runnable_layouts(const std::vector<SweepPoint>& points, const SweepInputs& in,
+                                         std::map<std::string, size_t>& dropped);
 // One point in this process (what each worker runs).
 SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const SweepPoint& p);
+// A point of a 3D layout (sweep_layout.cpp): the pipeline's stages simulated together.
+struct DsConfig;
+void predict_layout_point(const SweepSpec& spec, const Model& model, const DsConfig& cfg, const Topology& topo,
+                          const SweepPoint& p, SweepResult& r);
 
 void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows, bool header);
 void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows);

@@ -28,6 +28,10 @@ struct OpTiming {
     double start_s = 0;
     double end_s = 0;
     bool simulated = false;     // false for ops that take no time on this platform
+    // Ranks simulated together (simulate_ranks): of the time from start_s, how long the op waited
+    // for another rank (a send or receive for its other end, a group collective for the last of
+    // its simulated members); the rest is its own.
+    double wait_s = 0;
     Algorithm algorithm = Algorithm::Ring;
     Protocol protocol = Protocol::Simple;
     double duration() const { return end_s - start_s; }
@@ -115,6 +119,18 @@ struct EngineAdjust {
 // (docs/zero-comm.md "Stage 3 in time"). Without it the gathers are unbounded by memory.
 Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode,
                             int64_t gathered_budget_bytes = INT64_MAX, const EngineAdjust* adjust = nullptr);
+
+// Several ranks' schedules simulated together, one SimGrid actor per stream of each rank on hosts and
+// links of its own (a pipeline's stages: one rank of each, in stage order). A send meets its
+// receive on the other rank (the k-th send from a to b the k-th receive at b from a) and crosses
+// the sender's intra-node link when both ranks share a node, else its NIC share and the fabric; a
+// collective whose group holds several of the ranks starts once all of them have reached it
+// (OpTiming::wait_s). Ranks outside the set run as the representative mode runs them: the stages'
+// data-parallel, tensor, sequence and expert groups are the same at every index, so one rank per
+// stage stands for its stage. Returns one Prediction per schedule, in order; schedules whose sends
+// and receives do not meet are an error naming the op that never ran.
+Result<std::vector<Prediction>> simulate_ranks(const std::vector<const Schedule*>& ranks, const Topology& t, TimingMode mode,
+                                               const EngineAdjust* adjust = nullptr);
 
 // One collective alone on an idle platform, through the same engine (for `zerosim bench`).
 // `only` restricts NCCL's tuner as NCCL_ALGO / NCCL_PROTO do.

@@ -1,0 +1,99 @@
+// A sweep point of a 3D layout: rank 0's program and, under a pipeline, one rank of each stage
+// simulated together (timing/engine.hpp simulate_ranks), so that the step, its bubble and the
+// stage that holds the most memory come out of the same run `zerosim predict --pp` makes.
+#include <algorithm>
+
+#include "analysis/explain.hpp"
+#include "analysis/fit.hpp"
+#include "analysis/memory.hpp"
+#include "inputs/ds_config.hpp"
+#include "prediction/stage_time.hpp"
+#include "prediction/sweep.hpp"
+#include "schedule/schedule.hpp"
+#include "timing/engine.hpp"
+
+namespace zerosim {
+
+namespace {
+
+// The rank of each pipeline stage with rank 0's data, sequence and tensor index.
+Result<std::vector<Schedule>> layout_stages(const Model& model, const DsConfig& cfg, const ScheduleOptions& o) {
+    std::vector<Schedule> stages;
+    const int64_t per_stage = o.world / o.layout.pipe;
+    for (int64_t k = 0; k < o.layout.pipe; ++k) {
+        ScheduleOptions ok = o;
+        ok.rank = k * per_stage;
+        auto s = build_schedule(model, cfg, ok);
+        if (!s) return s.error();
+        stages.push_back(std::move(s).value());
+    }
+    return stages;
+}
+
+// The memory of the stage that holds the most: model states of its rank's share of the model and one
+// micro batch's activations of its layers (analysis/fit.hpp).
+void layout_memory(const Model& model, const DsConfig& cfg, const std::vector<Schedule>& stages, bool checkpointing,
+                   double gpu_memory_gb, SweepResult& r) {
+    FitEstimate most;
+    for (const Schedule& s : stages) {
+        auto local = rank_local_model(model, cfg, options_for_rank(s.meta, s.meta.rank));
+        if (!local) continue;
+        const int64_t states = estimate_memory(local.value(), cfg, s).total();
+        const FitEstimate fit = estimate_fit(
+            states, estimate_activations(local.value(), s.meta.seq_len, s.meta.micro_batch, cfg.model_dtype, checkpointing),
+            gpu_memory_gb);
+        if (fit.total() > most.total()) most = fit;
+    }
+    r.memory_bytes = most.model_states;
+    r.activation_bytes = most.activations;
+    r.gpu_memory_bytes = most.gpu_bytes;
+    r.fits = most.verdict();
+}
+
+}  // namespace
+
+void predict_layout_point(const SweepSpec& spec, const Model& model, const DsConfig& cfg, const Topology& topo,
+                          const SweepPoint& p, SweepResult& r) {
+    if (spec.fabric.on) {
+        r.error = "--fabric: not with a pipeline, tensor, sequence or expert parallel layout yet";
+        return;
+    }
+    ScheduleOptions o;
+    o.world = r.world;
+    o.steps = spec.steps;
+    o.seq_len = spec.seq_len;
+    o.gpus_per_node = topo.gpus_per_node;
+    o.layout.pipe = p.pp;
+    o.layout.tensor = p.tp;
+    o.layout.sequence = p.sp;
+    o.layout.expert = p.ep;
+    auto stages = layout_stages(model, cfg, o);
+    if (!stages) {
+        r.error = stages.error().what();
+        return;
+    }
+    std::vector<const Schedule*> list;
+    for (const auto& s : stages.value()) list.push_back(&s);
+    auto timed = simulate_ranks(list, topo, TimingMode::Overlapped);
+    if (!timed) {
+        r.error = timed.error().what();
+        return;
+    }
+    std::vector<const Prediction*> timings;
+    for (const auto& t : timed.value()) timings.push_back(&t);
+    const int last = spec.steps - 1;
+    for (const StageTime& st : stage_times(list, timings, last)) {
+        r.step_ms = st.step_s * 1e3;
+        r.compute_ms = std::max(r.compute_ms, st.compute_s * 1e3);
+        r.bubble_ms = std::max(r.bubble_ms, st.bubble_s * 1e3);
+        double comm = 0;
+        for (double c : st.comm_s) comm += c;
+        r.comm_ms = std::max(r.comm_ms, comm * 1e3);
+    }
+    r.exposed_ms = std::max(0.0, r.step_ms - r.compute_ms);
+    r.wire_bytes = wire_bytes_per_rank(stages->front(), last);
+    layout_memory(model, cfg, stages.value(), spec.activation_checkpointing || cfg.activation_checkpointing,
+                  topo.gpu_memory_gb, r);
+}
+
+}  // namespace zerosim
