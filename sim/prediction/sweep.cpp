@@ -320,9 +320,11 @@ std::string encode(const SweepResult& r) {
                   static_cast<long long>(r.world), r.step_ms, r.compute_ms, r.comm_ms, r.exposed_ms, r.wire_bytes,
                   static_cast<long long>(r.memory_bytes), static_cast<long long>(r.activation_bytes),
                   static_cast<long long>(r.gpu_memory_bytes), r.fits.empty() ? "-" : r.fits.c_str(), r.bubble_ms);
+    std::string line = buf;
+    for (int64_t b : r.dimension_bytes) line += std::to_string(b) + "\t";
     std::string err = r.error;
     std::replace(err.begin(), err.end(), '\n', ' ');
-    return buf + err + "\n";
+    return line + err + "\n";
 }
 
 bool decode(std::string line, SweepResult& r) {
@@ -331,7 +333,7 @@ bool decode(std::string line, SweepResult& r) {
     std::string field;
     std::vector<std::string> f;
     while (std::getline(in, field, '\t')) f.push_back(field);
-    if (f.size() < 12) return false;
+    if (f.size() < 17) return false;
     r.point.index = std::stoul(f[0]);
     r.world = std::stoll(f[1]);
     r.step_ms = std::stod(f[2]);
@@ -344,7 +346,8 @@ bool decode(std::string line, SweepResult& r) {
     r.gpu_memory_bytes = std::stoll(f[9]);
     r.fits = f[10] == "-" ? "" : f[10];
     r.bubble_ms = std::stod(f[11]);
-    r.error = f.size() > 12 ? f[12] : "";
+    for (size_t d = 0; d < 5; ++d) r.dimension_bytes[d] = std::stoll(f[12 + d]);
+    r.error = f.size() > 17 ? f[17] : "";
     return true;
 }
 
@@ -422,7 +425,7 @@ void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector
         if (spec.has_layouts()) out << ",pp,tp,sp,ep";   // a layout sweep's columns (and its bubble below)
         for (const auto& s : spec.settings) out << ',' << s.key;
         out << ",step_ms,compute_ms,comm_ms,exposed_comm_ms,";
-        if (spec.has_layouts()) out << "bubble_ms,";
+        if (spec.has_layouts()) out << "bubble_ms,pipe_bytes,tensor_bytes,sequence_bytes,expert_bytes,zero_bytes,";
         out << "wire_bytes_per_rank,memory_bytes_per_rank,activation_bytes_per_rank,gpu_memory_bytes,fits,error\n";
     }
     char buf[256];
@@ -436,6 +439,7 @@ void write_sweep_csv(std::ostream& out, const SweepSpec& spec, const std::vector
         if (spec.has_layouts()) {
             std::snprintf(buf, sizeof buf, ",%.6f", r.bubble_ms);
             out << buf;
+            for (int64_t b : r.dimension_bytes) out << ',' << b;
         }
         std::snprintf(buf, sizeof buf, ",%.0f,%lld,%lld,%lld,%s,", r.wire_bytes, static_cast<long long>(r.memory_bytes),
                       static_cast<long long>(r.activation_bytes), static_cast<long long>(r.gpu_memory_bytes), r.fits.c_str());

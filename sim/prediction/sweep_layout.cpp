@@ -2,6 +2,7 @@
 // simulated together (timing/engine.hpp simulate_ranks), so that the step, its bubble and the
 // stage that holds the most memory come out of the same run `zerosim predict --pp` makes.
 #include <algorithm>
+#include <iterator>
 
 #include "analysis/explain.hpp"
 #include "analysis/fit.hpp"
@@ -82,7 +83,9 @@ void predict_layout_point(const SweepSpec& spec, const Model& model, const DsCon
     std::vector<const Prediction*> timings;
     for (const auto& t : timed.value()) timings.push_back(&t);
     const int last = spec.steps - 1;
-    for (const StageTime& st : stage_times(list, timings, last)) {
+    const std::vector<StageTime> rows = stage_times(list, timings, last);
+    if (!rows.empty()) std::copy(std::begin(rows[0].bytes), std::end(rows[0].bytes), std::begin(r.dimension_bytes));
+    for (const StageTime& st : rows) {
         r.step_ms = st.step_s * 1e3;
         r.compute_ms = std::max(r.compute_ms, st.compute_s * 1e3);
         r.bubble_ms = std::max(r.bubble_ms, st.bubble_s * 1e3);

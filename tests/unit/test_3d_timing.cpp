@@ -204,3 +204,53 @@ TEST(PipelineTime, UnmatchedSendIsAnError) {
     ASSERT_TRUE(after.ok()) << after.error().what();
     EXPECT_NEAR(after->at(1).total_s, before->at(1).total_s, 1e-12);
 }
+
+// A Hugging Face model under --pp is cut as a PipelineModule of its embedding, each decoder layer, the
+// final norm and the head (Megatron-DeepSpeed's GPTModelPipe order). Llama-2-7B (32 layers, hidden
+// 4096, vocab 32000, untied) on 2 stages of 4 ranks: 35 layers; stage 0 sends each micro batch's
+// hidden states, micro_batch x seq x hidden = 2 x 4096 x 4096 elements in bf16.
+TEST(PipelineTime, HuggingFaceModelIsCutIntoItsLayers) {
+    const Model m = load_model(std::string(ZEROSIM_CONFIGS_DIR) + "/models/llama-2-7b.json").value();
+    Model cut = m;
+    derive_hf_pipeline_layers(cut, 4096);
+    ASSERT_EQ(cut.parallel.pipe_layers.size(), 35u);
+    EXPECT_EQ(cut.parallel.pipe_layers.front().name, "model.embed_tokens");
+    EXPECT_EQ(cut.parallel.pipe_layers[1].name, "model.layers.0");
+    EXPECT_EQ(cut.parallel.pipe_layers[33].name, "model.norm");
+    EXPECT_EQ(cut.parallel.pipe_layers.back().name, "lm_head");
+    EXPECT_EQ(cut.parallel.pipe_layers.back().output, (std::vector<int64_t>{4096, 32000}));
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "bf16": {"enabled": true},
+                                    "zero_optimization": {"stage": 1}})");
+    ParallelLayout L;
+    L.pipe = 2;
+    const Schedule s = rank_schedule(m, c, L, 8, 0);
+    int64_t sent = 0;
+    for (const Op& op : s.ops)
+        if (op.rule == RuleId::PipeActivationSend && op.step == 0) sent = op.elements;
+    EXPECT_EQ(sent, int64_t{2} * 4096 * 4096);
+}
+
+// Megatron gives each of t tensor ranks heads / t: the attention core charged to o_proj (4 s width
+// FLOPs per token, width = heads x head_dim = 4096 for Llama-2-7B) is cut by t like the projections.
+// At tp 2, o_proj's forward is 2 x tokens x (4096 x 2048) + 4 x tokens x 4096 x 2048.
+TEST(PipelineTime, AttentionCoreIsSplitOverTensorRanks) {
+    const Model m = load_model(std::string(ZEROSIM_CONFIGS_DIR) + "/models/llama-2-7b.json").value();
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}})");
+    for (int64_t pp : {1, 2}) {   // also after a pipeline cut rebuilds the rank's modules
+        ParallelLayout L;
+        L.tensor = 2;
+        L.pipe = pp;
+        ScheduleOptions o;
+        o.world = 2 * pp;
+        o.seq_len = 4096;
+        o.layout = L;
+        auto s = build_schedule(m, c, o);
+        ASSERT_TRUE(s.ok()) << s.error().what();
+        double flops = -1;
+        for (const Op& op : s->ops)
+            if (op.kind == OpKind::Compute && op.compute == ComputeKind::Forward && op.module_name == "model.layers.0.self_attn.o_proj")
+                flops = op.flops;
+        const double tokens = 4096;
+        EXPECT_DOUBLE_EQ(flops, 2 * tokens * 4096 * 2048 + 4 * tokens * 4096 * 2048) << "pp " << pp;
+    }
+}

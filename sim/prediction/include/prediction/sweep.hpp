@@ -63,6 +63,9 @@ struct SweepResult {
     int64_t world = 0;
     double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_ms = 0;
     double bubble_ms = 0;             // a pipeline: its most idle stage's wait for the others (prediction/stage_time.hpp)
+    // A 3D layout: the bytes stage 0's rank sends (or logs) per step in each dimension (pipe, tensor,
+    // sequence, expert, zero: prediction/stage_time.hpp Dimension).
+    int64_t dimension_bytes[5] = {};
     double wire_bytes = 0;            // per rank, last step
     int64_t memory_bytes = 0;         // model states per rank
     int64_t activation_bytes = 0;     // one micro batch's activations per rank (analysis/fit.hpp)
