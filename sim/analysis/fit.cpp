@@ -132,8 +132,8 @@ void stage_vocab(const Model& whole, StageActivations& a) {
             a.vocab_parallel = p.tp == TpSplit::Column && a.tensor > 1;
 }
 
-// One layer, one micro batch, in 16-bit units per token: {all it stores, what checkpointing keeps}.
-// The paper's block, or the model's own (its largest layer; outside_tp whole, the rest / t).
+// What one layer stores for one micro batch, in 16-bit units per token: the paper's block, or the
+// model's own (its largest layer; outside_tp whole, the rest / t).
 long double layer_units_per_token(const Model& whole, const StageActivations& a) {
     const long double t = static_cast<long double>(a.tensor);
     if (whole.activations.total > 0) {
@@ -163,9 +163,10 @@ std::string stage_formula(const Model& whole, const StageActivations& a) {
         whole.activations.total > 0 ? "A = the model's block per token (" + whole.activations.formula + "), its norms' and projections' inputs whole, the rest / t"
                                     : "A = h (10 + 24/t) per token (Korthikanti et al. 2022 sec. 4.2, no s x s scores: FlashAttention)";
     std::snprintf(line, sizeof line,
-                  "%s x %lld micro batch(es) in flight%s%s; %s; L=%lld layers, s/sp=%lld, b=%lld, h=%lld, v=%lld, t=%lld, "
+                  "%s x %lld micro batch(es) in flight%s%s%s; %s; L=%lld layers, s/sp=%lld, b=%lld, h=%lld, v=%lld, t=%lld, "
                   "%lld-byte activations",
-                  a.checkpointing ? "(2 s b h L + s b A once)" : "s b A L", static_cast<long long>(a.in_flight),
+                  a.checkpointing ? "2 s b h L" : "s b A L", static_cast<long long>(a.in_flight),
+                  a.checkpointing ? " + s b A once (one layer recomputed)" : "",
                   a.embedding_mask ? " + s b h embedding dropout mask per micro batch in flight" : "",
                   a.last ? (a.vocab_parallel ? " + 4 s b h + 4 s b v / t (final norm, head, fp32 logits)" : " + 4 s b h + 4 s b v (final norm, head, fp32 logits)") : "",
                   block.c_str(), static_cast<long long>(a.layers), static_cast<long long>(a.tokens),
