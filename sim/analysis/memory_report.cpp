@@ -224,7 +224,8 @@ Status write_layout_memory_json(std::ostream& out, const Model& whole, const DsC
         o["params"] = r.params;
         o["model_state_bytes"] = {{"parameters", r.states.category("parameters")}, {"gradients", r.states.category("gradients")},
                                   {"optimizer", r.states.category("optimizer")}, {"buckets", r.states.category("buckets")},
-                                  {"total", r.states.total()}};
+                                  {"total", r.states.total()}, {"paper_bytes", r.states.paper_bytes},
+                                  {"paper_formula", r.states.paper_formula}};
         o["layers"] = a.layers;
         o["micro_batches_in_flight"] = a.in_flight;
         o["activation_bytes"] = {{"layers", a.layers_bytes}, {"outside_layers", a.outside_bytes}, {"total", a.total()}};

@@ -109,6 +109,8 @@ TEST(LayoutMemory, GptNeox20BModelStatesAsThePaperSplitsThem) {
         const int64_t states = e.category("parameters") + e.category("gradients") + e.category("optimizer") - fp32_step_partition;
         EXPECT_NEAR(static_cast<double>(states), static_cast<double>(paper[k]), 0.01 * static_cast<double>(paper[k]));
         EXPECT_EQ(e.category("buckets"), 2 * 1260000000LL * 2);
+        // The paper's figure as memory prints it beside (paper_bytes, "ZeRO paper" in the JSON).
+        EXPECT_NEAR(static_cast<double>(e.paper_bytes), static_cast<double>(paper[k]), 0.01 * static_cast<double>(paper[k]));
     }
 }
 
