@@ -1,8 +1,12 @@
 #include "analysis/fit.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
+
+#include "schedule/pipe_schedule.hpp"
 
 namespace zerosim {
 
@@ -84,6 +88,142 @@ ActivationEstimate estimate_activations(const Model& m, int64_t seq_len, int64_t
                   checkpointing ? ", 5: full activation checkpointing" : "");
     a.formula = line;
     return a;
+}
+
+int64_t transformer_layers(const Model& m) {
+    std::map<std::string, int> linears;
+    std::set<std::string> embeddings;
+    for (const auto& mod : m.modules) {
+        std::set<std::string> blocks;
+        for (int p : mod.params) blocks.insert(transformer_block_of(m.params[static_cast<size_t>(p)].name));
+        for (const auto& b : blocks) {
+            if (b.empty()) continue;
+            if (mod.kind == ModuleKind::Embedding) embeddings.insert(b);
+            if (mod.kind == ModuleKind::Linear) ++linears[b];
+        }
+    }
+    int64_t n = 0;
+    for (const auto& [block, count] : linears) n += count >= 2 && !embeddings.count(block) ? 1 : 0;
+    return n;
+}
+
+int64_t micro_batches_in_flight(int64_t micro_batches, int64_t stages, int64_t stage, bool pipelined) {
+    if (!pipelined || micro_batches < 1) return 1;
+    // Forwards run minus backwards run, at its largest over TrainSchedule's steps (schedule.py 197-245).
+    int64_t held = 0, peak = 0;
+    for (const auto& step : pipe_train_schedule(micro_batches, stages, stage))
+        for (const auto& c : step) {
+            if (c.instr == PipeInstr::ForwardPass) peak = std::max(peak, ++held);
+            if (c.instr == PipeInstr::BackwardPass) --held;
+        }
+    return std::max<int64_t>(peak, 1);
+}
+
+namespace {
+
+// h and v as estimate_activations reads them (the widest token embedding), and whether the head
+// (the last matrix with v rows: the output layer, or the tied embedding) is vocabulary parallel.
+void stage_vocab(const Model& whole, StageActivations& a) {
+    const ActivationEstimate e = estimate_activations(whole, 1, 1, DType::FP16, false);
+    a.hidden = e.hidden;
+    a.vocab = e.vocab;
+    for (const auto& p : whole.params)
+        if (p.shape.size() == 2 && p.shape[static_cast<size_t>(p.tp_dim)] == a.vocab && a.vocab > 0)
+            a.vocab_parallel = p.tp == TpSplit::Column && a.tensor > 1;
+}
+
+// What one layer stores for one micro batch, in 16-bit units per token: the paper's block, or the
+// model's own (its largest layer; outside_tp whole, the rest / t).
+long double layer_units_per_token(const Model& whole, const StageActivations& a) {
+    const long double t = static_cast<long double>(a.tensor);
+    if (whole.activations.total > 0) {
+        const auto& A = whole.activations;
+        return static_cast<long double>(A.largest_outside_tp) + static_cast<long double>(A.largest - A.largest_outside_tp) / t;
+    }
+    return static_cast<long double>(a.hidden) * (10 + 24 / t);
+}
+
+// All layers of the stage, one micro batch, 16-bit units per token (checkpointing aside).
+long double stage_layers_units_per_token(const Model& whole, const StageActivations& a, int64_t whole_layers) {
+    const long double t = static_cast<long double>(a.tensor);
+    if (whole.activations.total > 0 && whole_layers > 0) {
+        const auto& A = whole.activations;
+        const long double all = static_cast<long double>(A.outside_tp) + static_cast<long double>(A.total - A.outside_tp) / t;
+        return all * static_cast<long double>(a.layers) / static_cast<long double>(whole_layers);
+    }
+    return static_cast<long double>(a.hidden) * (10 + 24 / t) * static_cast<long double>(a.layers);
+}
+
+std::string stage_formula(const Model& whole, const StageActivations& a) {
+    if (a.hidden == 0)
+        return "not counted: the model has no token embedding (Korthikanti et al.'s accounting needs transformer layers "
+               "of width h and a vocabulary v): 0 bytes";
+    char line[900];
+    const std::string block =
+        whole.activations.total > 0 ? "A = the model's block per token (" + whole.activations.formula + "), its norms' and projections' inputs whole, the rest / t"
+                                    : "A = h (10 + 24/t) per token (Korthikanti et al. 2022 sec. 4.2, no s x s scores: FlashAttention)";
+    std::snprintf(line, sizeof line,
+                  "%s x %lld micro batch(es) in flight%s%s%s; %s; L=%lld layers, s/sp=%lld, b=%lld, h=%lld, v=%lld, t=%lld, "
+                  "%lld-byte activations",
+                  a.checkpointing ? "2 s b h L" : "s b A L", static_cast<long long>(a.in_flight),
+                  a.checkpointing ? " + s b A once (one layer recomputed)" : "",
+                  a.embedding_mask ? " + s b h embedding dropout mask per micro batch in flight" : "",
+                  a.last ? (a.vocab_parallel ? " + 4 s b h + 4 s b v / t (final norm, head, fp32 logits)" : " + 4 s b h + 4 s b v (final norm, head, fp32 logits)") : "",
+                  block.c_str(), static_cast<long long>(a.layers), static_cast<long long>(a.tokens),
+                  static_cast<long long>(a.micro_batch), static_cast<long long>(a.hidden), static_cast<long long>(a.vocab),
+                  static_cast<long long>(a.tensor), static_cast<long long>(a.element_bytes));
+    return std::string(line) + (a.checkpointing ? " (full activation checkpointing, Table 2)" : "");
+}
+
+}  // namespace
+
+StageActivations estimate_stage_activations(const Model& whole, const Model& local, const ParallelLayout& layout,
+                                            int64_t stage, int64_t seq_len, int64_t micro_batch, int64_t micro_batches,
+                                            DType dtype, bool checkpointing) {
+    StageActivations a;
+    a.stage = stage;
+    a.stages = std::max<int64_t>(layout.pipe, 1);
+    a.layers = transformer_layers(local);
+    a.micro_batches = micro_batches;
+    a.in_flight = micro_batches_in_flight(micro_batches, a.stages, stage, layout.pipelined());
+    a.tensor = std::max<int64_t>(layout.tensor, 1);
+    a.sequence = std::max<int64_t>(layout.sequence, 1);
+    a.tokens = seq_len / a.sequence;   // Ulysses needs sp to divide s (DistributedAttention's all_to_all)
+    a.micro_batch = micro_batch;
+    a.element_bytes = dtype == DType::FP32 ? 4 : 2;
+    a.checkpointing = checkpointing || whole.gradient_checkpointing;
+    a.first = stage == 0;
+    a.last = stage == a.stages - 1;
+    stage_vocab(whole, a);
+    const long double sb = static_cast<long double>(a.tokens) * static_cast<long double>(micro_batch);
+    const long double scale = a.element_bytes / 2.0L, n = static_cast<long double>(a.in_flight);
+    const long double sbh = sb * static_cast<long double>(a.hidden);
+    a.per_layer_bytes = std::llround(sb * layer_units_per_token(whole, a) * scale);
+    if (a.checkpointing) {
+        a.kept_per_layer_bytes = std::llround(2 * sbh * scale);
+        a.layers_bytes = a.layers == 0 ? 0 : std::llround(2 * sbh * scale * static_cast<long double>(a.layers) * n) + a.per_layer_bytes;
+    } else {
+        a.kept_per_layer_bytes = a.per_layer_bytes;
+        a.layers_bytes = std::llround(sb * stage_layers_units_per_token(whole, a, transformer_layers(whole)) * scale * n);
+    }
+    long double outside = 0;
+    // The embedding's dropout mask, one byte per element whatever the activations' dtype; the
+    // families with their own block (Model::activations) train without dropout.
+    a.embedding_mask = a.first && whole.activations.total == 0;
+    if (a.embedding_mask) outside += sbh * n;
+    if (a.last)
+        outside += 4 * sbh * scale + 4 * sb * static_cast<long double>(a.vocab) / (a.vocab_parallel ? static_cast<long double>(a.tensor) : 1.0L);
+    a.outside_bytes = std::llround(outside);
+    a.formula = stage_formula(whole, a);
+    return a;
+}
+
+FitEstimate estimate_fit(int64_t model_states, const StageActivations& a, double gpu_memory_gb) {
+    FitEstimate f;
+    f.model_states = model_states;
+    f.activations = a.total();
+    f.gpu_bytes = gpu_memory_gb > 0 ? static_cast<int64_t>(std::llround(gpu_memory_gb * 1e9)) : 0;
+    return f;
 }
 
 FitEstimate estimate_fit(int64_t model_states, const ActivationEstimate& a, double gpu_memory_gb) {

@@ -1,5 +1,6 @@
 #include "analysis/memory_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -110,7 +111,81 @@ void write_memory_json(std::ostream& out, const MemoryReport& r) {
 
 namespace zerosim {
 
-Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& s) {
+Result<std::vector<StageFit>> layout_fit(const Model& whole, const DsConfig& cfg, const Schedule& s, const FitOptions& fit) {
+    const ParallelLayout& L = s.meta.layout;
+    std::vector<StageFit> out;
+    for (int64_t stage = 0; stage < std::max<int64_t>(L.pipe, 1); ++stage) {
+        const ScheduleOptions o = options_for_stage(s.meta, stage);
+        auto local = rank_local_model(whole, cfg, o);
+        if (!local) return local.error();
+        auto sched = stage == s.meta.pipe_stage ? Result<Schedule>(s) : build_schedule(whole, cfg, o);
+        if (!sched) return sched.error();
+        StageFit r;
+        r.stage = stage;
+        r.rank = o.rank;
+        r.params = local->total_numel();
+        // estimate_memory reads ZeRO's world from the schedule (the data-parallel group) and the
+        // parameters from the model the rank holds.
+        r.states = estimate_memory(local.value(), cfg, sched.value());
+        r.activations = estimate_stage_activations(whole, local.value(), L, stage, s.meta.seq_len, s.meta.micro_batch,
+                                                   s.meta.grad_accum, cfg.model_dtype,
+                                                   fit.activation_checkpointing || cfg.activation_checkpointing);
+        r.fit = estimate_fit(r.states.total(), r.activations, fit.gpu_memory_gb);
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+int64_t stage_holding_most(const std::vector<StageFit>& stages) {
+    int64_t best = -1;
+    for (size_t i = 0; i < stages.size(); ++i)
+        if (best < 0 || stages[i].fit.total() > stages[static_cast<size_t>(best)].fit.total()) best = static_cast<int64_t>(i);
+    return best;
+}
+
+std::string stage_fit_sentence(const StageFit& s) {
+    return "stage " + std::to_string(s.stage) + " (rank " + std::to_string(s.rank) + "): " + fit_sentence(s.fit);
+}
+
+namespace {
+
+// The activations table, each stage's formula and the fit line per stage.
+void write_layout_activations_text(std::ostream& out, const std::vector<StageFit>& stages, const ScheduleMeta& meta,
+                                   const FitOptions& fit) {
+    out << "# Activations per rank at each stage's peak: " << meta.grad_accum << " micro batch(es) of " << meta.micro_batch
+        << " x " << meta.seq_len << " tokens per step"
+        << (meta.layout.pipelined() ? "; under 1F1B stage k of p holds min(p - k, m) of them" : ", one at a time")
+        << (meta.layout.sequence > 1 ? "; Ulysses: s / sp tokens per rank" : "") << "\n";
+    char line[400];
+    std::snprintf(line, sizeof line, "%-6s %-6s %7s %10s %12s %12s %12s %12s %12s  %s\n", "stage", "rank", "layers", "in flight",
+                  "kept/layer", "layers", "outside", "activations", "total", "fits");
+    out << line;
+    for (const auto& r : stages) {
+        const StageActivations& a = r.activations;
+        std::snprintf(line, sizeof line, "%-6lld %-6lld %7lld %10lld %12s %12s %12s %12s %12s  %s\n", static_cast<long long>(r.stage),
+                      static_cast<long long>(r.rank), static_cast<long long>(a.layers), static_cast<long long>(a.in_flight),
+                      ds_size_string(a.kept_per_layer_bytes).c_str(), ds_size_string(a.layers_bytes).c_str(),
+                      ds_size_string(a.outside_bytes).c_str(), ds_size_string(a.total()).c_str(),
+                      ds_size_string(r.fit.total()).c_str(), r.fit.verdict().c_str());
+        out << line;
+    }
+    for (const auto& r : stages) out << "  stage " << r.stage << ": " << r.activations.formula << "\n";
+    for (const auto& r : stages) out << stage_fit_sentence(r) << (fit.gpu.empty() ? "" : " (" + fit.gpu + ")") << "\n";
+    const int64_t most = stage_holding_most(stages);
+    if (most < 0) return;
+    const StageFit& m = stages[static_cast<size_t>(most)];
+    char most_gib[32];
+    std::snprintf(most_gib, sizeof most_gib, "%.2f", static_cast<double>(m.fit.total()) / static_cast<double>(int64_t{1} << 30));
+    out << "Stage " << m.stage << " holds the most (" << most_gib << " GiB per rank). Not counted: "
+        << (meta.layout.pipelined() ? "the pipeline's send and receive buffers, " : "")
+        << "the s x s attention scores (FlashAttention assumed).\n";
+}
+
+}  // namespace
+
+Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& s, const FitOptions& fit) {
+    auto stages = layout_fit(whole, cfg, s, fit);
+    if (!stages) return stages.error();
     const ParallelLayout& L = s.meta.layout;
     out << "# Model states per rank: pipe " << L.pipe << " x data " << L.data() << " x sequence " << L.sequence << " x tensor "
         << L.tensor << ", ZeRO stage " << cfg.zero.stage << " over each rank's " << s.meta.world
@@ -119,17 +194,10 @@ Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsC
     std::snprintf(line, sizeof line, "%-6s %-6s %16s %12s %12s %12s %12s %12s\n", "stage", "rank", "parameters held", "parameters",
                   "gradients", "optimizer", "buckets", "total");
     out << line;
-    for (int64_t stage = 0; stage < L.pipe; ++stage) {
-        const ScheduleOptions o = options_for_stage(s.meta, stage);
-        auto local = rank_local_model(whole, cfg, o);
-        if (!local) return local.error();
-        auto sched = stage == s.meta.pipe_stage ? Result<Schedule>(s) : build_schedule(whole, cfg, o);
-        if (!sched) return sched.error();
-        // estimate_memory reads ZeRO's world from the schedule (the data-parallel group) and the
-        // parameters from the model the rank holds.
-        const MemoryEstimate e = estimate_memory(local.value(), cfg, sched.value());
-        std::snprintf(line, sizeof line, "%-6lld %-6lld %16lld %12s %12s %12s %12s %12s\n", static_cast<long long>(stage),
-                      static_cast<long long>(o.rank), static_cast<long long>(local->total_numel()),
+    for (const auto& r : stages.value()) {
+        const MemoryEstimate& e = r.states;
+        std::snprintf(line, sizeof line, "%-6lld %-6lld %16lld %12s %12s %12s %12s %12s\n", static_cast<long long>(r.stage),
+                      static_cast<long long>(r.rank), static_cast<long long>(r.params),
                       ds_size_string(e.category("parameters")).c_str(), ds_size_string(e.category("gradients")).c_str(),
                       ds_size_string(e.category("optimizer")).c_str(), ds_size_string(e.category("buckets")).c_str(),
                       ds_size_string(e.total()).c_str());
@@ -137,8 +205,40 @@ Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsC
     }
     out << "Each stage holds its own layers, split over its " << L.tensor
         << " tensor rank(s) (norms and row-parallel biases whole), and ZeRO partitions what it holds over its data-parallel "
-           "group. Not counted yet: activations (the micro batches in flight on each stage under 1F1B, Korthikanti et al.'s "
-           "/t factors) and the pipeline's send and receive buffers.\n";
+           "group.\n";
+    write_layout_activations_text(out, stages.value(), s.meta, fit);
+    return std::nullopt;
+}
+
+Status write_layout_memory_json(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& s, const FitOptions& fit) {
+    auto stages = layout_fit(whole, cfg, s, fit);
+    if (!stages) return stages.error();
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    const int64_t most = stage_holding_most(stages.value());
+    for (size_t i = 0; i < stages->size(); ++i) {
+        const StageFit& r = stages.value()[i];
+        const StageActivations& a = r.activations;
+        nlohmann::ordered_json o;
+        o["stage"] = r.stage;
+        o["rank"] = r.rank;
+        o["params"] = r.params;
+        o["model_state_bytes"] = {{"parameters", r.states.category("parameters")}, {"gradients", r.states.category("gradients")},
+                                  {"optimizer", r.states.category("optimizer")}, {"buckets", r.states.category("buckets")},
+                                  {"total", r.states.total()}, {"paper_bytes", r.states.paper_bytes},
+                                  {"paper_formula", r.states.paper_formula}};
+        o["layers"] = a.layers;
+        o["micro_batches_in_flight"] = a.in_flight;
+        o["activation_bytes"] = {{"layers", a.layers_bytes}, {"outside_layers", a.outside_bytes}, {"total", a.total()}};
+        o["activation_formula"] = a.formula;
+        o["activation_checkpointing"] = a.checkpointing;
+        o["framework_reserve_bytes"] = r.fit.reserve;
+        o["total_bytes"] = r.fit.total();
+        if (r.fit.known()) o["gpu_memory_bytes"] = r.fit.gpu_bytes;
+        o["fits"] = r.fit.verdict();
+        o["holds_most"] = static_cast<int64_t>(i) == most;
+        j.push_back(o);
+    }
+    out << j.dump(1) << '\n';
     return std::nullopt;
 }
 

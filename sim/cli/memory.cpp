@@ -17,19 +17,35 @@ struct MemoryArgs {
     std::string topology;   // the GPU to fit on (gpu.memory_gb), optional
 };
 
-// A 3D layout (the flags', or a GPT-NeoX config's): the model states of each pipeline stage's rank.
+// The GPU to fit on: the topology's gpu.memory_gb (none given: the fit is "unknown").
+Status read_fit_topology(const MemoryArgs& a, FitOptions& fit) {
+    if (a.topology.empty()) return std::nullopt;
+    auto topo = load_topology(a.topology);
+    if (!topo) return topo.error();
+    fit.gpu_memory_gb = topo->gpu_memory_gb;
+    fit.gpu = topo->name;
+    return std::nullopt;
+}
+
+// A 3D layout (the flags', or a GPT-NeoX config's): per pipeline stage's rank, the model states,
+// the activations at the stage's peak and the fit against the topology's GPU.
 int run_layout_memory(const MemoryArgs& a) {
-    const char* unsupported = !a.measured.empty() ? "--measured" : a.format == "json" ? "--format" : nullptr;
-    if (unsupported)
-        return input_error(Error{"", unsupported, "not with a pipeline, tensor, sequence or expert parallel layout yet (its "
-                                                  "memory is the model states per stage, as text)"});
+    if (!a.measured.empty())
+        return input_error(Error{"", "--measured", "not with a pipeline, tensor, sequence or expert parallel layout yet "
+                                                   "(zerorun's measured memory is for one data-parallel rank)"});
     ScheduleArgs s = a.sched;
     s.per_rank = true;
     auto in = load_inputs(s);
     if (!in) return input_error(in.error());
+    FitOptions fit{a.sched.activation_checkpointing, a.sched.seq_len, 0, ""};
+    if (auto e = read_fit_topology(a, fit)) return input_error(*e);
     std::ostringstream text;
-    if (auto e = write_layout_memory_text(text, in->model, in->cfg, in->schedule)) return input_error(*e);
-    return emit(a.sched.output, schedule_input_files(a.sched), [&](std::ostream& out) { out << text.str(); });
+    const auto written = a.format == "json" ? write_layout_memory_json(text, in->model, in->cfg, in->schedule, fit)
+                                            : write_layout_memory_text(text, in->model, in->cfg, in->schedule, fit);
+    if (written) return input_error(*written);
+    std::vector<std::string> inputs = schedule_input_files(a.sched);
+    if (!a.topology.empty()) inputs.push_back(a.topology);
+    return emit(a.sched.output, inputs, [&](std::ostream& out) { out << text.str(); });
 }
 
 int run_memory(const MemoryArgs& a) {
@@ -54,12 +70,7 @@ int run_memory(const MemoryArgs& a) {
         measured = m.value();
     }
     FitOptions fit{a.sched.activation_checkpointing, a.sched.seq_len, 0, ""};
-    if (!a.topology.empty()) {
-        auto topo = load_topology(a.topology);
-        if (!topo) return input_error(topo.error());
-        fit.gpu_memory_gb = topo->gpu_memory_gb;
-        fit.gpu = topo->name;
-    }
+    if (auto e = read_fit_topology(a, fit)) return input_error(*e);
     auto report = memory_report(model.value(), cfg.value(), a.sched.world, stages.value(), measured, a.measured, fit,
                                 a.sched.gpus_per_node);
     if (!report) return input_error(report.error());
@@ -75,7 +86,7 @@ int run_memory(const MemoryArgs& a) {
 
 Command add_memory(CLI::App& app) {
     auto a = std::make_shared<MemoryArgs>();
-    auto* sub = app.add_subcommand("memory", "Model-state memory per rank and stage, beside the ZeRO paper and DeepSpeed's estimator");
+    auto* sub = app.add_subcommand("memory", "Model-state memory per rank and stage, beside the ZeRO paper and DeepSpeed's estimator; with --pp/--tp/--sp/--ep or --neox-config, per pipeline stage: model states, activations (micro batches in flight under 1F1B, Korthikanti's /t, Ulysses' s/sp) and the fit on the GPU");
     add_schedule_inputs(sub, a->sched, true);
     sub->add_option("--stages", a->stages, "Stages to show")->capture_default_str();
     sub->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();

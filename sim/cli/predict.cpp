@@ -36,7 +36,18 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
         compare = compare_what_if(a.sched.what_if, *sim, a.sched.activation_checkpointing);
         fit = compare->what_if.fit;
     }
+    std::vector<StageFit> stage_fits;   // a 3D layout: each stage's memory (analysis/memory_report.hpp)
+    if (sched.meta.layout.is_3d()) {
+        const FitOptions o{a.sched.activation_checkpointing || sim->in.cfg.activation_checkpointing, 0, sim->topology.gpu_memory_gb,
+                           sim->topology.name};
+        auto fits = layout_fit(sim->in.model, sim->in.cfg, sched, o);
+        if (!fits) return input_error(fits.error());
+        stage_fits = std::move(fits).value();
+        const int64_t most = stage_holding_most(stage_fits);
+        if (most >= 0) fit = stage_fits[static_cast<size_t>(most)].fit;
+    }
     PredictReport report{sched, sim->topology, shown, overlapped, &fit, ""};
+    if (!stage_fits.empty()) report.stage_fits = &stage_fits;
     if (compare) report.what_if_json = what_if_json(*compare);
     const std::vector<StageTime> stages = stage_times(sim->stage_list(), sim->stage_timings());
     if (!stages.empty()) report.stages = &stages;

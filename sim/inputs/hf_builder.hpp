@@ -102,11 +102,15 @@ struct HfBuilder {
     void exit() { stack.pop_back(); }
     // One layer's activations per token in 16-bit bytes (Model::activations); clamped at 2^54, far
     // past any model's, so that analysis/fit.hpp's products with s and b stay inside 64 bits.
-    void layer_activations(long double bytes) {
+    // `outside_tp`: the part of it that stays whole on every tensor-parallel rank (LayerActivations).
+    void layer_activations(long double bytes, long double outside_tp) {
         const long double cap = static_cast<long double>(int64_t{1} << 54);
         const auto one = static_cast<int64_t>(bytes < cap ? bytes : cap);
+        const auto whole = std::min(one, static_cast<int64_t>(outside_tp < cap ? outside_tp : cap));
+        if (one >= m.activations.largest) m.activations.largest_outside_tp = whole;
         m.activations.largest = std::max(m.activations.largest, one);
         m.activations.total = static_cast<int64_t>(std::min<long double>(cap, static_cast<long double>(m.activations.total) + one));
+        m.activations.outside_tp = static_cast<int64_t>(std::min<long double>(cap, static_cast<long double>(m.activations.outside_tp) + whole));
     }
     // The output head `name` [V, H]: its own weight unless tied, else the token embedding's
     // `embed` (named_parameters() lists a tied weight once); then its call.
@@ -169,12 +173,17 @@ struct LayerParts {
     virtual void mlp_calls(HfBuilder& b, const std::string& mlp, int64_t layer) const = 0;
     // What the MLP stores per token (16-bit bytes) and how, for Model::activations.
     virtual long double mlp_activations(int64_t layer) const = 0;
+    // Of it, what stays whole under tensor parallelism: the MLP's input 2h (default), a MoE layer's
+    // router input and scores and its experts' inputs (Korthikanti et al. sec. 4.2.1: a column-parallel
+    // linear's input is replicated).
+    virtual long double mlp_outside_tp(int64_t layer) const = 0;
     virtual std::string mlp_formula() const = 0;
     // The attention's parameters and calls; the default is AttentionSpec's.
     virtual bool own_attention() const { return false; }
     virtual void attention_params(HfBuilder&, const std::string&) const {}
     virtual void attention_calls(HfBuilder&, const std::string&) const {}
     virtual long double attention_activations() const { return 0; }
+    virtual long double attention_outside_tp() const { return 0; }   // own_attention: its whole part
     virtual std::string attention_formula() const { return ""; }
 };
 

@@ -159,8 +159,11 @@ void build_decoder(HfBuilder& b, const DecoderSpec& d, const LayerParts& parts) 
         decoder_layer_calls(b, d, parts, h, l);
         // Each norm's input (2h; OLMo's parameterless LayerNorm stores it too), the attention, the MLP.
         const long double attention = parts.own_attention() ? parts.attention_activations() : attention_activations(d.attention);
-        b.layer_activations(2.0L * d.hidden * static_cast<long double>(layer_norms(d.placement).size()) + attention +
-                            parts.mlp_activations(l));
+        // Whole on every tensor rank: the norms' inputs, the attention's input (2h; MLA's down
+        // projections and their norms too) and the MLP's (parts.mlp_outside_tp).
+        const long double norms = 2.0L * d.hidden * static_cast<long double>(layer_norms(d.placement).size());
+        const long double attention_whole = parts.own_attention() ? parts.attention_outside_tp() : 2.0L * d.attention.hidden;
+        b.layer_activations(norms + attention + parts.mlp_activations(l), norms + attention_whole + parts.mlp_outside_tp(l));
     }
     b.m.activations.formula = std::to_string(layer_norms(d.placement).size()) + " norms' inputs 2h each, " +
                               (parts.own_attention() ? parts.attention_formula()
@@ -183,6 +186,7 @@ struct DenseLayers : LayerParts {
     void mlp_params(HfBuilder& b, const std::string& p, int64_t) const override { gated_mlp_params(b, p, mlp); }
     void mlp_calls(HfBuilder& b, const std::string& p, int64_t) const override { gated_mlp_calls(b, p, mlp); }
     long double mlp_activations(int64_t) const override { return gated_mlp_activations(mlp); }
+    long double mlp_outside_tp(int64_t) const override { return 2.0L * mlp.hidden; }
     std::string mlp_formula() const override { return "gated MLP 2h + 8I"; }
 };
 

@@ -69,6 +69,12 @@ struct MoeLayers : LayerParts {
         return 2.0L * dense.hidden + static_cast<long double>(sparse.top_k) * gated_mlp_activations(sparse.expert) +
                (sparse.shared_name ? 8.0L * sparse.shared.inter : 0) + 4.0L * sparse.experts;
     }
+    // Whole under tensor parallelism: the block's input, each chosen expert's input copy and the
+    // router's scores; the experts' 8 I_e and the shared expert's 8 I_s are split.
+    long double mlp_outside_tp(int64_t l) const override {
+        if (!is_sparse[static_cast<size_t>(l)]) return 2.0L * dense.hidden;
+        return 2.0L * dense.hidden + static_cast<long double>(sparse.top_k) * 2.0L * sparse.expert.hidden + 4.0L * sparse.experts;
+    }
     std::string mlp_formula() const override {
         return std::string("gated MLP 2h + 8I, or in a MoE layer 2h + top_k (2h + 8 I_expert)") +
                (sparse.shared_name ? " + 8 I_shared" : "") + " + 4 experts (fp32 router scores)";
@@ -80,6 +86,11 @@ struct MoeLayers : LayerParts {
         const long double heads = static_cast<long double>(att.heads);
         return 2.0L * att.hidden + 4.0L * att.q_lora + 2.0L * (att.kv_lora + att.rope) + 2.0L * att.kv_lora +
                4 * heads * (att.nope + att.rope) + 4 * heads * att.v;
+    }
+    // Whole: the input and the down projections' outputs with their norms (q_a_proj, kv_a_proj_with_mqa
+    // are plain linears, hf_models.cpp mark_hf_tensor_splits); Q, K, V and o_proj's input split.
+    long double attention_outside_tp() const override {
+        return 2.0L * att.hidden + 4.0L * att.q_lora + 2.0L * (att.kv_lora + att.rope) + 2.0L * att.kv_lora;
     }
     std::string attention_formula() const override {
         return "multi-head latent attention 2h + 4 q_lora + 2(kv_lora + rope) + 2 kv_lora + 4 heads (nope + rope) + 4 heads v";

@@ -369,6 +369,10 @@ Result<NeoxInputs> build_neox(const std::string& source, const Json& merged, con
     m.attention_heads = r.shape.heads;
     m.kv_heads = r.shape.heads;
     m.default_seq_len = r.shape.seq;
+    // checkpoint-activations: GPT2ModelPipe hands PipelineModule activation_checkpoint_interval =
+    // checkpoint-num-layers (gpt2_model.py), and each transformer layer's input is what it keeps
+    // (analysis/fit.hpp counts one layer per checkpoint).
+    m.gradient_checkpointing = neox_bool(root, "checkpoint_activations", false);
     r.out.model = std::move(m);
     // Said with the config's own warnings (warn_ds_config), under the files' names.
     r.out.ds_config.warnings.insert(r.out.ds_config.warnings.end(), r.out.warnings.begin(), r.out.warnings.end());

@@ -47,7 +47,13 @@ void write_step_summary(std::ostream& out, const PredictReport& r, const std::st
         out << line;
     }
     if (r.stages) write_stage_table(out, *r.stages, prefix);
-    if (r.fit) out << prefix << fit_sentence(*r.fit) << "\n";
+    if (r.stage_fits) {
+        for (const StageFit& f : *r.stage_fits) out << prefix << stage_fit_sentence(f) << "\n";
+        const int64_t most = stage_holding_most(*r.stage_fits);
+        if (most >= 0) out << prefix << "stage " << (*r.stage_fits)[static_cast<size_t>(most)].stage << " holds the most\n";
+    } else if (r.fit) {
+        out << prefix << fit_sentence(*r.fit) << "\n";
+    }
     if (r.overlapped.gathered.empty()) return;
     // Stage 3's host timeline: the gathered parameters beside the memory model's figure.
     const double gib = 1024.0 * 1024.0 * 1024.0;

@@ -7,6 +7,7 @@
 #include "analysis/explain.hpp"
 #include "analysis/fit.hpp"
 #include "analysis/memory.hpp"
+#include "analysis/memory_report.hpp"
 #include "inputs/ds_config.hpp"
 #include "prediction/stage_time.hpp"
 #include "prediction/sweep.hpp"
@@ -31,24 +32,22 @@ Result<std::vector<Schedule>> layout_stages(const Model& model, const DsConfig& 
     return stages;
 }
 
-// The memory of the stage that holds the most: model states of its rank's share of the model and one
-// micro batch's activations of its layers (analysis/fit.hpp).
-void layout_memory(const Model& model, const DsConfig& cfg, const std::vector<Schedule>& stages, bool checkpointing,
-                   double gpu_memory_gb, SweepResult& r) {
-    FitEstimate most;
-    for (const Schedule& s : stages) {
-        auto local = rank_local_model(model, cfg, options_for_rank(s.meta, s.meta.rank));
-        if (!local) continue;
-        const int64_t states = estimate_memory(local.value(), cfg, s).total();
-        const FitEstimate fit = estimate_fit(
-            states, estimate_activations(local.value(), s.meta.seq_len, s.meta.micro_batch, cfg.model_dtype, checkpointing),
-            gpu_memory_gb);
-        if (fit.total() > most.total()) most = fit;
+// The memory of the stage that holds the most (analysis/memory_report.hpp layout_fit: its model
+// states and its activations at its 1F1B peak).
+void layout_memory(const Model& model, const DsConfig& cfg, const Schedule& any, bool checkpointing, double gpu_memory_gb,
+                   SweepResult& r) {
+    auto fits = layout_fit(model, cfg, any, FitOptions{checkpointing, 0, gpu_memory_gb, ""});
+    if (!fits) {
+        r.error = fits.error().what();
+        return;
     }
-    r.memory_bytes = most.model_states;
-    r.activation_bytes = most.activations;
-    r.gpu_memory_bytes = most.gpu_bytes;
-    r.fits = most.verdict();
+    const int64_t most = stage_holding_most(fits.value());
+    if (most < 0) return;
+    const FitEstimate& f = fits.value()[static_cast<size_t>(most)].fit;
+    r.memory_bytes = f.model_states;
+    r.activation_bytes = f.activations;
+    r.gpu_memory_bytes = f.gpu_bytes;
+    r.fits = f.verdict();
 }
 
 }  // namespace
@@ -95,7 +94,7 @@ void predict_layout_point(const SweepSpec& spec, const Model& model, const DsCon
     }
     r.exposed_ms = std::max(0.0, r.step_ms - r.compute_ms);
     r.wire_bytes = wire_bytes_per_rank(stages->front(), last);
-    layout_memory(model, cfg, stages.value(), spec.activation_checkpointing || cfg.activation_checkpointing,
+    layout_memory(model, cfg, stages->front(), spec.activation_checkpointing || cfg.activation_checkpointing,
                   topo.gpu_memory_gb, r);
 }
 

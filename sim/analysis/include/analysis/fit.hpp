@@ -27,6 +27,7 @@
 
 #include "core/dtype.hpp"
 #include "inputs/model.hpp"
+#include "schedule/layout.hpp"
 
 namespace zerosim {
 
@@ -46,6 +47,72 @@ struct ActivationEstimate {
 
 ActivationEstimate estimate_activations(const Model& m, int64_t seq_len, int64_t micro_batch, DType dtype, bool checkpointing);
 
+// One rank of a 3D layout (pipeline, tensor, Ulysses sequence, expert parallel): the activations of
+// its pipeline stage at that stage's peak, Korthikanti et al. 2022 sec. 4.2-4.3 and Table 2.
+//   - Per layer and micro batch, tensor parallelism without Megatron's sequence parallelism (sec.
+//     4.2.1): s b h (10 + 24/t + 5as/(ht)). The 10 stay whole on every tensor rank: the two norms'
+//     inputs (4), the inputs of the QKV projection and of the MLP's first linear (2 + 2), the two
+//     dropout masks (1 + 1); the 24 inside the tensor-parallel region are split: Q and K (4), V (2),
+//     the attention projection's input (2), the GeLU's input and output (8 + 8). As in sec. 4.1
+//     zerosim counts no s x s scores (5as/(ht): FlashAttention never stores them).
+//     A model that knows its own block (Model::activations) splits it the same way: the part
+//     outside the tensor region (LayerActivations::outside_tp: norms' and projections' inputs,
+//     routers) whole, the rest / t.
+//   - Ulysses (DeepSpeed's sequence/layer.py DistributedAttention): each rank holds s/sp tokens
+//     outside attention and all s tokens of heads/sp heads inside it, the same number of elements:
+//     every term's s becomes s/sp, the embedding's and the logits' too.
+//   - Micro batches in flight: under the pipeline engine, stage k holds the forwards of
+//     TrainSchedule (runtime/pipe/schedule.py, v0.14.2 197-256) not yet run backward, at most
+//     min(p - k, m) (num_pipe_buffers' "maximum number of in-flight forward passes", 247-256), m the
+//     gradient_accumulation_steps; counted here from pipe_train_schedule's steps. Without the
+//     pipeline engine each micro batch runs forward and backward before the next: 1.
+//   - Outside the layers (sec. 4.3), only on the stage that runs them: stage 0 the embedding's
+//     dropout mask, s b h bytes per micro batch in flight (whole without sequence parallelism; not
+//     for the families with their own block, which train without dropout); the
+//     last stage the final norm's and the output projection's inputs, 4 s b h (whole), and the
+//     fp32 logits 4 s b v, / t where the head is vocabulary parallel (tp "column": Megatron's
+//     vocab-parallel cross entropy keeps the rank's slice).
+//   - Full activation checkpointing (Table 2, "full recompute": 2 s b h per layer): each layer keeps
+//     its input, 2 s b h, whole on every tensor rank (without sequence parallelism the input is
+//     replicated; DeepSpeed's partition_activations would split it / t and is not modelled), per micro
+//     batch in flight, plus one layer's full activations recomputed in backward (one micro batch).
+struct StageActivations {
+    int64_t stage = 0, stages = 1;       // k and p
+    int64_t layers = 0;                  // transformer layers the stage holds
+    int64_t micro_batches = 1;           // m, the step's micro batches (gradient_accumulation_steps)
+    int64_t in_flight = 1;               // micro batches whose activations the stage holds at its peak
+    int64_t tensor = 1, sequence = 1;    // t and sp
+    int64_t tokens = 0;                  // s / sp, the tokens of a micro batch on this rank
+    int64_t micro_batch = 0, hidden = 0, vocab = 0;
+    int64_t element_bytes = 2;
+    bool checkpointing = false;
+    bool first = false, last = false;    // holds the embedding / the final norm and head
+    bool vocab_parallel = false;         // the head's logits split / t
+    bool embedding_mask = false;         // the embedding's dropout mask counted (first stage, the paper's GPT block)
+    int64_t per_layer_bytes = 0;         // one layer, one micro batch, all its activations
+    int64_t kept_per_layer_bytes = 0;    // what one layer keeps per micro batch (its input when checkpointed)
+    int64_t layers_bytes = 0;            // the stage's layers at the peak
+    int64_t outside_bytes = 0;           // embedding mask (stage 0), final norm, head and logits (last stage)
+    int64_t total() const { return layers_bytes + outside_bytes; }
+    std::string formula;
+};
+
+// Transformer layers of a (rank's) model: the blocks (transformer_block_of) with at least two
+// matrices of linear modules and no embedding (a pipeline's embedding, final norm and head layers
+// are numbered blocks too, "0.word_embeddings.weight").
+int64_t transformer_layers(const Model& m);
+
+// Micro batches stage `stage` of `stages` holds at its peak under TrainSchedule with `micro_batches`
+// per step (1 when not pipelined).
+int64_t micro_batches_in_flight(int64_t micro_batches, int64_t stages, int64_t stage, bool pipelined);
+
+// The activations of `local` (the rank's model: rank_local_model), one rank of pipeline stage `stage`
+// of `layout`; `whole` gives h, v and the head's split. seq_len and micro_batch as the schedule has
+// them, micro_batches its gradient_accumulation_steps.
+StageActivations estimate_stage_activations(const Model& whole, const Model& local, const ParallelLayout& layout,
+                                            int64_t stage, int64_t seq_len, int64_t micro_batch, int64_t micro_batches,
+                                            DType dtype, bool checkpointing);
+
 // What the framework holds beside tensors: the CUDA context and kernels (some 0.5-1 GiB on
 // Hopper), cuBLAS workspaces, NCCL's channel buffers (NCCL_BUFFSIZE 4 MiB per channel and peer per
 // protocol) and the caching allocator's fragmentation. A fixed, assumed figure, not a measurement.
@@ -64,6 +131,7 @@ struct FitEstimate {
 
 // gpu_memory_gb: the topology's gpu.memory_gb (1e9 bytes); 0 when it does not say.
 FitEstimate estimate_fit(int64_t model_states, const ActivationEstimate& a, double gpu_memory_gb);
+FitEstimate estimate_fit(int64_t model_states, const StageActivations& a, double gpu_memory_gb);
 
 // "memory per rank 53.47 GiB (model states 23.25 + activations 27.22 + framework reserve 3.00) of
 // the GPU's 74.51 GiB (80 GB): fits" (or "does not fit"; "fit unknown" when the GPU's is not given).

@@ -63,10 +63,39 @@ Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int6
 // Sizes 1024-based, as DeepSpeed prints them ("1.86 GB" is GiB).
 void write_memory_text(std::ostream& out, const MemoryReport& r);
 
-// A 3D layout's model states per rank, one row per pipeline stage (the rank of each stage with
-// `schedule`'s data and tensor index): what each holds after its stage's layers, its tensor shard
-// and ZeRO's partitions over its data-parallel group. Activations are not counted yet.
-Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& schedule);
+// One pipeline stage of a 3D layout: its representative rank (the rank of the stage with the
+// schedule's data, sequence and tensor index), what it holds and whether it fits.
+struct StageFit {
+    int64_t stage = 0;
+    int64_t rank = 0;
+    int64_t params = 0;                 // parameters the rank holds (its stage's layers, tensor shard, experts)
+    MemoryEstimate states;              // ZeRO's model states over the rank's data-parallel group
+    StageActivations activations;       // at the stage's peak (analysis/fit.hpp)
+    FitEstimate fit;                    // states + activations + reserve against the GPU
+};
+
+// The per-stage memory of a 3D layout (pipeline, tensor, Ulysses sequence, expert parallel), for
+// `zerosim memory` and for predict's fit line per stage. `whole`: the model as given (before any
+// rank's share is cut); `schedule`: any rank's program of the layout (build_schedule with
+// ScheduleOptions::layout, as load_inputs builds it), whose meta gives the layout, the sequence
+// length, micro batch and gradient_accumulation_steps. `fit`: activation checkpointing (or the
+// config's section, or a GPT-NeoX config's checkpoint-activations) and the GPU's memory (0: the fit
+// is "unknown"); its seq_len is not read (the schedule's is). One record per stage, in stage order;
+// stage_holding_most() names the one with the largest total (stage 0 under 1F1B, normally).
+Result<std::vector<StageFit>> layout_fit(const Model& whole, const DsConfig& cfg, const Schedule& schedule, const FitOptions& fit);
+// The index into layout_fit's records of the largest total (the first of equals); -1 when empty.
+int64_t stage_holding_most(const std::vector<StageFit>& stages);
+// "stage 0 (rank 0): memory per rank ... : fits" for predict and memory, one line per stage.
+std::string stage_fit_sentence(const StageFit& s);
+
+// A 3D layout's memory per rank, one row per pipeline stage: the model states (what each holds
+// after its stage's layers, its tensor shard and ZeRO's partitions over its data-parallel group),
+// then the activations at each stage's peak and the fit against the GPU, as text or JSON (one
+// object per stage).
+Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& schedule,
+                                const FitOptions& fit = {});
+Status write_layout_memory_json(std::ostream& out, const Model& whole, const DsConfig& cfg, const Schedule& schedule,
+                                const FitOptions& fit = {});
 void write_memory_json(std::ostream& out, const MemoryReport& r);
 
 }  // namespace zerosim

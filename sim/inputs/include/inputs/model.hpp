@@ -121,6 +121,11 @@ struct ParallelParts {
 struct LayerActivations {
     int64_t total = 0;     // summed over the layers
     int64_t largest = 0;   // the largest one layer stores (full checkpointing recomputes one at a time)
+    // Of those, what stays whole on every tensor-parallel rank (Korthikanti et al. 2022 sec. 4.2.1):
+    // the norms' inputs, the inputs of the projections into the tensor-parallel region (attention's,
+    // the MLP's, MLA's down projections and their norms), routers; the rest is split / t.
+    int64_t outside_tp = 0;           // summed over the layers
+    int64_t largest_outside_tp = 0;   // of the largest layer
     std::string formula;   // the per-layer sum, as the memory report prints it
 };
 

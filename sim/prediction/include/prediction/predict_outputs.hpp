@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/fit.hpp"
+#include "analysis/memory_report.hpp"
 #include "formats/nccl_tests.hpp"
 #include "prediction/stage_time.hpp"
 #include "timing/engine.hpp"
@@ -24,6 +25,9 @@ struct PredictReport {
     const FitEstimate* fit = nullptr;   // memory per rank against the GPU (analysis/fit.hpp), if known
     std::string what_if_json;           // --what-if: the side-by-side figures (prediction/what_if_compare.hpp), JSON "what_if"
     const std::vector<StageTime>* stages = nullptr;   // a pipeline: each stage's step (prediction/stage_time.hpp)
+    // A 3D layout: each stage's memory and fit (analysis/memory_report.hpp layout_fit), printed in
+    // place of the one fit line.
+    const std::vector<StageFit>* stage_fits = nullptr;
 };
 
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary);
