@@ -3,6 +3,8 @@
 
 #include "analysis/explain.hpp"
 #include "analysis/memory.hpp"
+#include "analysis/memory_report.hpp"
+#include "schedule/schedule.hpp"
 #include "command.hpp"
 #include "core/json_input.hpp"
 #include "prediction/prediction_log.hpp"
@@ -25,7 +27,14 @@ int run_report(const CLI::App* sub, ReportArgs& a) {
     if (!sim) return input_error(sim.error());
     const Inputs& in = sim->in;
     const Schedule& schedule = in.schedule;
-    MemoryEstimate mem = estimate_memory(in.model, in.cfg, schedule);
+    // A 3D rank holds its stage's layers, its tensor shard and its experts: ZeRO partitions those.
+    Model held = in.model;
+    if (schedule.meta.layout.is_3d()) {
+        auto local = rank_local_model(in.model, in.cfg, options_for_rank(schedule.meta, schedule.meta.rank));
+        if (!local) return input_error(local.error());
+        held = std::move(local).value();
+    }
+    MemoryEstimate mem = estimate_memory(held, in.cfg, schedule);
     std::string explanation = explain_schedule(in.model, in.cfg, schedule);
     std::vector<LoggedOp> measured;
     std::string diff_text;
@@ -52,7 +61,21 @@ int run_report(const CLI::App* sub, ReportArgs& a) {
         write_what_if_table(t, c, "");
         ri.what_if_text = t.str();
     }
+    if (schedule.meta.layout.is_3d()) {   // the stage that holds the most (analysis/memory_report.hpp)
+        auto fits = layout_fit(in.model, in.cfg, schedule,
+                               FitOptions{a.sched.activation_checkpointing || in.cfg.activation_checkpointing, 0,
+                                          sim->topology.gpu_memory_gb, sim->topology.name});
+        if (!fits) return input_error(fits.error());
+        const int64_t most = stage_holding_most(fits.value());
+        if (most >= 0) fit = fits.value()[static_cast<size_t>(most)].fit;
+    }
     ri.fit = &fit;
+    const std::vector<const Schedule*> stages = sim->stage_list();
+    const std::vector<const Prediction*> stage_timings = sim->stage_timings();
+    if (!stages.empty()) {
+        ri.stages = &stages;
+        ri.stage_timings = &stage_timings;
+    }
     ri.activation_formula = estimate_activations(in.model, schedule.meta.seq_len, schedule.meta.micro_batch, in.cfg.model_dtype,
                                                  a.sched.activation_checkpointing || in.cfg.activation_checkpointing)
                                 .formula;
@@ -67,6 +90,7 @@ int run_report(const CLI::App* sub, ReportArgs& a) {
 Command add_report(CLI::App& app) {
     auto a = std::make_shared<ReportArgs>();
     auto* sub = app.add_subcommand("report", "One self-contained HTML report: timeline, ops, memory, explanation, measured diff");
+    a->sched.per_rank = true;   // a 3D layout: --rank's program, and a pipeline's stages simulated together
     add_schedule_inputs(sub, a->sched, false);
     add_schedule_limits(sub, a->sched);
     add_zero_init(sub, a->sched);

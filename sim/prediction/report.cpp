@@ -450,6 +450,8 @@ void write_html_report(std::ostream& out, const ReportInput& in) {
     report_head_html(out, in);
     report_steps_html(out, in);
     report_traffic_html(out, in);
+    report_pipeline_html(out, in);
+    report_dimension_bytes_html(out, in);
     out << "<section id='timeline'><h2>Timeline of the last step</h2><p>One group of identical ranks, one track per stream; "
            "hover a bar for the op.</p>\n";
     timeline_svg(out, s, in.overlapped);

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
 
+#include "schedule/mesh.hpp"
 #include "schedule/ordering.hpp"
+#include "timing/group_plan.hpp"
 
 namespace zerosim {
 
@@ -108,6 +111,51 @@ void write_stage_table(std::ostream& out, const std::vector<StageTime>& rows, co
     out << prefix << "bubble: waiting for other stages (sends and receives for their other end, collectives over stages "
                      "for their last member, and the step's start and end); bubble% = bubble / (compute + bubble). Comm "
                      "columns are each dimension's transfers less those waits, overlapped with compute or not.\n";
+}
+
+namespace {
+
+// The share of a group's NIC traffic from `rank` bound for nodes under another leaf switch.
+double spine_share(const std::vector<int>& members, int64_t rank, const Topology& t) {
+    if (t.nodes_per_leaf <= 0 || members.empty()) return 0.0;   // one leaf holds every node
+    const int64_t g = std::max<int64_t>(t.gpus_per_node, 1);
+    auto leaf = [&](int64_t r) {
+        const int64_t node = node_of(r, g);
+        return static_cast<size_t>(node) < t.leaf_of_node.size() ? t.leaf_of_node[static_cast<size_t>(node)] : node / t.nodes_per_leaf;
+    };
+    int64_t off_node = 0, off_leaf = 0;
+    for (int m : members) {
+        if (node_of(m, g) == node_of(rank, g)) continue;
+        ++off_node;
+        off_leaf += leaf(m) != leaf(rank);
+    }
+    return off_node > 0 ? static_cast<double>(off_leaf) / static_cast<double>(off_node) : 0.0;
+}
+
+}  // namespace
+
+std::vector<LinkBytes> link_bytes(const Schedule& s, const Topology& t, int step) {
+    std::vector<LinkBytes> out(5);
+    std::map<GroupKind, std::vector<int>> own;   // this rank's group of each kind, built once
+    for (const Op& op : s.ops) {
+        if (op.step != step || !is_collective(op.kind) || op.kind == OpKind::Recv) continue;
+        std::vector<int> members;
+        if (op.kind == OpKind::Send) {
+            members = {static_cast<int>(s.meta.rank), static_cast<int>(op.peer)};
+        } else if (s.meta.layout.is_3d()) {
+            auto it = own.find(op.group);
+            if (it == own.end()) it = own.emplace(op.group, own_group_members(s.meta, op.group)).first;
+            members = it->second;
+        }
+        const CollectivePlan plan = members.empty() ? plan_for_group(t, op, s.meta) : plan_for_members(t, op, members);
+        if (members.empty())
+            for (int64_t r = 0; r < s.meta.world; ++r) members.push_back(static_cast<int>(r));
+        LinkBytes& b = out[static_cast<size_t>(dimension_of(op))];
+        b.inside_node += plan.intra_bytes;
+        b.nic += plan.inter_bytes;
+        b.spine += plan.inter_bytes * spine_share(members, s.meta.rank, t);
+    }
+    return out;
 }
 
 }  // namespace zerosim

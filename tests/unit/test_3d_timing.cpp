@@ -254,3 +254,27 @@ TEST(PipelineTime, AttentionCoreIsSplitOverTensorRanks) {
         EXPECT_DOUBLE_EQ(flops, 2 * tokens * 4096 * 2048 + 4 * tokens * 4096 * 2048) << "pp " << pp;
     }
 }
+
+// Each dimension's bytes by link (prediction/stage_time.hpp link_bytes), by hand: tp 8 on 2 nodes of 8
+// keeps Megatron's all_reduces inside the node; ZeRO's data group {0, 8} has one rank per node, so its
+// bytes go through the NIC, and across the spine exactly when the two nodes sit under different leaves.
+TEST(PipelineTime, BytesPerDimensionAndLink) {
+    const Model m = load_model(std::string(ZEROSIM_CONFIGS_DIR) + "/models/reference-3d/tensor.json").value();
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}})");
+    Topology t = topology("dgx-h100.json", 2);
+    ParallelLayout L;
+    L.tensor = 8;
+    const Schedule s = rank_schedule(m, c, L, 16, 0);
+    for (int64_t per_leaf : {1, 2}) {
+        t.nodes_per_leaf = per_leaf;
+        t.leaf_of_node.clear();
+        const auto b = link_bytes(s, t, 0);
+        const auto& tensor = b[static_cast<size_t>(Dimension::Tensor)];
+        const auto& zero = b[static_cast<size_t>(Dimension::Zero)];
+        EXPECT_GT(tensor.inside_node, 0.0);
+        EXPECT_EQ(tensor.nic, 0.0);
+        EXPECT_EQ(zero.inside_node, 0.0);
+        EXPECT_GT(zero.nic, 0.0);
+        EXPECT_EQ(zero.spine, per_leaf == 1 ? zero.nic : 0.0) << per_leaf << " nodes per leaf";
+    }
+}

@@ -29,8 +29,15 @@ struct ReportInput {
     const FitEstimate* fit = nullptr;   // model states + activations + reserve against the GPU
     std::string activation_formula;
     std::string what_if_text;   // --what-if: the what-if beside the real schedule (prediction/what_if_compare.hpp)
+    // A pipeline: one rank of each stage and its timing, simulated together (null otherwise).
+    const std::vector<const Schedule*>* stages = nullptr;
+    const std::vector<const Prediction*>* stage_timings = nullptr;
 };
 
 void write_html_report(std::ostream& out, const ReportInput& in);
+// A 3D layout's sections (report_layout.cpp): the pipeline's step per stage, and each dimension's
+// bytes per link class; each writes nothing for a layout it does not apply to.
+void report_pipeline_html(std::ostream& out, const ReportInput& in);
+void report_dimension_bytes_html(std::ostream& out, const ReportInput& in);
 
 }  // namespace zerosim

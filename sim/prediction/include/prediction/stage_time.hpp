@@ -15,6 +15,7 @@
 
 #include "schedule/ir.hpp"
 #include "timing/engine.hpp"
+#include "timing/topology.hpp"
 
 namespace zerosim {
 
@@ -41,5 +42,16 @@ std::vector<StageTime> stage_times(const std::vector<const Schedule*>& stages, c
                                    int step = -1);
 
 void write_stage_table(std::ostream& out, const std::vector<StageTime>& rows, const std::string& prefix);
+
+// The bytes a rank sends per step in one dimension, by the link they cross: inside its node
+// (NVLink, NVSwitch or PCIe), through its NICs, and the part of those bound for nodes under another
+// leaf switch (the spine), each group's NIC bytes shared evenly over its members on other nodes (an
+// all_to_all's exact share; a ring, which crosses leaves on fewer of its hops, sends less there).
+struct LinkBytes {
+    double inside_node = 0, nic = 0, spine = 0;
+};
+// Per Dimension, for optimizer step `step` of schedule `s` (a 3D rank's program or a data-parallel
+// one), planned as the engine plans each op (timing/group_plan.hpp).
+std::vector<LinkBytes> link_bytes(const Schedule& s, const Topology& t, int step);
 
 }  // namespace zerosim
