@@ -490,13 +490,8 @@ Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const 
     std::shared_ptr<FabricModel> fabric;   // --fabric: null without it
     auto in = inputs_on_topology(sub, a, topo.value(), fabric);
     if (!in) return in.error();
-    if (in->schedule.meta.layout.is_3d()) {   // what is not modelled for a 3D layout yet, by name
-        if (!a.what_if.empty())
-            return Error{"", "--what-if", "not with a pipeline, tensor, sequence or expert parallel layout yet"};
-        if (fabric)
-            return Error{"", "--fabric", "not with a pipeline, tensor, sequence or expert parallel layout yet (the "
-                                         "representative mode places each group's ranks on their nodes)"};
-    }
+    if (in->schedule.meta.layout.is_3d() && !a.what_if.empty())   // not modelled for a 3D layout yet, by name
+        return Error{"", "--what-if", "not with a pipeline, tensor, sequence or expert parallel layout yet"};
     std::optional<Schedule> real;
     if (!a.what_if.empty()) {
         real = in->schedule;
@@ -527,11 +522,11 @@ Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const 
         if (!r) return r.error();
         real_overlapped = std::move(r).value();
     }
-    if (fabric) note_fabric(*fabric);
     Simulated sim{std::move(topo).value(), std::move(in).value(), std::move(logged).value(), std::move(overlapped).value(),
                   std::move(real), std::move(real_overlapped), {}, {}, {}};
     if (pipeline)   // on the topology as it now lives in `sim` (topo was moved there)
         if (auto e = simulate_stages(sim, a, fabric ? fabric->ideal_topology() : sim.topology, adj)) return *e;
+    if (fabric) note_fabric(*fabric);   // after every simulation: its flow simulations are counted
     return sim;
 }
 

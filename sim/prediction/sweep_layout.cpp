@@ -13,6 +13,7 @@
 #include "prediction/sweep.hpp"
 #include "schedule/schedule.hpp"
 #include "timing/engine.hpp"
+#include "timing/fabric.hpp"
 
 namespace zerosim {
 
@@ -54,10 +55,6 @@ void layout_memory(const Model& model, const DsConfig& cfg, const Schedule& any,
 
 void predict_layout_point(const SweepSpec& spec, const Model& model, const DsConfig& cfg, const Topology& topo,
                           const SweepPoint& p, SweepResult& r) {
-    if (spec.fabric.on) {
-        r.error = "--fabric: not with a pipeline, tensor, sequence or expert parallel layout yet";
-        return;
-    }
     ScheduleOptions o;
     o.world = r.world;
     o.steps = spec.steps;
@@ -74,7 +71,20 @@ void predict_layout_point(const SweepSpec& spec, const Model& model, const DsCon
     }
     std::vector<const Schedule*> list;
     for (const auto& s : stages.value()) list.push_back(&s);
-    auto timed = simulate_ranks(list, topo, TimingMode::Overlapped);
+    // Fabric mode: every group's flows on the fat tree (timing/fabric.hpp), each rank's ops divided by
+    // its group's slowdown.
+    std::shared_ptr<FabricModel> fabric;
+    EngineAdjust adjust;
+    if (spec.fabric.on) {
+        auto m = fabric_model_for_point(topo, o.world, spec.fabric);
+        if (!m) {
+            r.error = m.error().what();
+            return;
+        }
+        fabric = std::move(m).value();
+        adjust = fabric->engine_adjust(stages->front().meta);
+    }
+    auto timed = simulate_ranks(list, fabric ? fabric->ideal_topology() : topo, TimingMode::Overlapped, fabric ? &adjust : nullptr);
     if (!timed) {
         r.error = timed.error().what();
         return;

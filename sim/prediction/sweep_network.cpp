@@ -37,12 +37,16 @@ void apply_network_value(Topology& t, const std::string& key, const std::string&
     if (key == "network.background_spine_load") t.background_spine_load = v;
 }
 
-Result<Prediction> simulate_point(const Schedule& s, const Topology& t, int64_t gathered_budget, const SweepFabric& f) {
-    if (!f.on) return simulate(s, t, TimingMode::Overlapped, gathered_budget);
+Result<std::shared_ptr<FabricModel>> fabric_model_for_point(const Topology& t, int64_t world, const SweepFabric& f) {
     FabricOptions o = f.options;   // the topology's whatif block, then the flags'
     for (const auto& [target, share] : t.whatif_degrade) o.degrade.insert(o.degrade.begin(), {target, share, t.source, "whatif.degrade." + target});
     for (const auto& [target, share] : t.whatif_straggler) o.straggler.insert(o.straggler.begin(), {target, share, t.source, "whatif.straggler." + target});
-    auto m = FabricModel::build(t, s.meta.world, o);
+    return FabricModel::build(t, world, o);
+}
+
+Result<Prediction> simulate_point(const Schedule& s, const Topology& t, int64_t gathered_budget, const SweepFabric& f) {
+    if (!f.on) return simulate(s, t, TimingMode::Overlapped, gathered_budget);
+    auto m = fabric_model_for_point(t, s.meta.world, f);
     if (!m) return m.error();
     EngineAdjust a = m.value()->engine_adjust(s.meta);
     return simulate(s, m.value()->ideal_topology(), TimingMode::Overlapped, gathered_budget, &a);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fabric_impl.hpp"
+#include "schedule/mesh.hpp"
 
 namespace zerosim {
 
@@ -229,6 +230,11 @@ EngineAdjust FabricModel::engine_adjust(const ScheduleMeta& meta) {
     std::vector<int> all(static_cast<size_t>(meta.world));
     for (int64_t r = 0; r < meta.world; ++r) all[static_cast<size_t>(r)] = static_cast<int>(r);
     groups[GroupKind::Dp] = {all};
+    // A 3D layout: ZeRO's groups are the mesh's data groups (sequence x data under Ulysses), every one
+    // of them at once, strided over the world as DeepSpeed's grid lays them.
+    if (meta.layout.is_3d())
+        if (auto mesh = Mesh::build(meta.layout))
+            groups[GroupKind::Dp] = mesh->groups(meta.layout.sequence > 1 ? MeshGroup::SequenceData : MeshGroup::Data);
     a.collective = [this, groups](const Op& op, CollectivePlan& plan) {
         if (op.kind == OpKind::Barrier || (plan.intra_bytes <= 0 && plan.inter_bytes <= 0)) return;
         const FlowPattern p = flow_pattern(op.kind, plan.reported_pair().algorithm);

@@ -11,6 +11,7 @@
 #include "prediction/stage_time.hpp"
 #include "schedule/check.hpp"
 #include "timing/engine.hpp"
+#include "timing/fabric.hpp"
 #include "timing/group_plan.hpp"
 
 using namespace zerosim;
@@ -276,5 +277,37 @@ TEST(PipelineTime, BytesPerDimensionAndLink) {
         EXPECT_EQ(zero.inside_node, 0.0);
         EXPECT_GT(zero.nic, 0.0);
         EXPECT_EQ(zero.spine, per_leaf == 1 ? zero.nic : 0.0) << per_leaf << " nodes per leaf";
+    }
+}
+
+// Fabric mode on a 3D layout (timing/fabric.hpp): MoE's expert groups {0..3} and {4..7} on nodes of 2
+// GPUs and 2 NICs (10 GB/s each) span two nodes each. Under 2-node leaves each group stays under its
+// leaf: its all_to_all meets nothing but its own NICs (network factor 1). Under 1-node leaves with a
+// 2:1 spine, each node's 2 NICs (20 GB/s out) share 10 GB/s of uplink: every flow to the other node
+// crosses the spine at half its NIC's rate, factor 2.
+TEST(PipelineTime, ExpertAllToAllAcrossLeavesCrossesTheSpine) {
+    const Model m = load_model(std::string(ZEROSIM_CONFIGS_DIR) + "/models/reference-3d/moe.json").value();
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})");
+    for (const char* network : {R"({"kind": "fat_tree", "nodes_per_leaf": 2, "oversubscription": 2})",
+                                R"({"kind": "fat_tree", "nodes_per_leaf": 1, "oversubscription": 2})"}) {
+        auto t = parse_topology("fabric-3d.json", std::string(R"({"name": "fabric-3d", "nodes": 4, "gpus_per_node": 2,
+          "gpu": {"peak_tflops": {"fp32": 100}, "memory_bandwidth_gbs": 1000},
+          "intra_node": {"kind": "nvswitch", "bandwidth_gbs": 100, "nccl_channels": 1, "nccl_channel_bandwidth_gbs": 100},
+          "nics": {"per_node": 2, "bandwidth_gbs": 10}, "network": )") + network + "}");
+        ASSERT_TRUE(t.ok()) << t.error().what();
+        ParallelLayout L;
+        L.expert = 4;
+        const Schedule s = rank_schedule(m, c, L, 8, 0);
+        auto fabric = FabricModel::build(t.value(), 8, {});
+        ASSERT_TRUE(fabric.ok()) << fabric.error().what();
+        const Op& a2a = first_op(s, GroupKind::Expert, OpKind::AllToAll);
+        CollectivePlan ideal = plan_for_group(fabric.value()->ideal_topology(), a2a, s.meta), slowed = ideal;
+        fabric.value()->engine_adjust(s.meta).collective(a2a, slowed);
+        ASSERT_GT(ideal.inter_bytes, 0.0);
+        const double factor = ideal.inter_rate / slowed.inter_rate;
+        if (std::string(network).find("\"nodes_per_leaf\": 2") != std::string::npos)
+            EXPECT_NEAR(factor, 1.0, 1e-3);
+        else
+            EXPECT_NEAR(factor, 2.0, 0.05);
     }
 }

@@ -2,6 +2,8 @@
 // as a sweep dimension, and each point timed in fabric mode when asked.
 #pragma once
 
+#include <memory>
+
 #include <string>
 
 #include "core/error.hpp"
@@ -25,5 +27,7 @@ struct SweepFabric {
     FabricOptions options;
 };
 Result<Prediction> simulate_point(const Schedule& s, const Topology& t, int64_t gathered_budget, const SweepFabric& f);
+// The fabric model of a point on `world` ranks: the topology's whatif block, then the flags'.
+Result<std::shared_ptr<FabricModel>> fabric_model_for_point(const Topology& t, int64_t world, const SweepFabric& f);
 
 }  // namespace zerosim
