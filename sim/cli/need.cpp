@@ -38,13 +38,9 @@ Result<LayoutCandidates> layout_candidates(const NeedArgs& a, const Topology& t)
     for (auto [text, flag, list] : {std::tuple{&a.pp, "--pp", &c.pp}, std::tuple{&a.tp, "--tp", &c.tp},
                                     std::tuple{&a.sp, "--sp", &c.sp}, std::tuple{&a.ep, "--ep", &c.ep}}) {
         if (text->empty()) continue;
-        auto sizes = parse_int_list(*text, flag, "sizes");
-        if (!sizes || sizes->empty()) return Error{"", flag, "expected sizes such as 1,2,4, found '" + *text + "'"};
-        list->clear();
-        for (int n : sizes.value()) {
-            if (n < 1) return Error{"", flag, "sizes must be at least 1, found " + std::to_string(n)};
-            list->push_back(n);
-        }
+        auto sizes = parse_size_list(*text, flag);
+        if (!sizes) return sizes.error();
+        *list = std::move(sizes).value();
     }
     return c;
 }

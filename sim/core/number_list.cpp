@@ -23,4 +23,15 @@ Result<std::vector<int>> parse_int_list(const std::string& text, const std::stri
     return out;
 }
 
+Result<std::vector<int64_t>> parse_size_list(const std::string& text, const std::string& flag) {
+    auto sizes = parse_int_list(text, flag, "sizes");
+    if (!sizes || sizes->empty()) return Error{"", flag, "expected sizes such as 1,2,4, found '" + text + "'"};
+    std::vector<int64_t> out;
+    for (int n : sizes.value()) {
+        if (n < 1) return Error{"", flag, "sizes must be at least 1, found " + std::to_string(n)};
+        out.push_back(n);
+    }
+    return out;
+}
+
 }  // namespace zerosim

@@ -127,13 +127,9 @@ Status apply_sweep_flags(const SweepFlags& f, SweepSpec& spec) {
     }
     for (auto [text, flag, list] : {std::tuple{&f.pp, "--pp", &spec.pp}, std::tuple{&f.tp, "--tp", &spec.tp},
                                     std::tuple{&f.sp, "--sp", &spec.sp}, std::tuple{&f.ep, "--ep", &spec.ep}}) {
-        auto sizes = parse_int_list(*text, flag, "sizes");
-        if (!sizes || sizes->empty()) return Error{"", flag, "expected sizes such as 1,2,4, found '" + *text + "'"};
-        list->clear();
-        for (int n : sizes.value()) {
-            if (n < 1) return Error{"", flag, "sizes must be at least 1, found " + std::to_string(n)};
-            list->push_back(n);
-        }
+        auto sizes = parse_size_list(*text, flag);
+        if (!sizes) return sizes.error();
+        *list = std::move(sizes).value();
     }
     if (!f.shard.empty()) {
         auto slash = f.shard.find('/');

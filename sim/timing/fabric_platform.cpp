@@ -31,6 +31,17 @@ std::string FabricShape::key() const {
            std::to_string(nodes_per_leaf) + "l" + std::to_string(spines) + "s" + (rail_optimized ? "r" : "f") + placement_key();
 }
 
+simgrid::s4u::NetZone* with_root_models(simgrid::s4u::NetZone* zone) {
+    auto* root = engine_root_zone()->get_impl();
+    auto* impl = zone->get_impl();
+    impl->set_network_model(root->get_network_model());
+    impl->set_cpu_pm_model(root->get_cpu_pm_model());
+    impl->set_cpu_vm_model(root->get_cpu_vm_model());
+    impl->set_disk_model(root->get_disk_model());
+    impl->set_host_model(root->get_host_model());
+    return zone;
+}
+
 namespace {
 
 namespace kr = simgrid::kernel::routing;
@@ -126,18 +137,9 @@ LeafSpineZone* leaf_spine_zone(const FabricShape& s, const std::string& prefix, 
     return z;
 }
 
-// A zone with no parent, holding a fabric: the engine's root zone is sealed by its first run and
-// takes no new children, so a fabric platform hangs beside it with the root's models.
 sg::NetZone* detached_zone(const std::string& name) {
-    auto* root = engine_root_zone()->get_impl();
-    auto* z = sg::create_empty_zone(name);
-    auto* impl = z->get_impl();
-    impl->set_network_model(root->get_network_model());
-    impl->set_cpu_pm_model(root->get_cpu_pm_model());
-    impl->set_cpu_vm_model(root->get_cpu_vm_model());
-    impl->set_disk_model(root->get_disk_model());
-    impl->set_host_model(root->get_host_model());
-    return z;
+    engine_root_zone();   // the engine and its models first: a zone made before them would set other ones
+    return with_root_models(sg::create_empty_zone(name));
 }
 
 std::unique_ptr<FabricPlatform> build(const FabricShape& s, const std::string& prefix) {

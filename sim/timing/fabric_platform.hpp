@@ -21,6 +21,10 @@ namespace zerosim {
 
 // The SimGrid root zone of the process (engine.cpp): fabric platforms take its models.
 simgrid::s4u::NetZone* engine_root_zone();
+// `zone`, given no parent, with the root zone's models: the root is sealed by the engine's first run
+// and takes no new children, so later platforms (a fabric, a pipeline's stages) stand beside it.
+// Call engine_root_zone() before making `zone`: the engine must exist, with its models, first.
+simgrid::s4u::NetZone* with_root_models(simgrid::s4u::NetZone* zone);
 
 struct FabricShape {
     int64_t nodes = 1;

@@ -1,8 +1,6 @@
 // Hosts for ranks simulated together: one rank per pipeline stage, each with its own links and
 // peers (engine_platform.hpp), in a zone of its own under the process's root, built once per shape
 // (stage count and which neighbours share a node) and reused by every later simulation.
-#include <simgrid/kernel/routing/NetZoneImpl.hpp>
-
 #include <map>
 #include <string>
 
@@ -46,16 +44,8 @@ const std::vector<RankHosts>& stage_hosts(const std::vector<bool>& next_on_same_
     if (it != built.end()) return it->second;
     std::string shape = "stages";
     for (bool same : next_on_same_node) shape += same ? "-n" : "-x";   // n: next on this node, x: on another
-    // The root zone is sealed by the engine's first run and takes no new children: the stages' zone
-    // stands beside it with the root's models, as fabric platforms do (fabric_platform.cpp).
-    auto* zone = simgrid::s4u::create_full_zone(shape);
-    auto* root = engine_root_zone()->get_impl();
-    auto* impl = zone->get_impl();
-    impl->set_network_model(root->get_network_model());
-    impl->set_cpu_pm_model(root->get_cpu_pm_model());
-    impl->set_cpu_vm_model(root->get_cpu_vm_model());
-    impl->set_disk_model(root->get_disk_model());
-    impl->set_host_model(root->get_host_model());
+    engine_root_zone();   // the engine and its models first: a zone made before them would set other ones
+    auto* zone = with_root_models(simgrid::s4u::create_full_zone(shape));   // beside the sealed root
     std::vector<RankHosts> ranks;
     for (size_t k = 0; k <= next_on_same_node.size(); ++k) ranks.push_back(make_rank(zone, shape + ".stage" + std::to_string(k)));
     for (size_t k = 0; k < next_on_same_node.size(); ++k) {
