@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "backends/dtype.hpp"
 #include "handlers.hpp"
@@ -24,13 +25,15 @@ std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i)
     return expected_sum(op, p, i, world_group_.members);
 }
 
-// The same over a set of ranks (a sub-group's reduction: MiCS's shard group).
+// The same over a set of global ranks (a sub-group's reduction: MiCS's shard group); each rank's
+// loss is its ZeRO rank's, its place in ZeRO's group (the world without a 3D layout).
 std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i, const std::vector<int>& ranks) const {
     const DType t = op.dtype;
     const float w = static_cast<float>(load_element(work_[p].data(), mdt(), i));
     double s = 0.0, mag = 0.0;
     bool first = true;
-    for (int r : ranks) {
+    for (int g : ranks) {
+        const int r = zero_index(g);
         double c = r == rank_ ? my_gradient(p, i) : local_gradient(spec_, w, r, op.step, pending_[p], p, i);
         c = round_to(t, c);
         s = first ? c : reduce_add(t, s, c);
@@ -38,6 +41,12 @@ std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i,
         mag += std::fabs(c);
     }
     return {s, static_cast<double>(ranks.size()) * ulp(t, mag)};
+}
+
+int Executor::zero_index(int global) const {
+    auto it = std::find(world_group_.members.begin(), world_group_.members.end(), global);
+    if (it == world_group_.members.end()) throw std::runtime_error("rank " + std::to_string(global) + " is not in ZeRO's group");
+    return static_cast<int>(it - world_group_.members.begin());
 }
 
 // Takes a reduced gradient element into the owned partition (if this rank owns it).

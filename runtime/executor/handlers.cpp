@@ -34,13 +34,16 @@ const std::vector<HandlerTable::Registration>& HandlerTable::registrations() {
         {Payload::QuantizedShards, [](T& t) -> PayloadHandler& { return t.qwz_; }},
         {Payload::QuantScales, [](T& t) -> PayloadHandler& { return t.scales_; }},
         {Payload::QuantizedGradient, [](T& t) -> PayloadHandler& { return t.qgz_; }},
+        {Payload::Activations, [](T& t) -> PayloadHandler& { return t.model_data_; }},
+        {Payload::Scalars, [](T& t) -> PayloadHandler& { return t.model_data_; }},
     };
     return rows;
 }
 
 HandlerTable::HandlerTable(Executor& x)
     : barrier_(x), pattern_(x), reduction_(x), shard_reduction_(x, mics_sums_), replica_reduction_(x, mics_sums_),
-      shard_gather_(x), partition_gather_(x), broadcast_(x), qwz_(x), qgz_(x), scales_(x, qwz_, qgz_), compute_(x) {
+      shard_gather_(x), partition_gather_(x), broadcast_(x), qwz_(x), qgz_(x), scales_(x, qwz_, qgz_), p2p_(x),
+      model_coll_(x), model_data_(x, p2p_, model_coll_), compute_(x) {
     mics_sums_.sum.resize(x.s_.params.size());
     mics_sums_.step.assign(x.s_.params.size(), -1000);
     for (const auto& r : registrations()) by_payload_[r.payload] = &r.handler(*this);

@@ -90,6 +90,17 @@ struct GroupView {
     int size() const { return static_cast<int>(members.size()); }
 };
 
+// The group ZeRO shards over on global rank `grank` (docs/runtime.md "3D layouts"): every rank
+// without a 3D layout; in one, the rank's data-parallel group, or sequence x data under Ulysses
+// (schedule/mesh.hpp, as DeepSpeed v0.14.2 utils/groups.py _get_sequence_data_parallel_group).
+// `color` is the group's index among its kind's groups (the split's color).
+struct ZeroGroup {
+    std::vector<int> members;   // global ranks, ascending
+    int index = 0;              // grank's place in them
+    int color = 0;
+};
+ZeroGroup zero_group(const Schedule& s, int grank, int world);
+
 class HandlerTable;
 
 // One rank's ZeRO state and the methods every payload's handler shares. The state is public:
@@ -105,7 +116,11 @@ class Executor {
     const Schedule& s_;
     const ExecOptions& a_;
     MemoryTracker& mem_;
+    // ZeRO's rank and world: this rank's place in, and the size of, the group ZeRO shards over
+    // (the whole world; in a 3D layout its data-parallel group, sequence x data under Ulysses:
+    // zero_group below). Every ZeRO rule of the executor reads these two.
     const int rank_, world_;
+    const int grank_;              // the global (MPI world) rank: messages, peers, 3D group members
     const PartitionKind layout_;   // the schedule's partition layout (meta.partition)
     LossSpec spec_;
     AdamParams adam_;
@@ -162,6 +177,7 @@ class Executor {
 
     // gradients.cpp
     float my_gradient(int p, int64_t i) const;
+    int zero_index(int global) const;   // a global rank's place in ZeRO's group (its loss's rank)
     std::pair<double, double> expected_sum(const Op& op, int p, int64_t i) const;
     std::pair<double, double> expected_sum(const Op& op, int p, int64_t i, const std::vector<int>& ranks) const;
     void apply_gradient(const Op& op, int p, int64_t i, float v);

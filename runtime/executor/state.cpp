@@ -28,7 +28,9 @@ std::string op_label(const Op& op) {
 void broken(const Op& op, const std::string& what) { throw std::runtime_error("schedule " + op_label(op) + ": " + what); }
 
 Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryTracker& mem)
-    : be_(be), s_(s), a_(a), mem_(mem), rank_(be.rank()), world_(be.world()), layout_(s.meta.partition.kind),
+    : be_(be), s_(s), a_(a), mem_(mem), rank_(zero_group(s, be.rank(), be.world()).index),
+      world_(static_cast<int>(zero_group(s, be.rank(), be.world()).members.size())), grank_(be.rank()),
+      layout_(s.meta.partition.kind),
       cold_(a.evict_before_op) {   // check_exec_options: only with sync_each_op
     spec_.seed = a.seed;
     spec_.world = world_;
