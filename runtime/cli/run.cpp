@@ -177,7 +177,14 @@ int run_zero(Backend& be, const RunArgs& a) {
         return zerosim::print_input_error("zerorun", bad.value_or(zerosim::Error{"", "", ""}), be.rank() == lowest);
     const zerosim::Schedule& s = sched.value();
     // Pipeline, tensor, sequence and expert parallel schedules are one rank's program each (issue
-    // 29): every rank built or read its own, and the checks above ran on each.
+    // 29): every rank built or read its own, and the checks above ran on each. Stage 3 under
+    // Ulysses cuts parameters over the data group but reduce-scatters gradients over sequence x
+    // data (meta.param_shards): that state layout is not executed yet.
+    if (s.meta.partition.kind == zerosim::PartitionKind::PerParameter && s.meta.param_shards > 0 && s.meta.param_shards != s.meta.world)
+        return input_error(be, {a.ds_config.empty() ? a.schedule : a.ds_config, "zero_optimization.stage",
+                                "stage 3 under Ulysses (--sp " + std::to_string(s.meta.layout.sequence) +
+                                    ": parameters cut over " + std::to_string(s.meta.param_shards) + " ranks, gradients over " +
+                                    std::to_string(s.meta.world) + ") is not executed by zerorun yet; use stage 0, 1 or 2"});
     // ZeRO++ / MiCS (issue 17) run on the backends' sub-communicators, qwZ/qgZ with the executor's
     // block quantizer; a qgZ gradient whose scales cannot split over the all_to_alls is refused.
     if (auto why = quantized_schedule_problem(s))

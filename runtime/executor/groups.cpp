@@ -89,6 +89,13 @@ void Executor::build_groups() {
         groups_[g.kind] = v;
     }
     quantized_ = s_.meta.variants.qwz || s_.meta.variants.qgz;
+    over_.assign(s_.params.size(), &world_group_);
+    for (const auto& G : s_.meta.partition.groups) {
+        if (G.over == zerosim::GroupKind::Dp) continue;
+        auto it = groups_.find(G.over);
+        if (it == groups_.end()) throw std::runtime_error(std::string("meta.partition: group ") + zerosim::group_name(G.over) + " not in meta.groups");
+        for (int p : G.order) over_[static_cast<size_t>(p)] = &it->second;
+    }
     const GroupView* mics = group_with(GroupRole::MicsShard);
     shard_group_ = mics ? mics : &world_group_;
 }

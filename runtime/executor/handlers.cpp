@@ -70,9 +70,14 @@ void CollectiveHandler::run(const Op& op, OpRecord& rec) {
     // Where a step's compute would have run (--evict-before-op): before the op's buffers are
     // staged, so it finds them just written and everything else cold, as in training.
     x.cold_.evict();
-    if (world_only() && x.group_of(op).role != GroupRole::World)
-        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + zerosim::group_name(op.group) +
-                       " (the runtime runs it on the world only)");
+    if (on_params_group()) {
+        std::vector<int> ps = op.params;
+        for (const auto& sg : op.segments) ps.push_back(sg.param);
+        for (int p : ps)
+            if (&x.cut_group(p) != &x.group_of(op))
+                broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " of " + x.s_.params[p].name + " on group " +
+                               zerosim::group_name(op.group) + ", not the group its state is cut over");
+    }
     stage(op);
     x.timed_call(rec, [&] { call(op); });
     Check c = take(op);

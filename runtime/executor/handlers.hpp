@@ -46,8 +46,9 @@ class CollectiveHandler : public PayloadHandler {
     virtual Check take(const Op& op) = 0;
     // Whether this rank receives a result (a reduce's non-roots do not).
     virtual bool has_output(const Op&) const { return true; }
-    // The flat layouts' payloads, which the runtime runs on the world only.
-    virtual bool world_only() const { return false; }
+    // The payloads of whole parameters' state (gradients, partitions, broadcasts), which run on
+    // the group their parameters are cut over (ZeRO's group; MoE experts' expert-data group).
+    virtual bool on_params_group() const { return false; }
     Buffer in_, out_;
 };
 
@@ -85,7 +86,7 @@ class GradientReduction final : public CollectiveHandler {
     void call(const Op& op) override;
     Check take(const Op& op) override;
     bool has_output(const Op& op) const override;
-    bool world_only() const override { return true; }
+    bool on_params_group() const override { return true; }
     std::vector<zerosim::Segment> segs_;
     std::vector<std::pair<double, double>> expect_;
 };
@@ -146,7 +147,7 @@ class PartitionGather final : public CollectiveHandler {
     void stage(const Op& op) override;
     void call(const Op& op) override;
     Check take(const Op& op) override;
-    bool world_only() const override { return true; }
+    bool on_params_group() const override { return true; }
 };
 
 // Engine-start (and zero-init) broadcasts of whole parameters.
@@ -158,7 +159,7 @@ class ParameterBroadcast final : public CollectiveHandler {
     void stage(const Op& op) override;
     void call(const Op& op) override;
     Check take(const Op& op) override;
-    bool world_only() const override { return true; }
+    bool on_params_group() const override { return true; }
     bool in_place_ = false;
 };
 

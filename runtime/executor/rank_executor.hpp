@@ -138,7 +138,13 @@ class Executor {
     // Process groups: the world and every group of meta.groups, by name (groups.cpp).
     GroupView world_group_;
     std::map<zerosim::GroupKind, GroupView> groups_;
-    const GroupView* shard_group_ = nullptr;   // whom a stage-3 parameter is cut among (world or MiCS shard)
+    const GroupView* shard_group_ = nullptr;
+    // The group each parameter's optimizer state is cut over and its gradient averaged over
+    // (meta.partition's `over`): ZeRO's group, or for MoE experts the expert-data group (DeepSpeed
+    // v0.14.2 stage_1_and_2.py _configure_moe_settings / real_dp_process_group). A parameter's loss
+    // rank is this rank's place in it (its targets), its loss world that group's size.
+    std::vector<const GroupView*> over_;
+    const GroupView& cut_group(int p) const { return *over_[static_cast<size_t>(p)]; }   // whom a stage-3 parameter is cut among (world or MiCS shard)
     // Whether ZeRO++ qwZ or qgZ is in the schedule: received weights then drift from the
     // unquantized reference as 16-bit ones do (weight_tolerance).
     bool quantized_ = false;
@@ -177,7 +183,7 @@ class Executor {
 
     // gradients.cpp
     float my_gradient(int p, int64_t i) const;
-    int zero_index(int global) const;   // a global rank's place in ZeRO's group (its loss's rank)
+    int loss_rank(int p, int global) const;   // a global rank's place in the group p is cut over
     std::pair<double, double> expected_sum(const Op& op, int p, int64_t i) const;
     std::pair<double, double> expected_sum(const Op& op, int p, int64_t i, const std::vector<int>& ranks) const;
     void apply_gradient(const Op& op, int p, int64_t i, float v);

@@ -10,7 +10,12 @@
 //  - each rank's comms_logger lines (--rank-logs DIR/rankR.log) equal `zerosim schedule --rank R`'s
 //    op for op (record, caller, printed size), and `zerosim validate` passes every rank;
 //  - each rank's final fp32 master weights (--dump-weights) equal the single-process Reference of
-//    that rank's parameters over its data-parallel group (1e-6 relative).
+//    that rank's parameters over its data-parallel group, MoE experts over their expert-data group
+//    (1e-6 relative);
+//  - stage 3 under Ulysses (parameters and gradients cut over different groups) is refused with
+//    exit 2 and one line naming the key.
+// Ulysses runs at stage 1 (sp4_dp1_z1's config at --sp 2: sp 2 x dp 2); the stage-3 run's config
+// (sp2_dp2_z3) is the refusal case.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -124,6 +129,11 @@ void expect_reference_weights(const zerosim::Schedule& s, const std::string& dum
     spec.comm_dtype = s.meta.comm_dtype;
     spec.lr = 1e-3f;
     zerorun::Reference ref(s.params, spec);
+    // MoE experts are cut over, and averaged over, their expert-data group (hand-set from the
+    // partition layout the schedule states).
+    for (const auto& G : s.meta.partition.groups)
+        if (G.over == zerosim::GroupKind::ExpertData)
+            for (int p : G.order) ref.set_world(p, static_cast<int>(s.meta.group_size(zerosim::GroupKind::ExpertData)));
     for (int st = 0; st < 3; ++st) ref.step(st);
     auto w = read_dump(dump);
     int64_t over = 0;
@@ -173,6 +183,16 @@ void run_case(const Case3d& c) {
 TEST(Runtime3d, PipelineTwoStages) { run_case({"pp", "--pp 2", "pipe.json", "pp2_dp2_z1", 2, 1, 1, 1}); }
 TEST(Runtime3d, TensorParallelTwo) { run_case({"tp", "--tp 2", "tensor.json", "tp2_dp2_z1", 1, 2, 1, 1}); }
 TEST(Runtime3d, UlyssesTwo) { run_case({"sp", "--sp 2", "ulysses.json", "sp4_dp1_z1", 1, 1, 2, 1}); }
+TEST(Runtime3d, UlyssesStage3IsRefused) {
+    Case3d c{"sp3", "--sp 2", "ulysses.json", "sp2_dp2_z3", 1, 1, 2, 1};
+    RunResult r = zerorun_test::mpirun_program(4, ZERORUN_BINARY, "--deepspeed 0.14.2 --ds-config " + config_of(c) + " --model " +
+                                                                     model_of(c) + " --sp 2 --steps 3 --compute-scale 0 --quiet");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("zerorun: error: " + config_of(c) + ": field 'zero_optimization.stage': stage 3 under Ulysses"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(zerorun_test::count_lines_starting(r.out, "zerorun:"), 1) << r.out;
+}
+
 TEST(Runtime3d, ExpertParallelTwo) { run_case({"ep", "--ep 2", "moe.json", "moe_ep2_w4_z2_top1", 1, 1, 1, 2}); }
 
 }  // namespace
