@@ -130,7 +130,7 @@ zerosim::Result<ExecOptions> exec_options(const RunArgs& a) {
     if (!op_time) return zerosim::Error{"", "--op-time", "expected rank or skew-free, found '" + a.op_time + "'"};
     o.op_time = *op_time;
     auto mode = test_fail_mode_from_name(a.test_fail_mode);
-    if (!mode) return zerosim::Error{"", "--test-fail-mode", "expected exit, hang or delay"};
+    if (!mode) return zerosim::Error{"", "--test-fail-mode", "expected exit, hang, delay or corrupt"};
     o.test = {a.test_fail_rank, a.test_fail_op, *mode};
     return o;
 }

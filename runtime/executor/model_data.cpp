@@ -61,6 +61,7 @@ void PointToPoint::run(const Op& op, OpRecord& rec) {
     Buffer buf = x.comm_buffer(op.elements, t);
     for (int64_t i = 0; i < op.elements; ++i)
         store_element(buf.data(), t, i, send ? model_value(t, from, to, -1, n, op.step, op.micro, i) : kUnsent);
+    if (send && op.elements > 0 && x.corrupt_on_purpose(op)) store_element(buf.data(), t, 0, 42.0);
     x.timed_call(rec, [&] {
         if (send) x.be_.send(buf.data(), op.elements, t, peer);
         else x.be_.recv(buf.data(), op.elements, t, peer);
@@ -121,6 +122,7 @@ void ModelCollective::stage(const Op& op) {
             break;
         default: broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " in a " + zerosim::op_record_name(op.kind));
     }
+    if (op.elements > 0 && x.corrupt_on_purpose(op)) store_element(in_.data(), t, 0, 42.0);
 }
 
 void ModelCollective::call(const Op& op) {

@@ -207,6 +207,12 @@ class Executor {
     void plan_waits();
     void worker(const std::vector<int64_t>& list);
     void maybe_fail_on_purpose(const Op& op);
+
+  public:
+    // --test-fail-mode corrupt: this rank is to put one wrong element into op's data.
+    bool corrupt_on_purpose(const Op& op) const {
+        return a_.test.fail_mode == TestHooks::Mode::Corrupt && a_.test.fail_rank == grank_ && a_.test.fail_op == op.id;
+    }
 };
 
 template <class F>

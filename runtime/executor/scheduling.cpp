@@ -85,7 +85,7 @@ void Executor::worker(const std::vector<int64_t>& list) {
 
 void Executor::maybe_fail_on_purpose(const Op& op) {
     const TestHooks& t = a_.test;
-    if (grank_ != t.fail_rank || op.id != t.fail_op) return;
+    if (grank_ != t.fail_rank || op.id != t.fail_op || t.fail_mode == TestHooks::Mode::Corrupt) return;
     if (t.fail_mode == TestHooks::Mode::Delay) {
         // A late rank, not a failed one: its peers wait for it inside the collective.
         std::this_thread::sleep_for(std::chrono::milliseconds(400));

@@ -183,6 +183,41 @@ void run_case(const Case3d& c) {
 TEST(Runtime3d, PipelineTwoStages) { run_case({"pp", "--pp 2", "pipe.json", "pp2_dp2_z1", 2, 1, 1, 1}); }
 TEST(Runtime3d, TensorParallelTwo) { run_case({"tp", "--tp 2", "tensor.json", "tp2_dp2_z1", 1, 2, 1, 1}); }
 TEST(Runtime3d, UlyssesTwo) { run_case({"sp", "--sp 2", "ulysses.json", "sp4_dp1_z1", 1, 1, 2, 1}); }
+// The checks can fail: one element put wrong on purpose by one rank (hidden --test-fail-mode
+// corrupt) is counted by exactly the ranks that receive it, and the run exits 1.
+int64_t first_op(const zerosim::Schedule& s, zerosim::RuleId rule) {
+    for (const auto& op : s.ops)
+        if (op.rule == rule) return op.id;
+    return -1;
+}
+
+int64_t corrupted_run_wrong(const Case3d& c, int rank, int64_t op, std::vector<int64_t>& per_rank) {
+    const std::string dir = dir_for(c.name + "-corrupt");
+    RunResult run = zerorun_test::mpirun_program(
+        4, ZERORUN_BINARY,
+        "--deepspeed 0.14.2 --ds-config " + config_of(c) + " --model " + model_of(c) + " " + c.flag +
+            " --steps 1 --compute-scale 0 --quiet -o " + dir + "/m.log --json " + dir + "/m.json --test-fail-rank " +
+            std::to_string(rank) + " --test-fail-op " + std::to_string(op) + " --test-fail-mode corrupt");
+    EXPECT_EQ(run.code, 1) << run.out;
+    json j = json::parse(std::ifstream(dir + "/m.json"));
+    for (const auto& r : j.at("ranks")) per_rank.push_back(r.at("wrong").get<int64_t>());
+    return j.at("wrong").get<int64_t>();
+}
+
+TEST(Runtime3d, WrongDataIsCounted) {
+    // Rank 0's first activation sent to stage 1: rank 2 (its pipe peer) alone sees it.
+    Case3d pp{"pp", "--pp 2", "pipe.json", "pp2_dp2_z1", 2, 1, 1, 1};
+    std::vector<int64_t> w;
+    EXPECT_EQ(corrupted_run_wrong(pp, 0, first_op(rank_schedule(pp, 0), zerosim::RuleId::PipeActivationSend), w), 1);
+    EXPECT_EQ(w, (std::vector<int64_t>{0, 0, 1, 0}));
+    // Rank 1's partial sum in the first tensor-parallel all_reduce: both members of its tensor
+    // group {0, 1} get one wrong element, the other group none.
+    Case3d tp{"tp", "--tp 2", "tensor.json", "tp2_dp2_z1", 1, 2, 1, 1};
+    w.clear();
+    EXPECT_EQ(corrupted_run_wrong(tp, 1, first_op(rank_schedule(tp, 1), zerosim::RuleId::TpForwardAllreduce), w), 2);
+    EXPECT_EQ(w, (std::vector<int64_t>{1, 1, 0, 0}));
+}
+
 TEST(Runtime3d, UlyssesStage3IsRefused) {
     Case3d c{"sp3", "--sp 2", "ulysses.json", "sp2_dp2_z3", 1, 1, 2, 1};
     RunResult r = zerorun_test::mpirun_program(4, ZERORUN_BINARY, "--deepspeed 0.14.2 --ds-config " + config_of(c) + " --model " +
