@@ -147,6 +147,35 @@ int write_rank_log(Backend& be, const RunArgs& a, const zerosim::Schedule& s, co
     return zerosim::write_output("zerorun", path, "--rank-logs", inputs, [&](std::ostream& out) { write_measured_deepspeed(out, s, log); });
 }
 
+// What the executor does not run, though the schedule is valid. Pipeline, tensor, sequence and
+// expert parallel schedules run (issue 29), each rank its own program; stage 3 under Ulysses cuts
+// parameters over the data group but reduce-scatters gradients over sequence x data
+// (meta.param_shards), a state layout not executed yet. ZeRO++ / MiCS (issue 17) run on the
+// backends' sub-communicators, qwZ/qgZ with the executor's block quantizer; a qgZ gradient whose
+// scales cannot split over the all_to_alls is refused.
+zerosim::Status not_executed(const RunArgs& a, const zerosim::Schedule& s) {
+    const std::string file = a.ds_config.empty() ? a.schedule : a.ds_config;
+    if (s.meta.partition.kind == zerosim::PartitionKind::PerParameter && s.meta.param_shards > 0 && s.meta.param_shards != s.meta.world)
+        return zerosim::Error{file, "zero_optimization.stage",
+                              "stage 3 under Ulysses (--sp " + std::to_string(s.meta.layout.sequence) + ": parameters cut over " +
+                                  std::to_string(s.meta.param_shards) + " ranks, gradients over " + std::to_string(s.meta.world) +
+                                  ") is not executed by zerorun yet; use stage 0, 1 or 2"};
+    if (auto why = quantized_schedule_problem(s)) return zerosim::Error{file, "zero_optimization.zero_quantized_gradients", *why};
+    return std::nullopt;
+}
+
+// The per-rank JSON logs gathered on rank 0, one line each.
+std::vector<nlohmann::json> parse_rank_lines(const std::string& all) {
+    std::vector<nlohmann::json> ranks;
+    size_t at = 0;
+    while (at < all.size()) {
+        size_t nl = all.find('\n', at);
+        ranks.push_back(nlohmann::json::parse(all.substr(at, nl - at)));
+        at = nl + 1;
+    }
+    return ranks;
+}
+
 }  // namespace
 
 int run_zero(Backend& be, const RunArgs& a) {
@@ -176,19 +205,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     if (int lowest = lowest_failing_rank(be, bad.has_value()); lowest >= 0)
         return zerosim::print_input_error("zerorun", bad.value_or(zerosim::Error{"", "", ""}), be.rank() == lowest);
     const zerosim::Schedule& s = sched.value();
-    // Pipeline, tensor, sequence and expert parallel schedules are one rank's program each (issue
-    // 29): every rank built or read its own, and the checks above ran on each. Stage 3 under
-    // Ulysses cuts parameters over the data group but reduce-scatters gradients over sequence x
-    // data (meta.param_shards): that state layout is not executed yet.
-    if (s.meta.partition.kind == zerosim::PartitionKind::PerParameter && s.meta.param_shards > 0 && s.meta.param_shards != s.meta.world)
-        return input_error(be, {a.ds_config.empty() ? a.schedule : a.ds_config, "zero_optimization.stage",
-                                "stage 3 under Ulysses (--sp " + std::to_string(s.meta.layout.sequence) +
-                                    ": parameters cut over " + std::to_string(s.meta.param_shards) + " ranks, gradients over " +
-                                    std::to_string(s.meta.world) + ") is not executed by zerorun yet; use stage 0, 1 or 2"});
-    // ZeRO++ / MiCS (issue 17) run on the backends' sub-communicators, qwZ/qgZ with the executor's
-    // block quantizer; a qgZ gradient whose scales cannot split over the all_to_alls is refused.
-    if (auto why = quantized_schedule_problem(s))
-        return input_error(be, {a.ds_config.empty() ? a.schedule : a.ds_config, "zero_optimization.zero_quantized_gradients", *why});
+    if (auto e = not_executed(a, s)) return input_error(be, *e);
 
     std::shared_ptr<BetweenSteps> between;
     ExecOptions exec = opt.value();
@@ -212,13 +229,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     std::string all = be.gather_text_to_root(mine + "\n");
     if (be.rank() != 0) return result.wrong_total ? 1 : rank_log_rc;
 
-    std::vector<nlohmann::json> ranks;
-    size_t at = 0;
-    while (at < all.size()) {
-        size_t nl = all.find('\n', at);
-        ranks.push_back(nlohmann::json::parse(all.substr(at, nl - at)));
-        at = nl + 1;
-    }
+    const std::vector<nlohmann::json> ranks = parse_rank_lines(all);
     int64_t wrong = 0;
     for (const auto& r : ranks) wrong += r.at("wrong").get<int64_t>();
     nlohmann::json log = run_json(s, opt.value(), be.name(), ranks);
