@@ -228,6 +228,38 @@ TEST(Runtime3d, UlyssesStage3IsRefused) {
     EXPECT_EQ(zerorun_test::count_lines_starting(r.out, "zerorun:"), 1) << r.out;
 }
 
+// Beyond the four: four pipeline stages of one rank each at stage 0 (pp4_dp1_z0), and tensor
+// parallelism at stage 3 (tp2_dp2_z3: stage 3's gathers and reduce-scatters over each data group).
+TEST(Runtime3d, PipelineFourStagesStage0) { run_case({"pp4", "--pp 4", "pipe.json", "pp4_dp1_z0", 4, 1, 1, 1}); }
+TEST(Runtime3d, TensorParallelStage3) { run_case({"tp3", "--tp 2", "tensor.json", "tp2_dp2_z3", 1, 2, 1, 1}); }
+
+// Every rank's schedule from a directory (zerosim schedule --rank all --format json -o DIR/): each
+// rank reads DIR/rank<R>.json and the run is the same; one rank's file given to every rank is
+// refused by the others, the lowest of them saying why in one line.
+TEST(Runtime3d, SchedulesFromADirectory) {
+    Case3d c{"dir", "--pp 2", "pipe.json", "pp2_dp2_z1", 2, 1, 1, 1};
+    const std::string dir = dir_for(c.name);
+    RunResult w = zerorun_test::shell(std::string(ZEROSIM_BINARY) + " schedule --deepspeed 0.14.2 --ds-config " + config_of(c) + " --model " +
+                                      model_of(c) + " --world 4 --pp 2 --steps 3 --rank all --format json -o " + dir + "/s/");
+    ASSERT_EQ(w.code, 0) << w.out;
+    RunResult run = zerorun_test::mpirun_program(4, ZERORUN_BINARY, "--schedule " + dir + "/s --compute-scale 0 --quiet -o " + dir + "/m.log --json " +
+                                                                         dir + "/m.json --rank-logs " + dir + "/meas");
+    ASSERT_EQ(run.code, 0) << run.out;
+    EXPECT_EQ(json::parse(std::ifstream(dir + "/m.json")).at("wrong").get<int64_t>(), 0);
+    RunResult pred = zerorun_test::shell(std::string(ZEROSIM_BINARY) + " schedule --deepspeed 0.14.2 --ds-config " + config_of(c) + " --model " +
+                                         model_of(c) + " --world 4 --pp 2 --steps 3 --rank all --format deepspeed -o " + dir + "/pred/");
+    ASSERT_EQ(pred.code, 0) << pred.out;
+    for (int r = 0; r < 4; ++r)
+        expect_same_ops(dir + "/meas/rank" + std::to_string(r) + ".log", dir + "/pred/rank" + std::to_string(r) + ".log", r);
+
+    RunResult one = zerorun_test::mpirun_program(4, ZERORUN_BINARY, "--schedule " + dir + "/s/rank2.json --compute-scale 0 --quiet");
+    EXPECT_EQ(one.code, 2) << one.out;
+    EXPECT_NE(one.out.find("zerorun: error: " + dir + "/s/rank2.json: field 'meta.rank': the schedule is rank 2's program; this is rank 0"),
+              std::string::npos)
+        << one.out;
+    EXPECT_EQ(zerorun_test::count_lines_starting(one.out, "zerorun:"), 1) << one.out;
+}
+
 TEST(Runtime3d, ExpertParallelTwo) { run_case({"ep", "--ep 2", "moe.json", "moe_ep2_w4_z2_top1", 1, 1, 1, 2}); }
 
 }  // namespace
