@@ -65,7 +65,7 @@ void PointToPoint::run(const Op& op, OpRecord& rec) {
     x.timed_call(rec, [&] {
         if (send) x.be_.send(buf.data(), op.elements, t, peer);
         else x.be_.recv(buf.data(), op.elements, t, peer);
-    });
+    }, false);
     Check c;
     if (!send && x.verify_)
         for (int64_t i = 0; i < op.elements; ++i) {

@@ -43,6 +43,7 @@ using zerorun_test::RunResult;
 struct Case3d {
     std::string name, flag, model, run;   // run: the reference run's folder (its ds_config.json)
     int pp = 1, tp = 1, sp = 1, ep = 1;
+    std::string extra;   // more zerorun flags
 };
 
 std::string dir_for(const std::string& tag) {
@@ -153,7 +154,7 @@ void run_case(const Case3d& c) {
     ASSERT_EQ(pred.code, 0) << pred.out;
     RunResult run = zerorun_test::mpirun_program(4, ZERORUN_BINARY,
                                                  "--deepspeed 0.14.2 --ds-config " + config_of(c) + " --model " + model_of(c) + " " + c.flag +
-                                                     " --steps 3 --compute-scale 0 --timeout 60 --quiet -o " + dir + "/m.log --json " + dir +
+                                                     " --steps 3 --compute-scale 0 --timeout 60 --quiet " + c.extra + " -o " + dir + "/m.log --json " + dir +
                                                      "/m.json --rank-logs " + dir + "/meas --dump-weights " + dir + "/w");
     ASSERT_EQ(run.code, 0) << run.out;
     json j = json::parse(std::ifstream(dir + "/m.json"));
@@ -231,6 +232,11 @@ TEST(Runtime3d, UlyssesStage3IsRefused) {
 // Beyond the four: four pipeline stages of one rank each at stage 0 (pp4_dp1_z0), and tensor
 // parallelism at stage 3 (tp2_dp2_z3: stage 3's gathers and reduce-scatters over each data group).
 TEST(Runtime3d, PipelineFourStagesStage0) { run_case({"pp4", "--pp 4", "pipe.json", "pp4_dp1_z0", 4, 1, 1, 1}); }
+// --sync-each-op fences every collective on its group; the middle stages hold twice the messages
+// of the end ones, so a world fence before each message would deadlock: messages are not fenced.
+TEST(Runtime3d, PipelineFourStagesSyncEachOp) {
+    run_case({"pp4s", "--pp 4", "pipe.json", "pp4_dp1_z0", 4, 1, 1, 1, "--sync-each-op --op-time skew-free"});
+}
 TEST(Runtime3d, TensorParallelStage3) { run_case({"tp3", "--tp 2", "tensor.json", "tp2_dp2_z3", 1, 2, 1, 1}); }
 
 // Every rank's schedule from a directory (zerosim schedule --rank all --format json -o DIR/): each
