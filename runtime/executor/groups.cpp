@@ -35,10 +35,6 @@ std::optional<GroupRole> group_role(zerosim::GroupKind group) {
     return std::nullopt;
 }
 
-// The world is every rank. Every group kind of meta.groups cuts the world into disjoint sets;
-// each rank joins the set holding it, as DeepSpeed v0.14.2 creates one torch process group per
-// set (utils/groups.py _create_zero_param_parallel_group for hpZ, runtime/zero/mics_utils.py
-// create_mics_comm_groups for MiCS's shard and replication groups).
 ZeroGroup zero_group(const Schedule& s, int grank, int world) {
     ZeroGroup z;
     if (!s.meta.layout.is_3d()) {
@@ -61,6 +57,12 @@ ZeroGroup zero_group(const Schedule& s, int grank, int world) {
     return z;
 }
 
+// ZeRO's group is the world, or the rank's data group (zero_group). Every group kind of
+// meta.groups cuts the world into disjoint sets; each rank joins the set holding it, as DeepSpeed
+// v0.14.2 creates one torch process group per set (utils/groups.py _create_zero_param_parallel_group for hpZ, runtime/zero/mics_utils.py
+// create_mics_comm_groups for MiCS's shard and replication groups).
+// The 3D kinds (pipe, tensor, model_parallel, sequence, expert, expert_data) are the mesh's groups
+// (schedule/mesh.hpp), as DeepSpeed's grid and mpu form them (runtime/pipe/topology.py, utils/groups.py).
 void Executor::build_groups() {
     // ZeRO's group: the world, or in a 3D layout the data-parallel group on its own
     // sub-communicator (every rank splits once, so the collective split matches on all).
