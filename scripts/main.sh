@@ -142,6 +142,19 @@ for v in hpz2 mics2; do
   variants+=("$v $vcheck")
 done
 
+# A 3D layout for real (issue 29 part 4): pp 2 x dp 2, each rank its own program; pipeline stages
+# exchange messages by MPI send/recv in 1F1B order, ZeRO runs on each stage's data-parallel
+# sub-communicator, every result is checked (the contents are synthetic: docs/runtime.md "3D
+# layouts"), and every rank's log must equal zerosim schedule --rank R's.
+say "    pp 2: each rank's program with every result checked (mpirun -np $VARIANT_RANKS zerorun --pp 2), every rank's log validated"
+pcheck=ok
+PP_ARGS=(--deepspeed 0.14.2 --ds-config tests/cli/inputs/stage1.json --model configs/models/reference-3d/pipe.json --steps 3)
+"${VARIANT_MPIRUN[@]}" "$ZERORUN" --backend mpi "${PP_ARGS[@]}" --pp 2 --compute-scale 0 --quiet -o /dev/null \
+  --json "$OUT/checked-pp2.json" --rank-logs "$OUT/pp2-measured" || pcheck=FAILED
+"$ZEROSIM" schedule "${PP_ARGS[@]}" --world "$VARIANT_RANKS" --pp 2 --rank all --format deepspeed -o "$OUT/pp2-predicted/" || pcheck=FAILED
+"$ZEROSIM" validate "$OUT/pp2-predicted" "$OUT/pp2-measured" --what ops -o "$OUT/validate-pp2.txt" || pcheck="$pcheck, logs differ"
+variants+=("pp2 $pcheck")
+
 say "2/2 results (details in $OUT/validate-zero*.txt, fits in $OUT/calibrate-zero*.txt)"
 pc() { awk -v v="$1" 'BEGIN { if (v == "inf") print "inf"; else printf "%.0f%%", v * 100 }'; }
 printf '%-6s %-12s %-26s %-18s %-36s %-13s %-22s %s\n' "stage" "ops matched" "op error >=256K [95%]" "noise step/med/pred" \
@@ -164,4 +177,4 @@ for r in "${rows[@]}"; do
 done
 echo "verdict: PASS = the op error's 95% interval, which holds the measurement's noise and the calibration's own standard error (pred), lies within 15%; FAIL = it lies above 15%, beyond both; INCONCLUSIVE = they leave it on both sides, and 'settled by' gives the steps (with the calibration rounds, when the calibration's own error spans 15%) whose interval would fall on one side (validate-zero*.txt says more). noise: sd of one step's op median / of the median over $STEPS steps / the prediction's standard error from its calibration rounds."
 echo "machine: $(nproc) cores, $CACHE_NOTE, 1-minute load average at the end of each timed run: ${loads[*]} (above the core count, other processes preempt the ranks and the noise columns say how much)"
-echo "ZeRO++ and MiCS on MPI sub-communicators (stage 3, results checked): ${variants[*]}"
+echo "ZeRO++ and MiCS (stage 3), and a pp 2 pipeline (logs against zerosim schedule --rank R), on MPI sub-communicators, results checked: ${variants[*]}"

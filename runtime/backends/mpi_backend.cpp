@@ -128,6 +128,15 @@ class MpiBackend final : public Backend {
         MPI_Alltoall(send, to_int(count), mpi_type(t), recv, to_int(count), mpi_type(t), comm_);
     }
 
+    // On the world communicator (peer is a world rank); tag 0, so messages between two ranks
+    // match in the order they were sent, as the schedule issues them.
+    void send(const void* buf, int64_t count, DType t, int peer) override {
+        MPI_Send(buf, to_int(count), mpi_type(t), peer, 0, MPI_COMM_WORLD);
+    }
+    void recv(void* buf, int64_t count, DType t, int peer) override {
+        MPI_Recv(buf, to_int(count), mpi_type(t), peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+
     int split_group(int color) override {
         MPI_Comm c = MPI_COMM_NULL;
         MPI_Comm_split(MPI_COMM_WORLD, color, rank_, &c);   // key = world rank: ascending members

@@ -173,6 +173,24 @@ class NcclBackend final : public Backend {
         });
     }
 
+    // Point-to-point on the world communicator (peer is a world rank), as torch's
+    // ProcessGroupNCCL runs dist.send/recv: ncclSend/ncclRecv on the stream, waited for.
+    void send(const void* buf, int64_t count, DType t, int peer) override {
+        guard("send", [&] {
+            size_t b = bytes(count, t);
+            const void* ds = dev_in(buf, b, send_);
+            launch([&] { return ncclSend(ds, to_size(count), nccl_dtype(t), peer, comm_, stream_); });
+        });
+    }
+    void recv(void* buf, int64_t count, DType t, int peer) override {
+        guard("recv", [&] {
+            size_t b = bytes(count, t);
+            void* dr = dev_out(buf, b, recv_);
+            launch([&] { return ncclRecv(dr, to_size(count), nccl_dtype(t), peer, comm_, stream_); });
+            dev_back(buf, dr, b);
+        });
+    }
+
     // Sub-communicators (hpZ, MiCS, qgZ groups): ncclCommSplit of the world communicator, key =
     // world rank so members keep ascending order (as the MPI backend's MPI_Comm_split).
     int split_group(int color) override {

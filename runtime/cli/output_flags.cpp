@@ -7,6 +7,9 @@ namespace zerorun {
 void add_log_flags(CLI::App& app, RunArgs& ra) {
     app.add_option("-o,--output", ra.output, "rank 0's comms_logger lines and summary (default: standard output)")
         ->check(output_file());
+    app.add_option("--rank-logs", ra.rank_logs,
+                   "Directory: each rank writes its own comms_logger lines to DIR/rank<R>.log, as zerosim schedule --rank all "
+                   "-o DIR/ predicts them (zerosim validate reads the directory)");
     app.add_option("--json", ra.json, "JSON log of every op on every rank (written by rank 0)")->check(output_file());
 }
 

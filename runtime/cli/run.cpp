@@ -1,5 +1,6 @@
 // `zerorun` (the run command): inputs -> schedule IR -> execution on every rank -> logs.
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,22 +25,51 @@ namespace {
 // Every rank reads the same inputs and fails the same way: rank 0 says it once.
 int input_error(Backend& be, const zerosim::Error& e) { return zerosim::print_input_error("zerorun", e, be.rank() == 0); }
 
+// The lowest rank that failed (bookkeeping outside the schedule: one all_reduce on the world,
+// never logged), or -1 when none did.
+int lowest_failing_rank(Backend& be, bool failed) {
+    const int64_t world = be.world();
+    void* buf = be.alloc(sizeof(int64_t));
+    int64_t mine = failed ? world - be.rank() : 0;
+    std::memcpy(buf, &mine, sizeof mine);
+    be.all_reduce(buf, buf, 1, zerosim::DType::INT64, zerosim::ReduceOp::Max);
+    int64_t most = 0;
+    std::memcpy(&most, be.host_view(buf), sizeof most);
+    be.release(buf, sizeof(int64_t));
+    return most > 0 ? static_cast<int>(world - most) : -1;
+}
+
+bool layout_flags(const RunArgs& a) { return a.pp > 1 || a.tp > 1 || a.sp > 1 || a.ep > 1; }
+
+// A schedule file, or with a directory (zerosim schedule --rank all --format json -o DIR/) this
+// rank's DIR/rank<R>.json. A 3D schedule must be this rank's program in this world.
+zerosim::Result<zerosim::Schedule> read_schedule_file(Backend& be, const RunArgs& a) {
+    if (!a.ds_config.empty() || !a.model.empty())
+        return zerosim::Error{"", "--schedule", "give either --schedule or --ds-config and --model, not both"};
+    if (!a.deepspeed.empty())
+        return zerosim::Error{"", "--deepspeed", "a schedule file keeps the release it was built for (meta.dialect); "
+                                                  "give --deepspeed with --ds-config and --model"};
+    if (layout_flags(a))
+        return zerosim::Error{"", "--schedule", "a schedule file keeps its layout (meta.layout); give --pp/--tp/--sp/--ep with "
+                                                "--ds-config and --model"};
+    std::string path = a.schedule;
+    if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / ("rank" + std::to_string(be.rank()) + ".json")).string();
+    auto s = zerosim::read_schedule_json(path);
+    if (!s) return s.error();
+    const auto& m = s->meta;
+    const int64_t world = m.layout.is_3d() ? m.layout.world : m.world;
+    if (world != be.world())
+        return zerosim::Error{path, m.layout.is_3d() ? "meta.layout.world" : "meta.world",
+                              "the schedule is for " + std::to_string(world) + " ranks; mpirun started " + std::to_string(be.world())};
+    if (m.layout.is_3d() && m.rank != be.rank())
+        return zerosim::Error{path, "meta.rank", "the schedule is rank " + std::to_string(m.rank) + "'s program; this is rank " +
+                                                     std::to_string(be.rank()) + " (give the directory of every rank's schedule)"};
+    if (s->params.empty()) return zerosim::Error{path, "parameters", "the schedule lists no parameters"};
+    return s;
+}
+
 zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) {
-    if (!a.schedule.empty()) {
-        if (!a.ds_config.empty() || !a.model.empty())
-            return zerosim::Error{"", "--schedule", "give either --schedule or --ds-config and --model, not both"};
-        if (!a.deepspeed.empty())
-            return zerosim::Error{"", "--deepspeed", "a schedule file keeps the release it was built for (meta.dialect); "
-                                                      "give --deepspeed with --ds-config and --model"};
-        auto s = zerosim::read_schedule_json(a.schedule);
-        if (!s) return s.error();
-        if (s->meta.world != be.world())
-            return zerosim::Error{a.schedule, "meta.world",
-                                  "the schedule is for " + std::to_string(s->meta.world) + " ranks; mpirun started " +
-                                      std::to_string(be.world())};
-        if (s->params.empty()) return zerosim::Error{a.schedule, "parameters", "the schedule lists no parameters"};
-        return s;
-    }
+    if (!a.schedule.empty()) return read_schedule_file(be, a);
     if (a.ds_config.empty()) return zerosim::Error{"", "--ds-config", "required (or --schedule)"};
     if (a.model.empty()) return zerosim::Error{"", "--model", "required (or --schedule)"};
     // --deepspeed: the release whose schedule runs; without it the newest, said once by rank 0.
@@ -64,6 +94,14 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     opt.seq_len = a.seq_len;
     opt.max_ops = a.max_ops;
     opt.gpus_per_node = a.gpus_per_node;
+    // 3D (issue 29): the layout as zerosim schedule --pp/--tp/--sp/--ep builds it, and this MPI
+    // rank's own program (zerosim schedule --rank R).
+    opt.layout.world = opt.world;
+    opt.layout.pipe = a.pp;
+    opt.layout.tensor = a.tp;
+    opt.layout.sequence = a.sp;
+    opt.layout.expert = a.ep;
+    opt.rank = be.rank();
     if (!a.max_memory.empty()) {
         auto cap = zerosim::parse_size(a.max_memory, "--max-memory");
         if (!cap) return cap.error();
@@ -92,9 +130,50 @@ zerosim::Result<ExecOptions> exec_options(const RunArgs& a) {
     if (!op_time) return zerosim::Error{"", "--op-time", "expected rank or skew-free, found '" + a.op_time + "'"};
     o.op_time = *op_time;
     auto mode = test_fail_mode_from_name(a.test_fail_mode);
-    if (!mode) return zerosim::Error{"", "--test-fail-mode", "expected exit, hang or delay"};
+    if (!mode) return zerosim::Error{"", "--test-fail-mode", "expected exit, hang, delay or corrupt"};
     o.test = {a.test_fail_rank, a.test_fail_op, *mode};
     return o;
+}
+
+// --rank-logs DIR: this rank's own comms_logger lines (its program, its own call times and
+// timestamps), DIR/rank<R>.log, the file zerosim schedule --rank all -o DIR/ predicts.
+int write_rank_log(Backend& be, const RunArgs& a, const zerosim::Schedule& s, const ExecOptions& o, const nlohmann::json& mine,
+                   const std::vector<std::string>& inputs) {
+    if (a.rank_logs.empty()) return 0;
+    std::error_code ec;
+    std::filesystem::create_directories(a.rank_logs, ec);
+    const std::string path = (std::filesystem::path(a.rank_logs) / ("rank" + std::to_string(be.rank()) + ".log")).string();
+    nlohmann::json log = run_json(s, o, be.name(), {mine});
+    return zerosim::write_output("zerorun", path, "--rank-logs", inputs, [&](std::ostream& out) { write_measured_deepspeed(out, s, log); });
+}
+
+// What the executor does not run, though the schedule is valid. Pipeline, tensor, sequence and
+// expert parallel schedules run (issue 29), each rank its own program; stage 3 under Ulysses cuts
+// parameters over the data group but reduce-scatters gradients over sequence x data
+// (meta.param_shards), a state layout not executed yet. ZeRO++ / MiCS (issue 17) run on the
+// backends' sub-communicators, qwZ/qgZ with the executor's block quantizer; a qgZ gradient whose
+// scales cannot split over the all_to_alls is refused.
+zerosim::Status not_executed(const RunArgs& a, const zerosim::Schedule& s) {
+    const std::string file = a.ds_config.empty() ? a.schedule : a.ds_config;
+    if (s.meta.partition.kind == zerosim::PartitionKind::PerParameter && s.meta.param_shards > 0 && s.meta.param_shards != s.meta.world)
+        return zerosim::Error{file, "zero_optimization.stage",
+                              "stage 3 under Ulysses (--sp " + std::to_string(s.meta.layout.sequence) + ": parameters cut over " +
+                                  std::to_string(s.meta.param_shards) + " ranks, gradients over " + std::to_string(s.meta.world) +
+                                  ") is not executed by zerorun yet; use stage 0, 1 or 2"};
+    if (auto why = quantized_schedule_problem(s)) return zerosim::Error{file, "zero_optimization.zero_quantized_gradients", *why};
+    return std::nullopt;
+}
+
+// The per-rank JSON logs gathered on rank 0, one line each.
+std::vector<nlohmann::json> parse_rank_lines(const std::string& all) {
+    std::vector<nlohmann::json> ranks;
+    size_t at = 0;
+    while (at < all.size()) {
+        size_t nl = all.find('\n', at);
+        ranks.push_back(nlohmann::json::parse(all.substr(at, nl - at)));
+        at = nl + 1;
+    }
+    return ranks;
 }
 
 }  // namespace
@@ -118,19 +197,15 @@ int run_zero(Backend& be, const RunArgs& a) {
         if (auto e = zerosim::check_outputs("zerorun", with_dump, inputs)) return input_error(be, *e);
     }
     auto sched = load_schedule(be, a);
-    if (!sched) return input_error(be, sched.error());
-    const zerosim::Schedule& s = sched.value();
     // The executor's contract: a schedule the IR's one check accepts (a file was checked as read).
-    if (auto e = zerosim::check_schedule(s, a.schedule.empty() ? "schedule" : a.schedule)) return input_error(be, *e);
-    // Pipeline, tensor, sequence and expert parallel schedules are one rank's program each; the
-    // executor runs data-parallel schedules only, so it refuses them rather than run them wrong.
-    if (s.meta.layout.is_3d())
-        return input_error(be, {a.schedule, "meta.layout", "zerorun runs data-parallel schedules; a pipeline, tensor, sequence or "
-                                                           "expert parallel layout is not executed yet"});
-    // ZeRO++ / MiCS (issue 17) run on the backends' sub-communicators, qwZ/qgZ with the executor's
-    // block quantizer; a qgZ gradient whose scales cannot split over the all_to_alls is refused.
-    if (auto why = quantized_schedule_problem(s))
-        return input_error(be, {a.ds_config.empty() ? a.schedule : a.ds_config, "zero_optimization.zero_quantized_gradients", *why});
+    zerosim::Status bad = sched ? zerosim::check_schedule(sched.value(), a.schedule.empty() ? "schedule" : a.schedule)
+                                : zerosim::Status(sched.error());
+    // In a 3D layout every rank has its own program, so ranks may fail differently: all agree,
+    // and the lowest failing rank says why (without a layout that is rank 0, as before).
+    if (int lowest = lowest_failing_rank(be, bad.has_value()); lowest >= 0)
+        return zerosim::print_input_error("zerorun", bad.value_or(zerosim::Error{"", "", ""}), be.rank() == lowest);
+    const zerosim::Schedule& s = sched.value();
+    if (auto e = not_executed(a, s)) return input_error(be, *e);
 
     std::shared_ptr<BetweenSteps> between;
     ExecOptions exec = opt.value();
@@ -148,17 +223,13 @@ int run_zero(Backend& be, const RunArgs& a) {
 
     // After the schedule: the per-rank logs go to rank 0 (the runtime's own bookkeeping, not an IR
     // op: never logged, never timed).
-    std::string mine = rank_json(be.rank(), s, result).dump();
+    const nlohmann::json mine_json = rank_json(be.rank(), s, result);
+    int rank_log_rc = write_rank_log(be, a, s, opt.value(), mine_json, inputs);
+    std::string mine = mine_json.dump();
     std::string all = be.gather_text_to_root(mine + "\n");
-    if (be.rank() != 0) return result.wrong_total ? 1 : 0;
+    if (be.rank() != 0) return result.wrong_total ? 1 : rank_log_rc;
 
-    std::vector<nlohmann::json> ranks;
-    size_t at = 0;
-    while (at < all.size()) {
-        size_t nl = all.find('\n', at);
-        ranks.push_back(nlohmann::json::parse(all.substr(at, nl - at)));
-        at = nl + 1;
-    }
+    const std::vector<nlohmann::json> ranks = parse_rank_lines(all);
     int64_t wrong = 0;
     for (const auto& r : ranks) wrong += r.at("wrong").get<int64_t>();
     nlohmann::json log = run_json(s, opt.value(), be.name(), ranks);
@@ -172,7 +243,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     if (!a.quiet && !write_rc) write_memory_report(std::cout, s, ranks);
     if (wrong) std::cerr << "zerorun: error: " << wrong << " result elements failed their check (see the JSON log)\n";
     int out_rc = write_rc ? 0 : zerosim::check_standard_output("zerorun");   // one line per failure
-    return wrong ? zerosim::kExitFailed : write_rc ? write_rc : out_rc;
+    return wrong ? zerosim::kExitFailed : write_rc ? write_rc : rank_log_rc ? rank_log_rc : out_rc;
 }
 
 }  // namespace zerorun

@@ -19,9 +19,13 @@ struct RunArgs {
     int64_t seq_len = 0;
     int64_t max_ops = zerosim::kDefaultMaxOps;   // schedule bounds (schedule/bounds.hpp); max_memory "" = the default
     std::string max_memory;
+    // --pp, --tp, --sp, --ep: the 3D layout, as zerosim's flags (issue 29); each MPI rank builds
+    // its own rank's program. 1 = that axis off.
+    int64_t pp = 1, tp = 1, sp = 1, ep = 1;
     int64_t gpus_per_node = 0;          // --gpus-per-node: ranks per node DeepSpeed sees (qgZ's groups)
     std::string output;                 // comms_logger lines (rank 0); "" = standard output
     std::string json;                   // JSON log of all ranks (rank 0)
+    std::string rank_logs;              // --rank-logs DIR: each rank's comms_logger lines, DIR/rank<R>.log
     double compute_scale = 1.0;
     bool sync_each_op = false;
     std::string op_time = "rank";       // rank | skew-free (executor/options.hpp OpTime)

@@ -43,6 +43,10 @@ void add_input_flags(CLI::App& app, RunArgs& ra) {
     app.add_option("--steps", ra.steps, "Optimizer steps to run")->capture_default_str()->check(integer_in(1, INT32_MAX));
     app.add_option("--seq-len", ra.seq_len, "Sequence length for compute segments (default: the model's, else 1024)")
         ->check(integer_in(1));
+    app.add_option("--pp", ra.pp, "Pipeline stages, as zerosim's --pp; each rank runs its own program")->check(integer_in(1, INT32_MAX));
+    app.add_option("--tp", ra.tp, "Tensor-parallel ranks, as zerosim's --tp")->check(integer_in(1, INT32_MAX));
+    app.add_option("--sp", ra.sp, "Ulysses sequence-parallel ranks, as zerosim's --sp")->check(integer_in(1, INT32_MAX));
+    app.add_option("--ep", ra.ep, "MoE expert-parallel ranks (ep_size), as zerosim's --ep")->check(integer_in(1, INT32_MAX));
     app.add_option("--gpus-per-node", ra.gpus_per_node, "Ranks per node DeepSpeed sees (device_count()): qgZ's node groups")
         ->check(integer_in(1));
 }

@@ -20,7 +20,7 @@ void Executor::finish(OpRecord& rec, const Check& c, bool has_output) {
     else if (c.checked == 0) rec.check = "unchecked";
     else rec.check = c.wrong ? "wrong" : "ok";
     if (c.wrong)
-        std::fprintf(stderr, "zerorun: rank %d: check failed: %s: %lld of %lld elements wrong%s%s\n", rank_,
+        std::fprintf(stderr, "zerorun: rank %d: check failed: %s: %lld of %lld elements wrong%s%s\n", grank_,
                      op_label(s_.ops[&rec - records_.data()]).c_str(), static_cast<long long>(c.wrong),
                      static_cast<long long>(c.checked), c.first.empty() ? "" : "; first: ", c.first.c_str());
 }
@@ -61,7 +61,7 @@ void PatternHandler::stage(const Op& op) {
     const DType t = op.dtype;
     in_ = x.comm_buffer(op.elements, t);
     if (op.kind == OpKind::AllReduce) {
-        for (int64_t i = 0; i < op.elements; ++i) store_element(in_.data(), t, i, check_pattern_value(t, x.rank_, i));
+        for (int64_t i = 0; i < op.elements; ++i) store_element(in_.data(), t, i, check_pattern_value(t, x.grank_, i));
     } else if (op.kind == OpKind::Broadcast) {
         const bool root = x.group_of(op).index == op.root;
         for (int64_t i = 0; i < op.elements; ++i) store_element(in_.data(), t, i, root ? check_pattern_value(t, op.root, i) : 77.0);

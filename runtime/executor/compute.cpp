@@ -83,7 +83,7 @@ void Executor::backward_gradients(const Op& op) {
         float* g = acc_[p].as<float>();
         const void* w = work_[p].data();
         for (int64_t i = 0; i < numel(p); ++i)
-            g[i] += static_cast<float>(load_element(w, mdt(), i)) - target(a_.seed, rank_, op.step, op.micro, p, i);
+            g[i] += static_cast<float>(load_element(w, mdt(), i)) - target(a_.seed, cut_group(p).index, op.step, op.micro, p, i);
         pending_[p].push_back(op.micro);
     }
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "backends/dtype.hpp"
 #include "handlers.hpp"
@@ -21,23 +22,32 @@ float Executor::my_gradient(int p, int64_t i) const { return acc_[p].empty() ? 0
 // contribution is reproducible from the shared working copy and its targets), summed in rank
 // order in the op's dtype. Returns {expected, tolerance}.
 std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i) const {
-    return expected_sum(op, p, i, world_group_.members);
+    return expected_sum(op, p, i, cut_group(p).members);
 }
 
-// The same over a set of ranks (a sub-group's reduction: MiCS's shard group).
+// The same over a set of global ranks (a sub-group's reduction: MiCS's shard group); each rank's
+// loss is its place in the group p is cut over (ZeRO's, the world without a 3D layout).
 std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i, const std::vector<int>& ranks) const {
     const DType t = op.dtype;
     const float w = static_cast<float>(load_element(work_[p].data(), mdt(), i));
     double s = 0.0, mag = 0.0;
     bool first = true;
-    for (int r : ranks) {
-        double c = r == rank_ ? my_gradient(p, i) : local_gradient(spec_, w, r, op.step, pending_[p], p, i);
+    for (int g : ranks) {
+        const int r = loss_rank(p, g);
+        double c = r == cut_group(p).index ? my_gradient(p, i) : local_gradient(spec_, w, r, op.step, pending_[p], p, i);
         c = round_to(t, c);
         s = first ? c : reduce_add(t, s, c);
         first = false;
         mag += std::fabs(c);
     }
     return {s, static_cast<double>(ranks.size()) * ulp(t, mag)};
+}
+
+int Executor::loss_rank(int p, int global) const {
+    const auto& m = cut_group(p).members;
+    auto it = std::find(m.begin(), m.end(), global);
+    if (it == m.end()) throw std::runtime_error("rank " + std::to_string(global) + " is not in the group " + s_.params[p].name + " is cut over");
+    return static_cast<int>(it - m.begin());
 }
 
 // Takes a reduced gradient element into the owned partition (if this rank owns it).
@@ -91,7 +101,7 @@ void GradientReduction::stage(const Op& op) {
     }
 }
 
-bool GradientReduction::has_output(const Op& op) const { return op.kind != OpKind::Reduce || x.rank_ == op.root; }
+bool GradientReduction::has_output(const Op& op) const { return op.kind != OpKind::Reduce || x.group_of(op).index == op.root; }
 
 void GradientReduction::call(const Op& op) {
     if (op.kind == OpKind::Reduce) x.be_.reduce(in_.data(), in_.data(), op.elements, op.dtype, op.redop, op.root);

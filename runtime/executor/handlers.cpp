@@ -34,13 +34,16 @@ const std::vector<HandlerTable::Registration>& HandlerTable::registrations() {
         {Payload::QuantizedShards, [](T& t) -> PayloadHandler& { return t.qwz_; }},
         {Payload::QuantScales, [](T& t) -> PayloadHandler& { return t.scales_; }},
         {Payload::QuantizedGradient, [](T& t) -> PayloadHandler& { return t.qgz_; }},
+        {Payload::Activations, [](T& t) -> PayloadHandler& { return t.model_data_; }},
+        {Payload::Scalars, [](T& t) -> PayloadHandler& { return t.model_data_; }},
     };
     return rows;
 }
 
 HandlerTable::HandlerTable(Executor& x)
     : barrier_(x), pattern_(x), reduction_(x), shard_reduction_(x, mics_sums_), replica_reduction_(x, mics_sums_),
-      shard_gather_(x), partition_gather_(x), broadcast_(x), qwz_(x), qgz_(x), scales_(x, qwz_, qgz_), compute_(x) {
+      shard_gather_(x), partition_gather_(x), broadcast_(x), qwz_(x), qgz_(x), scales_(x, qwz_, qgz_), p2p_(x),
+      model_coll_(x), model_data_(x, p2p_, model_coll_), compute_(x) {
     mics_sums_.sum.resize(x.s_.params.size());
     mics_sums_.step.assign(x.s_.params.size(), -1000);
     for (const auto& r : registrations()) by_payload_[r.payload] = &r.handler(*this);
@@ -67,9 +70,14 @@ void CollectiveHandler::run(const Op& op, OpRecord& rec) {
     // Where a step's compute would have run (--evict-before-op): before the op's buffers are
     // staged, so it finds them just written and everything else cold, as in training.
     x.cold_.evict();
-    if (world_only() && x.group_of(op).role != GroupRole::World)
-        broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " on group " + zerosim::group_name(op.group) +
-                       " (the runtime runs it on the world only)");
+    if (on_params_group()) {
+        std::vector<int> ps = op.params;
+        for (const auto& sg : op.segments) ps.push_back(sg.param);
+        for (int p : ps)
+            if (&x.cut_group(p) != &x.group_of(op))
+                broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " of " + x.s_.params[p].name + " on group " +
+                               zerosim::group_name(op.group) + ", not the group its state is cut over");
+    }
     stage(op);
     x.timed_call(rec, [&] { call(op); });
     Check c = take(op);

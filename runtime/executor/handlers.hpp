@@ -46,8 +46,9 @@ class CollectiveHandler : public PayloadHandler {
     virtual Check take(const Op& op) = 0;
     // Whether this rank receives a result (a reduce's non-roots do not).
     virtual bool has_output(const Op&) const { return true; }
-    // The flat layouts' payloads, which the runtime runs on the world only.
-    virtual bool world_only() const { return false; }
+    // The payloads of whole parameters' state (gradients, partitions, broadcasts), which run on
+    // the group their parameters are cut over (ZeRO's group; MoE experts' expert-data group).
+    virtual bool on_params_group() const { return false; }
     Buffer in_, out_;
 };
 
@@ -85,7 +86,7 @@ class GradientReduction final : public CollectiveHandler {
     void call(const Op& op) override;
     Check take(const Op& op) override;
     bool has_output(const Op& op) const override;
-    bool world_only() const override { return true; }
+    bool on_params_group() const override { return true; }
     std::vector<zerosim::Segment> segs_;
     std::vector<std::pair<double, double>> expect_;
 };
@@ -146,7 +147,7 @@ class PartitionGather final : public CollectiveHandler {
     void stage(const Op& op) override;
     void call(const Op& op) override;
     Check take(const Op& op) override;
-    bool world_only() const override { return true; }
+    bool on_params_group() const override { return true; }
 };
 
 // Engine-start (and zero-init) broadcasts of whole parameters.
@@ -158,7 +159,7 @@ class ParameterBroadcast final : public CollectiveHandler {
     void stage(const Op& op) override;
     void call(const Op& op) override;
     Check take(const Op& op) override;
-    bool world_only() const override { return true; }
+    bool on_params_group() const override { return true; }
     bool in_place_ = false;
 };
 
@@ -223,6 +224,52 @@ class QuantScalesRouter final : public PayloadHandler {
     PayloadHandler& qgz_;
 };
 
+// The model's own data in a 3D layout (issue 29; model_data.cpp): pipeline sends and receives,
+// tensor-parallel all_reduces, Ulysses' and MoE's all_to_alls, the loss and count scalars. The
+// contents are synthetic: element i of what global rank `from` sends in its n-th message on a
+// channel is model_value(from, to, channel, n, step, micro, i), a small integer, so every receiver
+// recomputes every member's contribution and checks sums, gathers and exchanges exactly.
+double model_value(DType t, int from, int to, int64_t channel, int64_t n, int step, int micro, int64_t i);
+
+// Collectives with payload `activations` or `scalars`, on the op's group (any kind). The n-th
+// collective of a group is the n-th on every member (MPI's and NCCL's rule), so n names it on all.
+class ModelCollective final : public CollectiveHandler {
+  public:
+    using CollectiveHandler::CollectiveHandler;
+
+  private:
+    void stage(const Op& op) override;
+    void call(const Op& op) override;
+    Check take(const Op& op) override;
+    bool has_output(const Op& op) const override;
+    std::map<zerosim::GroupKind, int64_t> seq_;   // collectives so far per group kind
+    int64_t n_ = 0;                                // this op's number on its group
+    int64_t count_ = 0;                            // elements per member block (gather, scatter, all_to_all)
+};
+
+// Send and Recv (payload `activations` or `scalars`): one MPI (or NCCL) point-to-point message to
+// or from the op's peer (a global rank). The n-th send from a to b meets b's n-th receive from a.
+class PointToPoint final : public PayloadHandler {
+  public:
+    using PayloadHandler::PayloadHandler;
+    void run(const Op& op, OpRecord& rec) override;
+
+  private:
+    std::map<std::pair<int64_t, bool>, int64_t> seq_;   // (peer, is send) -> messages so far
+};
+
+// The payloads of the model's own data: point-to-point ops to PointToPoint, collectives to
+// ModelCollective.
+class ModelDataRouter final : public PayloadHandler {
+  public:
+    ModelDataRouter(Executor& x, PayloadHandler& p2p, PayloadHandler& coll) : PayloadHandler(x), p2p_(p2p), coll_(coll) {}
+    void run(const Op& op, OpRecord& rec) override;
+
+  private:
+    PayloadHandler& p2p_;
+    PayloadHandler& coll_;
+};
+
 // Multiplies square matrices for a compute segment's FLOPs (compute.cpp).
 class GemmWorkspace {
   public:
@@ -267,6 +314,9 @@ class HandlerTable {
     QwzGather qwz_;
     QgzReduction qgz_;
     QuantScalesRouter scales_;
+    PointToPoint p2p_;
+    ModelCollective model_coll_;
+    ModelDataRouter model_data_;
     ComputeHandler compute_;
     std::map<Payload, PayloadHandler*> by_payload_;
 

@@ -61,6 +61,7 @@ Reference::Reference(const std::vector<zerosim::ScheduleParam>& params, const Lo
     for (size_t p = 0; p < params.size(); ++p) {
         int64_t n = params[p].numel;
         numel_.push_back(n);
+        world_.push_back(spec.world);
         std::vector<float> w(static_cast<size_t>(n));
         // The model starts in its training dtype (the engine casts it before broadcasting); the
         // fp32 master copy is made from that.
@@ -77,15 +78,16 @@ float Reference::working(int p, int64_t i) const { return static_cast<float>(rou
 void Reference::step(int step_index) {
     std::vector<int> micros;
     for (int m = 0; m < spec_.grad_accum; ++m) micros.push_back(m);
-    const float scale = 1.0f / static_cast<float>(spec_.world * spec_.grad_accum);
     ++t_;
     for (size_t p = 0; p < w_.size(); ++p) {
+        const int world = world_[p];
+        const float scale = 1.0f / static_cast<float>(world * spec_.grad_accum);
         int64_t n = numel_[p];
         std::vector<float> g(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) {
             float wk = working(static_cast<int>(p), i);
             double s = 0.0;
-            for (int r = 0; r < spec_.world; ++r) {
+            for (int r = 0; r < world; ++r) {
                 double c = round_to(spec_.comm_dtype,
                                     local_gradient(spec_, wk, r, step_index, micros, static_cast<int>(p), i));
                 s = r == 0 ? c : reduce_add(spec_.comm_dtype, s, c);

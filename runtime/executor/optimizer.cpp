@@ -34,9 +34,11 @@ void Executor::optimizer_step(const Op& op) {
         shadow_->step(op.step);
         shadow_step_ = op.step;
     }
-    const float scale = 1.0f / static_cast<float>(world_ * s_.meta.grad_accum);
     for (int ui : us) {
         Unit& u = units_[ui];
+        // Averaged over the group the unit is cut over (ZeRO's; MoE experts' expert-data group).
+        const int cut = cut_group(u.params.at(0)).size();
+        const float scale = 1.0f / static_cast<float>(cut * s_.meta.grad_accum);
         float* g = u.grad.as<float>();
         if (u.grad_step != op.step) std::fill(g, g + u.size, 0.0f);  // no gradient arrived
         for (int64_t i = 0; i < u.size; ++i) g[i] *= scale;
@@ -47,7 +49,7 @@ void Executor::optimizer_step(const Op& op) {
             ++updates_[p];
             if (layout_ == PartitionKind::PerParameter) refresh_shard(p);
             // Nothing gathers what every rank holds already: the working copy is updated here.
-            if (layout_ == PartitionKind::Replicated || world_ == 1) {
+            if (layout_ == PartitionKind::Replicated || cut == 1) {
                 const Owned& o = owned_[p];
                 pack_floats(u.master.as<float>() + o.base + o.lo, static_cast<char*>(work_[p].data()), mdt(),
                             o.hi - o.lo);

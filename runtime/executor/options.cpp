@@ -15,12 +15,13 @@ const char* test_fail_mode_name(TestHooks::Mode m) {
         case TestHooks::Mode::Exit: return "exit";
         case TestHooks::Mode::Hang: return "hang";
         case TestHooks::Mode::Delay: return "delay";
+        case TestHooks::Mode::Corrupt: return "corrupt";
     }
     return "?";
 }
 
 std::optional<TestHooks::Mode> test_fail_mode_from_name(const std::string& name) {
-    for (auto m : {TestHooks::Mode::Exit, TestHooks::Mode::Hang, TestHooks::Mode::Delay})
+    for (auto m : {TestHooks::Mode::Exit, TestHooks::Mode::Hang, TestHooks::Mode::Delay, TestHooks::Mode::Corrupt})
         if (name == test_fail_mode_name(m)) return m;
     return std::nullopt;
 }

@@ -78,7 +78,7 @@ Check ShardGather::take(const Op& op) {
 void PartitionGather::stage(const Op& op) {
     const Unit& u = x.units_[op.param_group];
     in_ = x.comm_buffer(u.size, op.dtype);
-    out_ = x.comm_buffer(u.size * x.world_, op.dtype);
+    out_ = x.comm_buffer(u.size * x.group_of(op).size(), op.dtype);
     pack_floats(u.master.as<float>(), in_.data(), op.dtype, u.size);
 }
 

@@ -90,6 +90,17 @@ struct GroupView {
     int size() const { return static_cast<int>(members.size()); }
 };
 
+// The group ZeRO shards over on global rank `grank` (docs/runtime.md "3D layouts"): every rank
+// without a 3D layout; in one, the rank's data-parallel group, or sequence x data under Ulysses
+// (schedule/mesh.hpp, as DeepSpeed v0.14.2 utils/groups.py _get_sequence_data_parallel_group).
+// `color` is the group's index among its kind's groups (the split's color).
+struct ZeroGroup {
+    std::vector<int> members;   // global ranks, ascending
+    int index = 0;              // grank's place in them
+    int color = 0;
+};
+ZeroGroup zero_group(const Schedule& s, int grank, int world);
+
 class HandlerTable;
 
 // One rank's ZeRO state and the methods every payload's handler shares. The state is public:
@@ -105,7 +116,11 @@ class Executor {
     const Schedule& s_;
     const ExecOptions& a_;
     MemoryTracker& mem_;
+    // ZeRO's rank and world: this rank's place in, and the size of, the group ZeRO shards over
+    // (the whole world; in a 3D layout its data-parallel group, sequence x data under Ulysses:
+    // zero_group below). Every ZeRO rule of the executor reads these two.
     const int rank_, world_;
+    const int grank_;              // the global (MPI world) rank: messages, peers, 3D group members
     const PartitionKind layout_;   // the schedule's partition layout (meta.partition)
     LossSpec spec_;
     AdamParams adam_;
@@ -123,7 +138,13 @@ class Executor {
     // Process groups: the world and every group of meta.groups, by name (groups.cpp).
     GroupView world_group_;
     std::map<zerosim::GroupKind, GroupView> groups_;
-    const GroupView* shard_group_ = nullptr;   // whom a stage-3 parameter is cut among (world or MiCS shard)
+    const GroupView* shard_group_ = nullptr;
+    // The group each parameter's optimizer state is cut over and its gradient averaged over
+    // (meta.partition's `over`): ZeRO's group, or for MoE experts the expert-data group (DeepSpeed
+    // v0.14.2 stage_1_and_2.py _configure_moe_settings / real_dp_process_group). A parameter's loss
+    // rank is this rank's place in it (its targets), its loss world that group's size.
+    std::vector<const GroupView*> over_;
+    const GroupView& cut_group(int p) const { return *over_[static_cast<size_t>(p)]; }   // whom a stage-3 parameter is cut among (world or MiCS shard)
     // Whether ZeRO++ qwZ or qgZ is in the schedule: received weights then drift from the
     // unquantized reference as 16-bit ones do (weight_tolerance).
     bool quantized_ = false;
@@ -157,11 +178,15 @@ class Executor {
     // Times the backend call alone. With --sync-each-op every rank first meets at a fence (not an
     // IR op, not logged), as DeepSpeed's logger synchronises around each op, so one rank's
     // lateness is not counted as the collective's time.
+    // Point-to-point ops pass fence = false: a world fence would need every rank, and ranks of
+    // different stages hold different numbers of sends and receives; the message itself meets
+    // the two ends.
     template <class F>
-    void timed_call(OpRecord& rec, F&& call);
+    void timed_call(OpRecord& rec, F&& call, bool fence = true);
 
     // gradients.cpp
     float my_gradient(int p, int64_t i) const;
+    int loss_rank(int p, int global) const;   // a global rank's place in the group p is cut over
     std::pair<double, double> expected_sum(const Op& op, int p, int64_t i) const;
     std::pair<double, double> expected_sum(const Op& op, int p, int64_t i, const std::vector<int>& ranks) const;
     void apply_gradient(const Op& op, int p, int64_t i, float v);
@@ -185,11 +210,17 @@ class Executor {
     void plan_waits();
     void worker(const std::vector<int64_t>& list);
     void maybe_fail_on_purpose(const Op& op);
+
+  public:
+    // --test-fail-mode corrupt: this rank is to put one wrong element into op's data.
+    bool corrupt_on_purpose(const Op& op) const {
+        return a_.test.fail_mode == TestHooks::Mode::Corrupt && a_.test.fail_rank == grank_ && a_.test.fail_op == op.id;
+    }
 };
 
 template <class F>
-void Executor::timed_call(OpRecord& rec, F&& call) {
-    if (a_.sync_each_op) be_.barrier();
+void Executor::timed_call(OpRecord& rec, F&& call, bool fence) {
+    if (a_.sync_each_op && fence) be_.barrier();
     auto t0 = std::chrono::steady_clock::now();
     call();
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();

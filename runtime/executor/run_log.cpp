@@ -45,8 +45,15 @@ nlohmann::json rank_json(int rank, const zerosim::Schedule& s, const RankResult&
 double reported_op_us(const std::vector<json>& ranks, size_t i, const std::string& op_time) {
     auto own = [&](const json& r) { return r.at("ops").at(i).at("call_us").get<double>(); };
     double best = own(ranks.at(0));
+    // In a 3D layout ranks run different programs (op i is not the same op on every rank): the
+    // shortest call is taken over the ranks whose op i is this op (same kind and size).
+    const json& mine = ranks.at(0).at("ops").at(i);
     if (op_time == "skew-free")
-        for (const auto& r : ranks) best = std::min(best, own(r));
+        for (const auto& r : ranks) {
+            const json& ops = r.at("ops");
+            if (i < ops.size() && ops.at(i).at("kind") == mine.at("kind") && ops.at(i).at("bytes") == mine.at("bytes"))
+                best = std::min(best, own(r));
+        }
     return best;
 }
 

@@ -77,7 +77,7 @@ void Executor::worker(const std::vector<int64_t>& list) {
             if (watchdog_) watchdog_->progress();
         }
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "zerorun: error: rank %d: %s\n", rank_, e.what());
+        std::fprintf(stderr, "zerorun: error: rank %d: %s\n", grank_, e.what());
         std::fflush(stderr);
         be_.abort(2);
     }
@@ -85,14 +85,14 @@ void Executor::worker(const std::vector<int64_t>& list) {
 
 void Executor::maybe_fail_on_purpose(const Op& op) {
     const TestHooks& t = a_.test;
-    if (rank_ != t.fail_rank || op.id != t.fail_op) return;
+    if (grank_ != t.fail_rank || op.id != t.fail_op || t.fail_mode == TestHooks::Mode::Corrupt) return;
     if (t.fail_mode == TestHooks::Mode::Delay) {
         // A late rank, not a failed one: its peers wait for it inside the collective.
         std::this_thread::sleep_for(std::chrono::milliseconds(400));
         return;
     }
     const bool hang = t.fail_mode == TestHooks::Mode::Hang;
-    std::fprintf(stderr, "zerorun: rank %d: --test-fail-op: %s before %s\n", rank_, hang ? "hanging" : "exiting",
+    std::fprintf(stderr, "zerorun: rank %d: --test-fail-op: %s before %s\n", grank_, hang ? "hanging" : "exiting",
                  op_label(op).c_str());
     std::fflush(stderr);
     if (hang) {

@@ -28,7 +28,9 @@ std::string op_label(const Op& op) {
 void broken(const Op& op, const std::string& what) { throw std::runtime_error("schedule " + op_label(op) + ": " + what); }
 
 Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryTracker& mem)
-    : be_(be), s_(s), a_(a), mem_(mem), rank_(be.rank()), world_(be.world()), layout_(s.meta.partition.kind),
+    : be_(be), s_(s), a_(a), mem_(mem), rank_(zero_group(s, be.rank(), be.world()).index),
+      world_(static_cast<int>(zero_group(s, be.rank(), be.world()).members.size())), grank_(be.rank()),
+      layout_(s.meta.partition.kind),
       cold_(a.evict_before_op) {   // check_exec_options: only with sync_each_op
     spec_.seed = a.seed;
     spec_.world = world_;
@@ -38,8 +40,11 @@ Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryT
     spec_.lr = a.lr;
     adam_.lr = a.lr;
     verify_ = a.verify;
-    if (verify_) shadow_ = std::make_unique<Reference>(s.params, spec_);
     build_groups();
+    if (verify_) {
+        shadow_ = std::make_unique<Reference>(s.params, spec_);
+        for (size_t p = 0; p < s.params.size(); ++p) shadow_->set_world(static_cast<int>(p), over_[p]->size());
+    }
     build_state();
     plan_waits();
     records_.resize(s.ops.size());
@@ -81,7 +86,7 @@ void Executor::build_state() {
         // the others, or every later check fails.
         for (int64_t i = 0; i < numel(p); ++i)
             store_element(work_[p].data(), mdt(), i,
-                          rank_ == 0 || !broadcast_at_start[p] ? initial_weight(a_.seed, static_cast<int>(p), i)
+                          cut_group(static_cast<int>(p)).index == 0 || !broadcast_at_start[p] ? initial_weight(a_.seed, static_cast<int>(p), i)
                                      : garbage_weight(rank_, static_cast<int>(p), i));
     }
     auto new_unit = [&](int64_t size) {
@@ -108,7 +113,7 @@ void Executor::build_state() {
             units_[u].params = G.order;
             for (size_t k = 0; k < G.order.size(); ++k) {
                 const int p = G.order[k];
-                int64_t base = G.offsets[k] - static_cast<int64_t>(rank_) * G.partition_size;
+                int64_t base = G.offsets[k] - static_cast<int64_t>(cut_group(p).index) * G.partition_size;
                 int64_t lo = std::clamp<int64_t>(-base, 0, numel(p));
                 int64_t hi = std::clamp<int64_t>(G.partition_size - base, lo, numel(p));
                 owned_[p] = {u, base, lo, hi};

@@ -12,7 +12,7 @@ namespace detail {
 void Executor::dump_weights(const std::string& prefix) const {
     // Stage 0 holds everything everywhere: rank 0 speaks for all.
     if (layout_ == PartitionKind::Replicated && rank_ != 0) return;
-    std::ofstream f(dump_path(prefix, rank_), std::ios::binary);
+    std::ofstream f(dump_path(prefix, grank_), std::ios::binary);
     for (size_t p = 0; p < s_.params.size(); ++p) {
         const Owned& o = owned_[p];
         if (o.hi <= o.lo) continue;
@@ -23,7 +23,7 @@ void Executor::dump_weights(const std::string& prefix) const {
         f.write(reinterpret_cast<const char*>(&n), 8);
         f.write(reinterpret_cast<const char*>(units_[o.unit].master.as<float>() + o.base + o.lo), n * 4);
     }
-    if (!f) throw std::runtime_error("cannot write " + dump_path(prefix, rank_));
+    if (!f) throw std::runtime_error("cannot write " + dump_path(prefix, grank_));
 }
 
 }  // namespace detail

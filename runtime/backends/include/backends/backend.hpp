@@ -49,6 +49,11 @@ class Backend {
     // holds one block of `count` elements per group member, block j for member j; `recv` gets
     // member j's block for this rank at block j.
     virtual void all_to_all(const void* send, void* recv, int64_t count, DType t) = 0;
+    // Point-to-point (the pipeline engine's p2p.py send/recv; issue 29): `count` elements to or
+    // from `peer`, a WORLD rank whatever group use_group chose. Blocking, as torch.distributed's
+    // send/recv are: send returns when the buffer may be reused, recv when the data is in.
+    virtual void send(const void* buf, int64_t count, DType t, int peer) = 0;
+    virtual void recv(void* buf, int64_t count, DType t, int peer) = 0;
 
     // Process groups (ZeRO++ hpZ, MiCS; issue 17). split_group is collective over the world:
     // every rank calls it once per group kind, at start, with the index of the rank set it is in

@@ -67,9 +67,13 @@ class Reference {
     const std::vector<std::vector<float>>& master() const { return w_; }
     float working(int p, int64_t i) const;
     int updates() const { return t_; }
+    // Parameter p's gradient is averaged over `world` ranks (0..world-1's targets) instead of
+    // spec.world: MoE experts, averaged over their expert-data group.
+    void set_world(int p, int world) { world_.at(static_cast<size_t>(p)) = world; }
 
   private:
     std::vector<int64_t> numel_;
+    std::vector<int> world_;   // per parameter
     LossSpec spec_;
     AdamParams adam_;
     std::vector<std::vector<float>> w_, m_, v_;

@@ -25,12 +25,14 @@ struct TestHooks {
         Exit,    // the process exits (a dead rank)
         Hang,    // it stops making progress, its own watchdog off (a hung rank)
         Delay,   // it arrives 400 ms late, then goes on (a slow rank, not a failed one)
+        Corrupt, // it puts one wrong element into the op's message or contribution (model data, issue
+                 // 29), then goes on: the receivers' checks must count it
     };
     int fail_rank = -1;        // -1: nobody fails
     int64_t fail_op = -1;
     Mode fail_mode = Mode::Exit;
 };
-const char* test_fail_mode_name(TestHooks::Mode m);   // "exit", "hang", "delay"
+const char* test_fail_mode_name(TestHooks::Mode m);   // "exit", "hang", "delay", "corrupt"
 std::optional<TestHooks::Mode> test_fail_mode_from_name(const std::string& name);
 
 struct ExecOptions {
