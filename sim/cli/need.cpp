@@ -75,6 +75,12 @@ int run_need(const NeedArgs& a) {
     auto cfg = load_ds_config(a.ds_config, release.value());
     if (!cfg) return input_error(cfg.error());
     warn_ds_config("zerosim", cfg.value());
+    // The other solves predict data parallelism alone: a config that asks for tensor or sequence
+    // parallelism is refused by its key rather than solved as if it did not.
+    if (!layout && (cfg->autotp_size > 1 || cfg->sequence_parallel_size > 1))
+        return input_error(Error{a.ds_config, cfg->autotp_size > 1 ? "tensor_parallel.autotp_size" : "sequence_parallel_size",
+                                 "--solve " + a.solve + " predicts data parallelism alone; --solve layout takes tensor and "
+                                 "sequence parallelism (--tp, --sp)"});
     auto model = load_model(a.model);
     if (!model) return input_error(model.error());
     auto topo = load_topology(a.topology);
