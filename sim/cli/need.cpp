@@ -1,7 +1,9 @@
 // zerosim need: the inter-node bandwidth, node count or bucket size at which a target is met
 // (exposed communication at most X% of the step, or the step at most T ms), by bisection over
 // predictions (prediction/need.hpp).
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <stdexcept>
 #include <tuple>
 
@@ -29,7 +31,21 @@ struct NeedArgs {
 };
 
 // --solve layout's candidate lists: the flags', else 1,2,4,8 pipeline stages and tensor ranks up to a node.
-Result<LayoutCandidates> layout_candidates(const NeedArgs& a, const Topology& t) {
+Result<LayoutCandidates> layout_candidates(const NeedArgs& a, const Topology& t, const DsConfig& cfg);
+
+// A config that fixes tensor or Ulysses parallelism (tensor_parallel.autotp_size, sequence_parallel_size)
+// fixes that dimension of the search: a list that leaves its size out is refused by the key.
+Status pin_to_config(std::vector<int64_t>& list, int64_t key, const char* key_name, const char* flag, bool given,
+                     const std::string& source) {
+    if (key <= 0) return std::nullopt;
+    if (given && std::find(list.begin(), list.end(), key) == list.end())
+        return Error{source, key_name, "says " + std::to_string(key) + ", which " + flag + " leaves out"};
+    list = {key};
+    std::cerr << "zerosim: note: " << source << ": " << key_name << " " << key << " fixes " << flag << " at " << key << "\n";
+    return std::nullopt;
+}
+
+Result<LayoutCandidates> layout_candidates(const NeedArgs& a, const Topology& t, const DsConfig& cfg) {
     LayoutCandidates c;
     c.activation_checkpointing = a.activation_checkpointing;
     c.tp.clear();
@@ -42,6 +58,9 @@ Result<LayoutCandidates> layout_candidates(const NeedArgs& a, const Topology& t)
         if (!sizes) return sizes.error();
         *list = std::move(sizes).value();
     }
+    if (auto e = pin_to_config(c.tp, cfg.autotp_size, "tensor_parallel.autotp_size", "--tp", !a.tp.empty(), a.ds_config)) return *e;
+    if (auto e = pin_to_config(c.sp, cfg.sequence_parallel_size, "sequence_parallel_size", "--sp", !a.sp.empty(), a.ds_config))
+        return *e;
     return c;
 }
 
@@ -107,7 +126,7 @@ int run_need(const NeedArgs& a) {
         p.lo = r->first, p.hi = r->second;
     }
     if (layout) {
-        auto candidates = layout_candidates(a, p.topology);
+        auto candidates = layout_candidates(a, p.topology, p.cfg);
         if (!candidates) return input_error(candidates.error());
         auto found = solve_layout(p, candidates.value());
         if (!found) return input_error(found.error());

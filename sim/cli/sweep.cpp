@@ -55,6 +55,9 @@ int run_sweep_cmd(SweepArgs& a) {
         auto cfg = parse_ds_config(spec.ds_config, inputs->ds_config.dump(), spec.release);
         if (!cfg) return input_error(cfg.error());
         warn_ds_config("zerosim", cfg.value());
+        // A config that fixes tensor or Ulysses parallelism is a layout sweep of that size (its columns shown).
+        if (cfg->autotp_size > 0 && spec.tp == std::vector<int64_t>{1}) spec.tp = {cfg->autotp_size};
+        if (cfg->sequence_parallel_size > 0 && spec.sp == std::vector<int64_t>{1}) spec.sp = {cfg->sequence_parallel_size};
     }
     std::vector<std::string> files = spec.topologies;
     files.push_back(spec.model);

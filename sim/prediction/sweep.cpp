@@ -245,6 +245,24 @@ Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec) {
     return in;
 }
 
+namespace {
+
+// A config that fixes tensor or Ulysses parallelism (tensor_parallel.autotp_size, sequence_parallel_size)
+// gives the point that size when the sweep does not vary it, and a point of another size is an error
+// naming the key (zerosim predict's rule for the flag against the key).
+Status layout_from_config(const SweepSpec& spec, const DsConfig& cfg, SweepPoint& p) {
+    for (auto [key, name, size, swept] :
+         {std::tuple{cfg.autotp_size, "tensor_parallel.autotp_size", &p.tp, spec.tp != std::vector<int64_t>{1}},
+          std::tuple{cfg.sequence_parallel_size, "sequence_parallel_size", &p.sp, spec.sp != std::vector<int64_t>{1}}}) {
+        if (key <= 0 || *size == key) continue;
+        if (swept) return Error{cfg.source, name, "says " + std::to_string(key) + ", this point's size is " + std::to_string(*size)};
+        *size = key;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const SweepPoint& p) {
     SweepResult r;
     r.point = p;
@@ -280,8 +298,9 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.seq_len = spec.seq_len;
     o.zero_init = spec.zero_init && cfg.zero.stage == 3;  // zero.Init partitions only under stage 3
     o.gpus_per_node = topo.gpus_per_node;                 // qgZ's node groups (device_count())
-    if (p.is_3d()) {
-        predict_layout_point(spec, model, cfg, topo, p, r);
+    if (auto e = layout_from_config(spec, cfg, r.point)) return fail(*e);
+    if (r.point.is_3d()) {
+        predict_layout_point(spec, model, cfg, topo, r.point, r);
         return r;
     }
     auto s = build_schedule(model, cfg, o);
