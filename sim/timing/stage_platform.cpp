@@ -39,9 +39,13 @@ void route_send(simgrid::s4u::NetZone* zone, const RankHosts& from, const RankHo
 }  // namespace
 
 const std::vector<RankHosts>& stage_hosts(const std::vector<bool>& next_on_same_node) {
-    static std::map<std::vector<bool>, std::vector<RankHosts>> built;
-    auto it = built.find(next_on_same_node);
-    if (it != built.end()) return it->second;
+    // Never destroyed, like the SimGrid engine the zones live in (SimGrid removes no zone): a map
+    // destroyed at exit would leave the detached zones unreferenced, which LeakSanitizer reports as
+    // leaked (fabric_platform.cpp keeps its platforms the same way).
+    static auto* built = new std::map<std::vector<bool>, std::vector<RankHosts>>();
+    static auto* zones = new std::vector<simgrid::s4u::NetZone*>();
+    auto it = built->find(next_on_same_node);
+    if (it != built->end()) return it->second;
     std::string shape = "stages";
     for (bool same : next_on_same_node) shape += same ? "-n" : "-x";   // n: next on this node, x: on another
     engine_root_zone();   // the engine and its models first: a zone made before them would set other ones
@@ -53,7 +57,8 @@ const std::vector<RankHosts>& stage_hosts(const std::vector<bool>& next_on_same_
         route_send(zone, ranks[k + 1], ranks[k], next_on_same_node[k]);
     }
     zone->seal();
-    return built.emplace(next_on_same_node, std::move(ranks)).first->second;
+    zones->push_back(zone);
+    return built->emplace(next_on_same_node, std::move(ranks)).first->second;
 }
 
 }  // namespace zerosim
