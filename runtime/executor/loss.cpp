@@ -6,14 +6,14 @@
 
 namespace zerorun {
 
-namespace {
-
 uint64_t splitmix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
+
+namespace {
 
 // A value in [-1, 1) on a 2^-12 grid: exact in fp32, so hashing never depends on rounding.
 float unit_value(uint64_t h) { return static_cast<float>(static_cast<int64_t>(h >> 51) - 4096) / 4096.0f; }

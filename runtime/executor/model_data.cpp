@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "backends/dtype.hpp"
+#include "executor/loss.hpp"
 #include "handlers.hpp"
 
 namespace zerorun {
@@ -21,13 +22,6 @@ using zerosim::OpKind;
 
 namespace {
 
-uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 // A value nobody sends: what a receive buffer holds until the data arrives.
 constexpr double kUnsent = 99.0;
 
@@ -35,9 +29,9 @@ constexpr double kUnsent = 99.0;
 
 // Integers 0..8: exact in every dtype, and so is a sum over up to 28 members (bf16's 8 bits).
 double model_value(DType t, int from, int to, int64_t channel, int64_t n, int step, int micro, int64_t i) {
-    uint64_t h = mix(static_cast<uint64_t>(from) * 0x10001ull + static_cast<uint64_t>(to + 1));
-    h = mix(h ^ (static_cast<uint64_t>(channel) << 32) ^ static_cast<uint64_t>(n));
-    h = mix(h ^ (static_cast<uint64_t>(step + 2) << 40) ^ (static_cast<uint64_t>(micro + 2) << 20) ^ static_cast<uint64_t>(i));
+    uint64_t h = splitmix64(static_cast<uint64_t>(from) * 0x10001ull + static_cast<uint64_t>(to + 1));
+    h = splitmix64(h ^ (static_cast<uint64_t>(channel) << 32) ^ static_cast<uint64_t>(n));
+    h = splitmix64(h ^ (static_cast<uint64_t>(step + 2) << 40) ^ (static_cast<uint64_t>(micro + 2) << 20) ^ static_cast<uint64_t>(i));
     return round_to(t, static_cast<double>(h % 9));
 }
 

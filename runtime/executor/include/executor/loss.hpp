@@ -30,6 +30,10 @@ struct LossSpec {
     float lr = 1e-3f;
 };
 
+// The counter-based hash every synthetic value of the runtime comes from (SplitMix64's finaliser),
+// so that any process can produce any rank's weights, targets and messages.
+uint64_t splitmix64(uint64_t x);
+
 float initial_weight(uint64_t seed, int param, int64_t i);
 float target(uint64_t seed, int rank, int step, int micro, int param, int64_t i);
 // What a non-root rank holds before the engine-start broadcast: never the real weights.
