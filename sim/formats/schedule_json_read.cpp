@@ -167,6 +167,7 @@ ScheduleMeta read_meta(const JsonField& meta) {
     if (meta.has("stage3_persistent_elements"))
         m.stage3_persistent_elements = meta.at("stage3_persistent_elements").as_integer_in(0, INT64_MAX);
     if (meta.has("zero_init")) m.zero_init = meta.at("zero_init").as_bool();
+    if (meta.has("activation_checkpointing")) m.activation_checkpointing = meta.at("activation_checkpointing").as_bool();
     if (meta.has("offload_optimizer")) m.offload_optimizer = meta.at("offload_optimizer").as_bool();
     if (meta.has("offload_param")) m.offload_param = meta.at("offload_param").as_bool();
     if (meta.has("layout")) read_layout(meta, m);

@@ -140,6 +140,7 @@ Json meta_json(const ScheduleMeta& m) {
     meta["stage3_peak_gathered_elements"] = m.stage3_peak_gathered_elements;
     meta["stage3_persistent_elements"] = m.stage3_persistent_elements;
     meta["zero_init"] = m.zero_init;
+    if (m.activation_checkpointing) meta["activation_checkpointing"] = true;
     meta["offload_optimizer"] = m.offload_optimizer;
     meta["offload_param"] = m.offload_param;
     if (m.layout.is_3d()) {

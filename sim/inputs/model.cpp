@@ -80,11 +80,16 @@ bool all_digits(const std::string& s) {
 // The call tree of a parameter list: the prefix tree of module names, children in the order
 // the forward order first reaches them. Prefixes whose children are all numbered are
 // nn.ModuleList containers and are skipped (never called).
-void build_calls_from_names(Model& m) {
+// `parameterless`: calls of modules without parameters (a parameter list's "parameterless"), each
+// with the forward_order position it runs before (forward_order.size(): after the last).
+void build_calls_from_names(Model& m, const std::vector<std::pair<std::string, size_t>>& parameterless = {}) {
     std::map<std::string, std::set<std::string>> children;
-    for (const auto& mod : m.modules) {
+    std::vector<std::string> names;
+    for (const auto& mod : m.modules) names.push_back(mod.name);
+    for (const auto& pl : parameterless) names.push_back(pl.first);
+    for (const auto& name : names) {
         std::string parent, prefix, part;
-        std::stringstream ss(mod.name);
+        std::stringstream ss(name);
         while (std::getline(ss, part, '.')) {
             prefix = prefix.empty() ? part : prefix + "." + part;
             children[parent].insert(part);
@@ -101,8 +106,14 @@ void build_calls_from_names(Model& m) {
     node_of[""] = 0;
     for (size_t i = 0; i < m.modules.size(); ++i)
         if (m.modules[i].name.empty()) m.calls[0].module = static_cast<int>(i);
-    for (int mi : m.forward_order) {
-        const std::string& name = m.modules[mi].name;
+    // The calls in forward order: the modules of forward_order, parameterless ones between them.
+    std::vector<std::pair<std::string, int>> order;
+    for (size_t pos = 0; pos <= m.forward_order.size(); ++pos) {
+        for (const auto& pl : parameterless)
+            if (pl.second == pos) order.emplace_back(pl.first, -1);
+        if (pos < m.forward_order.size()) order.emplace_back(m.modules[m.forward_order[pos]].name, m.forward_order[pos]);
+    }
+    for (const auto& [name, mi] : order) {
         if (name.empty()) continue;
         int cur = 0;
         std::string prefix, part;
@@ -119,7 +130,7 @@ void build_calls_from_names(Model& m) {
             }
             cur = it->second;
         }
-        m.calls[cur].module = mi;
+        if (mi >= 0) m.calls[cur].module = mi;
     }
 }
 
@@ -289,6 +300,60 @@ Status finish_model(Model& m, GroupPolicy policy, const std::vector<std::string>
     return std::nullopt;
 }
 
+namespace {
+
+// A list of module names ("parameterless", "checkpointed"): strings, none twice.
+std::set<std::string> read_name_list(const JsonField& root, const char* key) {
+    std::set<std::string> names;
+    if (!root.has(key)) return names;
+    auto list = root.at(key);
+    list.expect_array();
+    for (size_t i = 0; i < list.size(); ++i) {
+        auto f = list.at(i);
+        std::string name = f.as_string();
+        if (name.empty()) f.fail_here("expected a module name, found \"\"");
+        if (!names.insert(name).second) f.fail_here("'" + name + "' is listed twice");
+    }
+    return names;
+}
+
+// "parameterless": modules that own no parameters but are called (nn.GELU, nn.Dropout): ZeRO-3's
+// hooks fire on them and its trace records them. Each must be where forward_order says it runs.
+void check_parameterless(const Model& m, const JsonField& root, const std::vector<std::pair<std::string, size_t>>& placed) {
+    auto list = root.at("parameterless");
+    for (size_t i = 0; i < list.size(); ++i) {
+        const std::string name = list.at(i).as_string();
+        for (const auto& mod : m.modules)
+            if (mod.name == name || mod.name.rfind(name + ".", 0) == 0)
+                list.at(i).fail_here("'" + name + "' holds parameters (module '" + mod.name +
+                                     "'); list only modules without any");
+        bool in_order = std::any_of(placed.begin(), placed.end(), [&](const auto& p) { return p.first == name; });
+        if (!in_order)
+            list.at(i).fail_here("'" + name + "' is not in forward_order; list it there where it runs");
+    }
+}
+
+// "checkpointed": module calls wrapped in torch.utils.checkpoint.checkpoint (or, with the DeepSpeed
+// config's activation_checkpointing section, deepspeed.checkpointing.checkpoint): each a call of
+// the model's call tree.
+std::vector<std::string> read_checkpointed(const Model& m, const JsonField& root) {
+    std::vector<std::string> out;
+    if (!root.has("checkpointed")) return out;
+    read_name_list(root, "checkpointed");
+    auto list = root.at("checkpointed");
+    for (size_t i = 0; i < list.size(); ++i) {
+        std::string name = list.at(i).as_string();
+        bool called = std::any_of(m.calls.begin() + 1, m.calls.end(), [&](const CallNode& c) { return c.name == name; });
+        if (!called)
+            list.at(i).fail_here("'" + name + "' is not a module call of the model (a module owning parameters, a "
+                                 "container of such modules, or one listed in \"parameterless\")");
+        out.push_back(std::move(name));
+    }
+    return out;
+}
+
+}  // namespace
+
 Result<Model> model_from_param_list_json(const std::string& file, const std::string& text) {
     auto doc = parse_json_text(text, file);
     if (!doc) return doc.error();
@@ -326,11 +391,19 @@ Result<Model> model_from_param_list_json(const std::string& file, const std::str
             }
             m.params.push_back(std::move(par));
         }
+        const std::set<std::string> parameterless = read_name_list(root, "parameterless");
         std::vector<std::string> order;
+        std::vector<std::pair<std::string, size_t>> parameterless_at;   // name, forward_order position it precedes
         if (root.has("forward_order")) {
             auto fo = root.at("forward_order");
             fo.expect_array();
-            for (size_t i = 0; i < fo.size(); ++i) order.push_back(fo.at(i).as_string());
+            for (size_t i = 0; i < fo.size(); ++i) {
+                std::string name = fo.at(i).as_string();
+                if (parameterless.count(name))
+                    parameterless_at.emplace_back(name, order.size());
+                else
+                    order.push_back(std::move(name));
+            }
         }
         // A sequence length above 2^31 - 1 is no model's; bounding it keeps token counts in 64 bits.
         if (root.has("seq_len")) m.default_seq_len = root.at("seq_len").as_integer_in(1, INT32_MAX);
@@ -344,6 +417,12 @@ Result<Model> model_from_param_list_json(const std::string& file, const std::str
             }
         }
         if (auto err = finish_model(m, policy, order, tied_uses)) return *err;
+        if (!parameterless.empty()) {
+            check_parameterless(m, root, parameterless_at);
+            build_calls_from_names(m, parameterless_at);
+            mark_gradient_inputs(m);
+        }
+        m.checkpointed = read_checkpointed(m, root);
         // After finish_model: its checks name the parameters first; the parallel parts refer to them.
         read_parallel_parts(root, root.at("parameters"), m);
         return m;

@@ -52,6 +52,17 @@ struct Build {
     // Under the pipeline: the Model::parallel.pipe_layers indices of this rank's stage (rank_model.cpp).
     std::vector<int64_t> stage_layers = {};
 
+    // Activation checkpointing (recompute.cpp): the checkpointed module calls (Model::calls names)
+    // and, per Model::forward_order position, the one it runs in (an index into them, -1: none).
+    std::vector<std::string> checkpointed = {};
+    std::vector<int> checkpoint_of_position = {};
+    bool checkpointed_call(int node) const;
+    // A checkpointed module's forward again, in backward (compute.recompute).
+    Op& recompute(int module);
+    // Stages 0-2 and the pipeline: before the backward of forward_order position `pos`, the forward
+    // of the checkpointed call that position closes, again, with the model's layer hooks.
+    void recompute_before(size_t pos);
+
     void hook(HookPoint at, int module, int node = -1) {
         if (layer_hook) layer_hook(*this, at, module, node);
     }
@@ -82,6 +93,9 @@ struct Build {
 Status start_schedule(Build& b);
 Result<Schedule> finish_schedule(Build& b);
 void engine_start_broadcasts(Build& b);
+// The module calls whose forward is recomputed in backward (recompute.cpp), and b's regions of them.
+std::vector<std::string> checkpointed_calls(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt);
+void set_checkpoint_regions(Build& b);
 void generate_stage012(Build& b);
 void generate_stage3(Build& b);
 // ZeRO's gradient norm (or overflow flag) over the model-parallel group after its data-parallel

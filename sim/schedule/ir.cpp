@@ -272,6 +272,8 @@ constexpr Rule kRules[] = {
      "pipeline.pipe_partitioned", Payload::Activations},
     {RuleId::ComputeForward, "compute.forward", "forward of one module for the micro batch", "train_micro_batch_size_per_gpu", Payload::Compute},
     {RuleId::ComputeBackward, "compute.backward", "backward of one module (about twice its forward)", "train_micro_batch_size_per_gpu", Payload::Compute},
+    {RuleId::ComputeRecompute, "compute.recompute", "activation checkpointing: a checkpointed module's forward again, in backward before its backward",
+     "activation_checkpointing", Payload::Compute},
     {RuleId::ComputeOptimizerStep, "compute.optimizer_step", "Adam update of this rank's partition of a parameter group", "zero_optimization.stage", Payload::Compute},
 };
 static_assert(dense_and_unique(kRules, [](const Rule& r) { return r.id; }, [](const Rule& r) { return r.name; }) &&

@@ -254,7 +254,9 @@ void stage_compute(Build& b, const PipeStage& st, bool forward, const std::vecto
         }
         return;
     }
-    for (const auto& step : plan) {
+    for (size_t i = 0; i < plan.size(); ++i) {
+        const auto& step = plan[i];
+        b.recompute_before(plan.size() - 1 - i);   // the plan is forward_order reversed
         b.hook(HookPoint::BeforeBackward, step.first);
         b.backward(step.first);
         b.hook(HookPoint::AfterBackward, step.first);

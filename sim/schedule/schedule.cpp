@@ -54,6 +54,7 @@ ScheduleOptions options_for_rank(const ScheduleMeta& meta, int64_t rank) {
     o.rank = rank;
     o.pp_partition = meta.pipe_partition;
     o.pp_partition_type = meta.pipe_partition_type;
+    o.activation_checkpointing = meta.activation_checkpointing;
     return o;
 }
 
@@ -273,6 +274,8 @@ Status start_schedule(Build& b) {
     meta.overflow_steps = opt.overflow_steps;
     meta.round_robin_gradients = cfg.zero.round_robin_gradients;
     for (const auto& p : model.params) b.out.params.push_back({p.name, p.shape, p.numel, p.group});
+    meta.activation_checkpointing = opt.activation_checkpointing;
+    set_checkpoint_regions(b);
     // ZeRO++ / MiCS groups and DeepSpeed's refusals of their settings (stage3_variants.hpp).
     return detail::setup_zero_variants(b);
 }

@@ -242,7 +242,9 @@ struct Stage012 : ZeroOptimizer {
         // (with overlap_comm, which installs the hooks) only on the boundary micro-step.
         bool hooks = kind == Optimizer::Zero12 &&
                      (z.stage == 2 || (z.stage == 1 && z.overlap_comm && b.is_boundary()));
-        for (const auto& [module, ready] : plan) {
+        for (size_t i = 0; i < plan.size(); ++i) {
+            const auto& [module, ready] = plan[i];
+            b.recompute_before(plan.size() - 1 - i);   // the plan is forward_order reversed
             b.hook(HookPoint::BeforeBackward, module);
             b.backward(module);
             if (hooks)

@@ -33,21 +33,33 @@ struct HookEvent {
 // Forward hooks in call order; backward hooks as autograd runs them: the reverse, with a call's
 // pre-backward where its post-forward was and its post-backward where its pre-forward was.
 // Calls whose output carries no gradient get no backward hooks; calls fed token ids get no
-// post-backward.
-void hook_events(const Model& m, std::vector<HookEvent>& fwd, std::vector<HookEvent>& bwd) {
+// post-backward. A checkpointed call (recompute.cpp) ran its forward under no_grad, so none of
+// its calls registered backward hooks then (parameter_offload.py _pre_backward_module_hook applies
+// PreBackwardFunctionForModule to outputs that carry no graph); where autograd reaches it,
+// CheckpointFunction.backward runs its forward again (every forward hook again, now registering
+// the backward ones), then its backward: the call's forward events, then its backward events.
+void hook_events(const Build& b, std::vector<HookEvent>& fwd, std::vector<HookEvent>& bwd) {
+    const Model& m = b.model;
+    std::vector<size_t> opened(m.calls.size(), 0);   // each call's PreForward position in fwd
     std::function<void(int)> walk = [&](int n) {
+        opened[static_cast<size_t>(n)] = fwd.size();
         fwd.push_back({HookEvent::PreForward, n});
         for (int c : m.calls[n].children) walk(c);
         fwd.push_back({HookEvent::PostForward, n});
     };
     walk(0);
-    for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
-        const CallNode& node = m.calls[it->node];
+    for (size_t i = fwd.size(); i-- > 0;) {
+        const HookEvent& e = fwd[i];
+        const CallNode& node = m.calls[e.node];
         if (!node.grad_out) continue;
-        if (it->kind == HookEvent::PostForward)
-            bwd.push_back({HookEvent::PreBackward, it->node});
+        if (e.kind == HookEvent::PostForward && b.checkpointed_call(e.node)) {
+            const size_t first = opened[static_cast<size_t>(e.node)];
+            bwd.insert(bwd.end(), fwd.begin() + static_cast<std::ptrdiff_t>(first), fwd.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        }
+        if (e.kind == HookEvent::PostForward)
+            bwd.push_back({HookEvent::PreBackward, e.node});
         else if (node.grad_in)
-            bwd.push_back({HookEvent::PostBackward, it->node});
+            bwd.push_back({HookEvent::PostBackward, e.node});
     }
 }
 
@@ -173,10 +185,10 @@ struct Stage3 {
     }
 
     // fetch_sub_module: gather this call's parameters, then (trace complete) prefetch upcoming ones.
-    void fetch(int node) {
+    void fetch(int node, bool forward_hook) {
         if (mode == TraceMode::Record) trace_modules.push_back(node);
         const int mod = m.calls[node].module;
-        host.event(b.phase == Phase::Forward ? HostKind::PreForward : HostKind::PreBackward, mod);
+        host.event(forward_hook ? HostKind::PreForward : HostKind::PreBackward, mod);
         std::vector<int> ps = module_params(node);
         for (int p : ps) active[p].insert(mod);
         gather(ps, RuleId::Stage3Fetch, node);
@@ -219,9 +231,9 @@ struct Stage3 {
     // release_sub_module. While recording, everything the call used is released; with a complete
     // trace, __params_to_release keeps persistent parameters, parameters already prefetched for a
     // later use, and parameters used again within max_reuse_distance (cached per module and step).
-    void release(int node) {
+    void release(int node, bool forward_hook) {
         int mod = m.calls[node].module;
-        host.event(b.phase == Phase::Forward ? HostKind::PostForward : HostKind::PostBackward, mod);
+        host.event(forward_hook ? HostKind::PostForward : HostKind::PostBackward, mod);
         if (mod < 0) return;
         std::vector<int> ps = module_params(node);
         std::set<int> to_release;
@@ -336,35 +348,41 @@ struct Stage3 {
         n_available = 0;
     }
 
+    // A forward hook pair's work: in the forward phase the module's forward, in backward its
+    // recompute (the same fetch, compute and layer hooks).
+    void forward_event(const HookEvent& e) {
+        const int mod = m.calls[e.node].module;
+        if (e.kind == HookEvent::PostForward) {
+            release(e.node, true);
+            return;
+        }
+        fetch(e.node, true);
+        if (mod >= 0) (b.phase == Phase::Forward ? b.forward(mod) : b.recompute(mod));
+        b.hook(HookPoint::AfterForward, mod, e.node);
+    }
+
     void micro_step(const std::vector<HookEvent>& fwd, const std::vector<HookEvent>& bwd,
                     const std::vector<std::vector<int>>& ready_at_node) {
         b.phase = Phase::Forward;
         const bool reset_at_forward = applies(ReleaseRuleId::Stage3TraceCheckAtForward, b.cfg.release);
         if (reset_at_forward) reset_step();   // parameter_offload.py _start_of_forward_hook (v0.15.4+)
-        for (const auto& e : fwd) {
-            int mod = m.calls[e.node].module;
-            if (e.kind == HookEvent::PreForward) {
-                fetch(e.node);
-                if (mod >= 0) b.forward(mod);
-                b.hook(HookPoint::AfterForward, mod, e.node);
-            } else {
-                release(e.node);
-            }
-        }
+        for (const auto& e : fwd) forward_event(e);
         b.phase = Phase::Backward;
         flushes = 0;
         for (const auto& e : bwd) {
             int mod = m.calls[e.node].module;
-            if (e.kind == HookEvent::PreBackward) {
+            if (e.kind == HookEvent::PreForward || e.kind == HookEvent::PostForward) {
+                forward_event(e);   // a checkpointed call's forward again (compute.recompute)
+            } else if (e.kind == HookEvent::PreBackward) {
                 if (mod >= 0) b.hook(HookPoint::BeforeBackward, mod);
-                fetch(e.node);
+                fetch(e.node, false);
                 if (mod >= 0) {
                     b.backward(mod);
                     for (int p : ready_at_node[e.node]) add_gradient(p, mod);
                 }
                 b.hook(HookPoint::AfterBackward, mod, e.node);
             } else {
-                release(e.node);
+                release(e.node, false);
             }
         }
         if (!reset_at_forward) reset_step();
@@ -470,7 +488,7 @@ void generate_stage3(Build& b) {
     Stage3 s(b);
     stage3_engine_start(s);
     std::vector<HookEvent> fwd, bwd;
-    hook_events(b.model, fwd, bwd);
+    hook_events(b, fwd, bwd);
     // Gradients become ready during the backward of their first-use call.
     std::vector<std::vector<int>> ready_at_node(b.model.calls.size());
     std::vector<int> first_use_node(b.model.params.size(), -1);

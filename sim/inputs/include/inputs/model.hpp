@@ -146,6 +146,10 @@ struct Model {
     // Hugging Face config.json's "gradient_checkpointing": true (configs saved by older transformers
     // releases carry the key): every layer checkpointed, for analysis/fit.hpp's activations.
     bool gradient_checkpointing = false;
+    // A parameter list's "checkpointed": the module calls (Model::calls names) its forward wraps in
+    // torch.utils.checkpoint.checkpoint, whatever the flags say. Empty: the flags decide, and then
+    // every transformer block is checkpointed (sim/schedule's Build::checkpointed_calls).
+    std::vector<std::string> checkpointed;
     ParallelParts parallel;             // pipeline layers, MoE layers, Ulysses attentions; tp splits on Parameter::tp
     // Hugging Face models: attention heads and key/value heads (tensor parallelism splits both); 0 = unknown.
     int64_t attention_heads = 0;

@@ -145,6 +145,7 @@ enum class RuleId {
     PipePartitionAllGather,           // "pipe.partition_allgather"
     ComputeForward,                   // "compute.forward"
     ComputeBackward,                  // "compute.backward"
+    ComputeRecompute,                 // "compute.recompute"
     ComputeOptimizerStep,             // "compute.optimizer_step"
 };
 
@@ -302,6 +303,9 @@ struct ScheduleMeta {
     // broadcast and partitioned at construction, before the comms logger existed, so the engine
     // start logs none of them.
     bool zero_init = false;
+    // --activation-checkpointing as the schedule was built (a model's "checkpointed" list and the
+    // config's section say it themselves); options_for_rank hands it on.
+    bool activation_checkpointing = false;
     // zero_optimization.offload_optimizer / offload_param enabled (cpu or nvme): the timing engine
     // adds their PCIe copies and the CPU optimizer step (timing/offload_time.hpp); memory moves the
     // offloaded states to the host. Not written to the schedule JSON.

@@ -30,6 +30,10 @@ struct ScheduleOptions {
     // With any axis above 1 the schedule is rank `rank`'s program (docs/zero-comm.md "ZeRO inside 3D").
     ParallelLayout layout;
     int64_t rank = 0;
+    // --activation-checkpointing: every transformer block checkpointed (a model's own "checkpointed"
+    // list and the DeepSpeed config's activation_checkpointing section turn it on too); its
+    // backward then carries the recomputed forward (compute.recompute, docs/zero-comm.md §10a).
+    bool activation_checkpointing = false;
     PipePartition pp_partition = PipePartition::Parameters;
     std::string pp_partition_type;   // PipePartition::Type: the regular expression after "type:"
 };
