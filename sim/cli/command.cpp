@@ -188,14 +188,16 @@ void add_zero_init(CLI::App* sub, ScheduleArgs& a) {
 void add_activation_checkpointing(CLI::App* sub, bool& flag) {
     // --gradient-checkpointing: the same, under the name of Hugging Face Trainer's flag.
     sub->add_flag("--activation-checkpointing,--gradient-checkpointing", flag,
-                  "Activations checkpointed per layer (DeepSpeed's activation_checkpointing, HF's gradient_checkpointing): "
-                  "the fit counts 2sbh per layer plus one layer recomputed");
+                  "Every transformer block checkpointed (as HF's gradient_checkpointing wraps each decoder layer): its forward "
+                  "runs again in backward (time, and stage 3's fetches), and the fit counts 2sbh per layer plus one layer "
+                  "recomputed. A model's own \"checkpointed\" list and the config's activation_checkpointing section do the same");
 }
 
 FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpointing) {
     const auto& meta = in.schedule.meta;
+    // A saved schedule built with --activation-checkpointing says so itself (its backward holds the recompute).
     auto act = estimate_activations(in.model, meta.seq_len, meta.micro_batch, in.cfg.model_dtype,
-                                    activation_checkpointing || in.cfg.activation_checkpointing);
+                                    activation_checkpointing || in.cfg.activation_checkpointing || meta.activation_checkpointing);
     return estimate_fit(estimate_memory(in.model, in.cfg, in.schedule).total(), act, t.gpu_memory_gb);
 }
 
@@ -281,6 +283,16 @@ static Status load_config_and_model(const ScheduleArgs& a, Release release, std:
     return std::nullopt;
 }
 
+// Checkpointing asked for (the flag or the config's section) on a model without transformer blocks
+// and without its own "checkpointed" list: nothing is recomputed, which the user should hear.
+static void warn_nothing_checkpointed(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt) {
+    if (!opt.activation_checkpointing && !cfg.activation_checkpointing) return;
+    if (!checkpointed_calls(m, cfg, opt).empty()) return;
+    std::cerr << "zerosim: warning: " << (opt.activation_checkpointing ? "--activation-checkpointing" : cfg.source + ": activation_checkpointing")
+              << ": " << m.source << " has no transformer blocks (parameters named <prefix>.<index>.<...>), so nothing "
+              << "is recomputed in backward; list the checkpointed module calls in the parameter list's \"checkpointed\"\n";
+}
+
 Result<Inputs> load_inputs(const ScheduleArgs& a) {
     auto release = resolve_release(a.deepspeed);
     if (!release) return release.error();
@@ -295,6 +307,7 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     opt.seq_len = a.seq_len;
     opt.max_ops = a.max_ops;
     opt.zero_init = a.zero_init;
+    opt.activation_checkpointing = a.activation_checkpointing;
     opt.gpus_per_node = a.gpus_per_node;
     if (auto e = apply_layout_flags(a, cfg.value(), opt)) return *e;
     if (neox)
@@ -309,6 +322,7 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     auto steps = parse_int_list(a.overflow_steps, "--overflow-steps", "step numbers");
     if (!steps) return steps.error();
     opt.overflow_steps = steps.value();
+    warn_nothing_checkpointed(model.value(), cfg.value(), opt);
     auto sched = build_schedule(model.value(), cfg.value(), opt);
     if (!sched) return sched.error();
     Inputs in{std::move(cfg).value(), std::move(model).value(), std::move(sched).value(), nullptr, nullptr};
@@ -324,7 +338,8 @@ static const char* const kScheduleBuildingFlags[] = {"--ds-config", "--model",  
                                                      "--seq-len",   "--overflow-steps", "--deepspeed", "--zero-init",
                                                      "--max-ops",   "--max-memory",     "--gpus-per-node",
                                                      "--pp",        "--tp",             "--sp",        "--ep",
-                                                     "--pp-partition", "--rank", "--neox-config", "--vocab-size"};
+                                                     "--pp-partition", "--rank", "--neox-config", "--vocab-size",
+                                                     "--activation-checkpointing"};
 
 void add_saved_schedule(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--schedule", a.schedule,

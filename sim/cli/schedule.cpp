@@ -114,6 +114,7 @@ Command add_schedule(CLI::App& app) {
     sub->add_flag("--compute", a->compute, "table format: include compute segments");
     add_schedule_limits(sub, *a);
     add_zero_init(sub, *a);
+    add_activation_checkpointing(sub, a->activation_checkpointing);
     add_what_if(sub, a->what_if);
     sub->add_option("--gpus-per-node", a->gpus_per_node,
                     "Ranks DeepSpeed sees on one node (its device_count()): qgZ's intra/inter-node groups, "

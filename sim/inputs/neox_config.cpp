@@ -314,9 +314,6 @@ void check_neox_unmodelled(const JsonField& root, NeoxRead& r) {
         root.at("partition_activations")
             .fail_here("true with model-parallel-size " + std::to_string(r.out.tensor) +
                        " is not modelled (deepspeed.checkpointing's all_gathers of the partitioned activations in backward)");
-    if (neox_bool(root, "checkpoint_activations", false))
-        r.out.warnings.push_back("checkpoint-activations: the recomputed forward of each checkpointed layer (and its "
-                                 "tensor-parallel all_reduces) is not in the schedule; it adds no collective DeepSpeed logs");
 }
 
 // NeoXArgs.deepspeed_config: the DeepSpeed keys as written, deepspeed_extra_args merged (arguments.py
@@ -373,6 +370,13 @@ Result<NeoxInputs> build_neox(const std::string& source, const Json& merged, con
     // checkpoint-num-layers (gpt2_model.py), and each transformer layer's input is what it keeps
     // (analysis/fit.hpp counts one layer per checkpoint).
     m.gradient_checkpointing = neox_bool(root, "checkpoint_activations", false);
+    // PipelineModule checkpoints only ParallelTransformerLayerPipe layers (pipe/module.py
+    // _is_checkpointable for GPT2ModelPipe): their forward runs again in backward, with its
+    // tensor-parallel all_reduces (schedule/recompute.cpp). checkpoint-num-layers above 1 groups
+    // consecutive layers into one checkpoint: the same recompute, one call per group.
+    if (m.gradient_checkpointing)
+        for (const auto& layer : m.parallel.pipe_layers)
+            if (layer.type == "ParallelTransformerLayerPipe") m.checkpointed.push_back(layer.name);
     r.out.model = std::move(m);
     // Said with the config's own warnings (warn_ds_config), under the files' names.
     r.out.ds_config.warnings.insert(r.out.ds_config.warnings.end(), r.out.warnings.begin(), r.out.warnings.end());

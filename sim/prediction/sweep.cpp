@@ -297,6 +297,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.steps = spec.steps;
     o.seq_len = spec.seq_len;
     o.zero_init = spec.zero_init && cfg.zero.stage == 3;  // zero.Init partitions only under stage 3
+    o.activation_checkpointing = spec.activation_checkpointing;
     o.gpus_per_node = topo.gpus_per_node;                 // qgZ's node groups (device_count())
     if (auto e = layout_from_config(spec, cfg, r.point)) return fail(*e);
     if (r.point.is_3d()) {

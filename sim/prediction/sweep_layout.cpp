@@ -59,6 +59,7 @@ void predict_layout_point(const SweepSpec& spec, const Model& model, const DsCon
     o.world = r.world;
     o.steps = spec.steps;
     o.seq_len = spec.seq_len;
+    o.activation_checkpointing = spec.activation_checkpointing;
     o.gpus_per_node = topo.gpus_per_node;
     o.layout.pipe = p.pp;
     o.layout.tensor = p.tp;

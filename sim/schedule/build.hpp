@@ -93,8 +93,7 @@ struct Build {
 Status start_schedule(Build& b);
 Result<Schedule> finish_schedule(Build& b);
 void engine_start_broadcasts(Build& b);
-// The module calls whose forward is recomputed in backward (recompute.cpp), and b's regions of them.
-std::vector<std::string> checkpointed_calls(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt);
+// b's regions of the checkpointed calls (schedule.hpp checkpointed_calls; recompute.cpp).
 void set_checkpoint_regions(Build& b);
 void generate_stage012(Build& b);
 void generate_stage3(Build& b);

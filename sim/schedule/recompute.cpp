@@ -23,6 +23,10 @@ bool within(const std::string& name, const std::string& call) {
 
 }  // namespace
 
+}  // namespace zerosim::detail
+
+namespace zerosim {
+
 std::vector<std::string> checkpointed_calls(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt) {
     // A parameter list's own "checkpointed" list is how its forward is written: it holds whatever the flags say.
     if (!m.checkpointed.empty()) return m.checkpointed;
@@ -38,6 +42,10 @@ std::vector<std::string> checkpointed_calls(const Model& m, const DsConfig& cfg,
     }
     return blocks;
 }
+
+}  // namespace zerosim
+
+namespace zerosim::detail {
 
 void set_checkpoint_regions(Build& b) {
     b.checkpointed = checkpointed_calls(b.model, b.cfg, b.opt);

@@ -171,3 +171,32 @@ TEST(RecomputeInputs, UnknownOrMisplacedNamesAreRefused) {
     EXPECT_EQ(err(R"("parameterless": ["a.act"], "forward_order": ["a.fc", "a.act", "b"], "checkpointed": ["a", "a.act"])"),
               "accepted");
 }
+
+// Under tensor parallelism the recompute runs a row-parallel layer's forward all_reduce again
+// (Megatron's recompute re-enters the layer's forward, communication and all): the tensor model of
+// the 3D reference runs, fc2 (row-parallel) checkpointed, at stages 1 and 3.
+TEST(RecomputeCompute, TensorParallelForwardAllReduceRunsAgain) {
+    auto whole = load_model(test::config("models/reference-3d/tensor.json"));
+    ASSERT_TRUE(whole.ok()) << whole.error().what();
+    for (int stage : {1, 3}) {
+        SCOPED_TRACE("stage " + std::to_string(stage));
+        const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": )" +
+                                    std::to_string(stage) + "}}");
+        ScheduleOptions o;
+        o.world = 4;
+        o.layout.tensor = 2;
+        auto count = [&](const Model& m, Phase ph) {
+            auto s = build_schedule(m, c, o);
+            EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
+            int n = 0;
+            for (const Op& op : s->ops) n += op.rule == RuleId::TpForwardAllreduce && op.phase == ph && op.step == 0;
+            return n;
+        };
+        Model checkpointed = whole.value();
+        checkpointed.checkpointed = {"fc2"};
+        EXPECT_EQ(count(whole.value(), Phase::Forward), 1);
+        EXPECT_EQ(count(whole.value(), Phase::Backward), 0);
+        EXPECT_EQ(count(checkpointed, Phase::Forward), 1);
+        EXPECT_EQ(count(checkpointed, Phase::Backward), 1);
+    }
+}

@@ -38,6 +38,12 @@ struct ScheduleOptions {
     std::string pp_partition_type;   // PipePartition::Type: the regular expression after "type:"
 };
 
+// The module calls (Model::calls names) whose forward backward runs again: the model's own
+// "checkpointed" list, else, with --activation-checkpointing, the config's activation_checkpointing
+// section or a Hugging Face config's gradient_checkpointing, every transformer block (recompute.cpp).
+// Empty when checkpointing is off, or on for a model without blocks (a front end says so).
+std::vector<std::string> checkpointed_calls(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt);
+
 // Refuses, before building anything, a schedule whose estimate (bounds.hpp) passes opt's limits.
 Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
 
