@@ -1,5 +1,6 @@
 // zerosim predict: the schedule timed on a topology by discrete-event simulation.
 #include "command.hpp"
+#include "prediction/assumed.hpp"
 #include "prediction/predict_outputs.hpp"
 #include "prediction/stage_time.hpp"
 #include "prediction/what_if_compare.hpp"
@@ -46,6 +47,9 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
         const int64_t most = stage_holding_most(stage_fits);
         if (most >= 0) fit = stage_fits[static_cast<size_t>(most)].fit;
     }
+    // Which of the step's figures are the topology's guesses, once, before the answer.
+    const std::string assumed = assumed_line(sim->topology, assumed_figures(sim->topology, sched.meta));
+    if (!assumed.empty()) std::cerr << "zerosim: note: " << assumed << "\n";
     PredictReport report{sched, sim->topology, shown, overlapped, &fit, ""};
     if (!stage_fits.empty()) report.stage_fits = &stage_fits;
     if (compare) report.what_if_json = what_if_json(*compare);

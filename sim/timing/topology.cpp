@@ -320,6 +320,11 @@ Result<Topology> parse_topology(const std::string& file, const std::string& text
         t.nodes = positive_int(root.at("nodes"));
         t.gpus_per_node = positive_int(root.at("gpus_per_node"));
         if (nodes_override > 0) t.nodes = nodes_override;
+        if (root.has("sources")) {
+            auto src = root.at("sources");
+            src.expect_object();
+            for (auto it = src.raw().begin(); it != src.raw().end(); ++it) t.sources[it.key()] = src.at(it.key()).as_string();
+        }
 
         read_gpu_section(root.at("gpu"), t);
         read_intra_node_section(root.at("intra_node"), t);

@@ -86,6 +86,9 @@ struct Topology : Hardware, NcclParams, OpenMpiTunedParams, CalibratedScales {
     // figure for the link.
     double intra_step_latency_us = 0;
     double base_latency_us = 0;
+    // The file's "sources": what each figure rests on ("assumption: ...", a datasheet, a fit), by the
+    // figure's key or its section's (prediction/assumed.hpp names the assumed ones).
+    std::map<std::string, std::string> sources;
 
     const Hardware& hardware() const { return *this; }
     const NcclParams& nccl() const { return *this; }
