@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "calibrate_compute.hpp"
 #include "command.hpp"
 #include "core/json_input.hpp"
 #include "timing/topology.hpp"
@@ -23,9 +24,20 @@ struct CalibrateArgs {
     bool accept_worse_fit = false;
     bool median_of_repeats = false;
     std::string prediction_error_out;
+    CalibrateComputeArgs compute;   // --deepspeed-log: the compute fitted instead of collectives
 };
 
 int run_calibrate(const CalibrateArgs& a) {
+    if (!a.compute.log.empty()) {
+        if (!a.files.empty()) return input_error(Error{"", "--deepspeed-log", "fits the compute; give collective tables or it, not both"});
+        CalibrateComputeArgs c = a.compute;
+        c.topology = a.topology;
+        c.nodes = a.nodes;
+        c.output = a.output;
+        c.sched.world = a.world;
+        return run_calibrate_compute(c);
+    }
+    if (a.files.empty()) return input_error(Error{"", "tables", "required: nccl-tests style tables (or --deepspeed-log LOG)"});
     std::vector<std::string> inputs = a.files;
     inputs.push_back(a.topology);
     std::vector<OutputPath> outputs{{a.output, "-o"}};
@@ -83,7 +95,8 @@ Command add_calibrate(CLI::App& app) {
     auto a = std::make_shared<CalibrateArgs>();
     auto* sub = app.add_subcommand("calibrate", "Fit a topology's latency and bandwidth terms to measured collective tables");
     sub->add_option("--topology", a->topology, "The topology to calibrate")->required();
-    sub->add_option("tables", a->files, "nccl-tests style tables (nccl-tests, zerorun bench)")->required();
+    sub->add_option("tables", a->files, "nccl-tests style tables (nccl-tests, zerorun bench)");
+    add_calibrate_compute_flags(sub, a->compute);
     sub->add_option("--op", a->op, "The collective the tables measured (default: read from the file)");
     sub->add_option("--world", a->world, "Ranks in the measurements (default: every GPU of the topology)")->check(integer_in(1));
     sub->add_option("--nodes", a->nodes, "Scale the topology to this many nodes")->check(integer_in(1));

@@ -1,0 +1,89 @@
+// calibrate --deepspeed-log (validate/compute_fit.hpp, formats/wall_clock_log.hpp): the GEMM
+// efficiency recovered from wall_clock_breakdown lines whose times are worked out by hand for a
+// known efficiency, and the logs it must refuse.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "inline_inputs.hpp"
+#include "test_helpers.hpp"
+#include "validate/compute_fit.hpp"
+
+using namespace zerosim;
+
+namespace {
+
+// Four layers of one 8192 x 8192 weight: GEMM-bound on an H100 (2·tokens·h² FLOPs against 2·h² bytes).
+Model square_layers() {
+    std::string params;
+    for (int k = 0; k < 4; ++k)
+        params += std::string(k ? "," : "") + R"({"name": "layers.)" + std::to_string(k) + R"(.fc.weight", "shape": [8192, 8192]})";
+    return test::param_list(R"({"seq_len": 1024, "parameters": [)" + params + "]}");
+}
+
+// By hand, at efficiency e on dgx-h100's bf16 peak (989.4 TFLOP/s): forward 4 layers x 2 x 4096
+// tokens x 8192² FLOPs, backward twice that.
+std::string log_at(double e, int steps) {
+    const double fwd_ms = 4 * 2.0 * 4096 * 8192.0 * 8192.0 / (989.4e12 * e) * 1e3;
+    std::string log = "[2026-12-01 10:00:00,000] [INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to cuda\n";
+    char line[512];
+    for (int s = 0; s < steps; ++s) {
+        std::snprintf(line, sizeof line,
+                      "[2026-12-01 10:00:0%d,000] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd_microstep: %.2f | "
+                      "bwd_microstep: %.2f | bwd_inner_microstep: %.2f | bwd_allreduce_microstep: 0.00 | step_microstep: 3.10\n",
+                      s, fwd_ms * (s == 0 ? 3 : 1), 2 * fwd_ms + 1.5, 2 * fwd_ms);
+        log += line;
+    }
+    return log;
+}
+
+Topology dgx_h100() {
+    auto t = load_topology(std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies/dgx-h100.json", 1);
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().what());
+    return t.value();
+}
+
+}  // namespace
+
+TEST(ComputeFit, RecoversTheEfficiencyTheLogWasMadeAt) {
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}})");
+    const Schedule s = test::build(square_layers(), c, 8, 2);
+    for (double e : {0.35, 0.62}) {
+        SCOPED_TRACE("efficiency " + std::to_string(e));
+        auto log = parse_wall_clock_log("run.log", log_at(e, 4));
+        ASSERT_TRUE(log.ok()) << log.error().what();
+        auto fit = fit_compute_efficiency(s, dgx_h100(), log.value());   // the topology says 0.5
+        ASSERT_TRUE(fit.ok()) << fit.error().what();
+        EXPECT_EQ(fit->lines, 3u);   // the first step's warm-up line left out
+        EXPECT_DOUBLE_EQ(fit->efficiency_before, 0.5);
+        EXPECT_NEAR(fit->efficiency, e, 0.02 * e);
+        EXPECT_NEAR(fit->predicted_fwd_ms, fit->measured_fwd_ms, 0.02 * fit->measured_fwd_ms);
+        EXPECT_NEAR(fit->predicted_bwd_ms, fit->measured_bwd_ms, 0.02 * fit->measured_bwd_ms);
+    }
+}
+
+TEST(ComputeFit, MissingOrContradictoryLinesAreOneLineRefusals) {
+    auto none = parse_wall_clock_log("run.log", "[INFO] step 1 loss 2.3\n");
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(std::string(none.error().what()).find("wall_clock_breakdown"), std::string::npos);
+    auto inner_over = parse_wall_clock_log(
+        "run.log", "x\n[Rank 0] time (ms) | fwd_microstep: 10.00 | bwd_microstep: 20.00 | bwd_inner_microstep: 25.00\n");
+    ASSERT_FALSE(inner_over.ok());
+    EXPECT_NE(std::string(inner_over.error().what()).find("line 2"), std::string::npos) << inner_over.error().what();
+    auto no_bwd = parse_wall_clock_log("run.log", "[Rank 0] time (ms) | fwd_microstep: 10.00 | step_microstep: 1.00\n");
+    ASSERT_FALSE(no_bwd.ok());
+    EXPECT_NE(std::string(no_bwd.error().what()).find("bwd_microstep"), std::string::npos);
+    for (const char* bad : {"nan", "-3.00", "1,5", "12.00ms"}) {
+        auto r = parse_wall_clock_log("run.log", std::string("[Rank 0] time (ms) | fwd_microstep: ") + bad + " | bwd_microstep: 2.00\n");
+        EXPECT_FALSE(r.ok()) << bad;
+    }
+    // A log faster than the GPU's peak allows is not of this model: refused, not fitted to e > 1.
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}})");
+    const Schedule s = test::build(square_layers(), c, 8, 2);
+    auto fast = parse_wall_clock_log("run.log", log_at(1.6, 3));
+    ASSERT_TRUE(fast.ok());
+    auto fit = fit_compute_efficiency(s, dgx_h100(), fast.value());
+    ASSERT_FALSE(fit.ok());
+    EXPECT_NE(std::string(fit.error().what()).find("peak"), std::string::npos) << fit.error().what();
+}

@@ -1,0 +1,112 @@
+#include "validate/compute_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "stats.hpp"
+#include "timing/engine.hpp"
+
+namespace zerosim {
+
+namespace {
+
+struct Spans {
+    double fwd_ms = 0, bwd_ms = 0;
+};
+
+// The compute stream's span of each phase in the last step's first micro step (its compute
+// segments, first start to last end: waits for gathers inside it count, as the events see them).
+Result<Spans> predicted_spans(const Schedule& s, const Topology& t) {
+    auto p = simulate(s, t, TimingMode::Overlapped);
+    if (!p) return p.error();
+    const int last = s.meta.steps - 1;
+    double fa = 1e300, fb = -1e300, ba = 1e300, bb = -1e300;
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        const Op& op = s.ops[i];
+        if (op.kind != OpKind::Compute || op.step != last || op.micro != 0) continue;
+        const OpTiming& ti = p->ops[i];
+        if (op.phase == Phase::Forward) fa = std::min(fa, ti.start_s), fb = std::max(fb, ti.end_s);
+        if (op.phase == Phase::Backward) ba = std::min(ba, ti.start_s), bb = std::max(bb, ti.end_s);
+    }
+    if (fb < fa || bb < ba) return Error{s.meta.model_file, "", "the schedule has no forward and backward compute to compare"};
+    return Spans{(fb - fa) * 1e3, (bb - ba) * 1e3};
+}
+
+}  // namespace
+
+Result<ComputeFit> fit_compute_efficiency(const Schedule& s, const Topology& t, const WallClockLog& log) {
+    ComputeFit f;
+    // The first step warms up (allocator, autotuning, the stage-3 trace): left out when later steps exist.
+    const size_t per_step = static_cast<size_t>(std::max<int64_t>(1, s.meta.grad_accum));
+    const size_t first = log.micro.size() > per_step ? per_step : 0;
+    std::vector<double> fwd, bwd;
+    for (size_t i = first; i < log.micro.size(); ++i) {
+        fwd.push_back(log.micro[i].fwd_ms);
+        bwd.push_back(log.micro[i].bwd_inner_ms >= 0 ? log.micro[i].bwd_inner_ms : log.micro[i].bwd_ms);
+    }
+    f.lines = fwd.size();
+    f.measured_fwd_ms = validate_detail::median(fwd);
+    f.measured_bwd_ms = validate_detail::median(bwd);
+    if (f.measured_fwd_ms <= 0 || f.measured_bwd_ms <= 0)
+        return Error{log.source, "fwd_microstep", "the forward or backward time is 0 ms: nothing to fit the compute to"};
+    f.efficiency_before = t.compute_efficiency;
+    auto at = [&](double e) -> Result<Spans> {
+        Topology u = t;
+        u.compute_efficiency = e;
+        return predicted_spans(s, u);
+    };
+    auto before = at(t.compute_efficiency);
+    if (!before) return before.error();
+    f.predicted_fwd_ms_before = before->fwd_ms;
+    f.predicted_bwd_ms_before = before->bwd_ms;
+    const double want = f.measured_fwd_ms + f.measured_bwd_ms;
+    // Bisection on log(e) over [0.01, 1]: the spans fall as the efficiency rises.
+    double lo = std::log(0.01), hi = std::log(1.0);
+    auto total = [&](double loge) -> Result<double> {
+        auto sp = at(std::exp(loge));
+        if (!sp) return sp.error();
+        return sp->fwd_ms + sp->bwd_ms;
+    };
+    auto at_peak = total(hi);
+    if (!at_peak) return at_peak.error();
+    if (at_peak.value() > want * 1.001)
+        return Error{log.source, "fwd_microstep", "forward + backward took " + std::to_string(want) + " ms, less than the " +
+                                                      std::to_string(at_peak.value()) + " ms " + t.source +
+                                                      "'s GPU needs at its peak: the log is not of this model, config and layout"};
+    auto at_floor = total(lo);
+    if (!at_floor) return at_floor.error();
+    if (at_floor.value() < want)
+        return Error{log.source, "fwd_microstep", "forward + backward took " + std::to_string(want) +
+                                                      " ms, more than even 1% of the GPU's peak explains: the log is not of "
+                                                      "this model, config and layout, or something other than compute dominates"};
+    for (int it = 0; it < 40 && hi - lo > 1e-4; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        auto v = total(mid);
+        if (!v) return v.error();
+        (v.value() > want ? lo : hi) = mid;
+    }
+    f.efficiency = std::exp(0.5 * (lo + hi));
+    auto after = at(f.efficiency);
+    if (!after) return after.error();
+    f.predicted_fwd_ms = after->fwd_ms;
+    f.predicted_bwd_ms = after->bwd_ms;
+    return f;
+}
+
+std::string compute_fit_summary(const ComputeFit& f) {
+    auto pct = [](double pred, double meas) { return 100.0 * (pred - meas) / meas; };
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  "calibrate: gpu.compute_efficiency %.4g -> %.4g, from the median of %zu micro steps\n"
+                  "  forward   measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n"
+                  "  backward  measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n"
+                  "  not determined by the log, left as the topology has them: gpu.memory_efficiency, the optimizer step's rate\n",
+                  f.efficiency_before, f.efficiency, f.lines, f.measured_fwd_ms, f.predicted_fwd_ms_before,
+                  pct(f.predicted_fwd_ms_before, f.measured_fwd_ms), f.predicted_fwd_ms, pct(f.predicted_fwd_ms, f.measured_fwd_ms),
+                  f.measured_bwd_ms, f.predicted_bwd_ms_before, pct(f.predicted_bwd_ms_before, f.measured_bwd_ms),
+                  f.predicted_bwd_ms, pct(f.predicted_bwd_ms, f.measured_bwd_ms));
+    return buf;
+}
+
+}  // namespace zerosim
