@@ -68,11 +68,34 @@ bool section_enabled(const JsonField& root, const std::string& key) {
     return flag(sec.at("enabled"));
 }
 
+// deepspeed.checkpointing's section (runtime/activation_checkpointing/config.py): its keys and
+// types; partition_activations kept, the host copies of cpu_checkpointing named as not in the time.
+void read_activation_checkpointing(const JsonField& sec, DsConfig& c) {
+    sec.expect_object();
+    for (auto it = sec.raw().begin(); it != sec.raw().end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "partition_activations") c.partition_activations = flag(sec.at(k));
+        else if (k == "cpu_checkpointing" || k == "contiguous_memory_optimization" || k == "synchronize_checkpoint_boundary" ||
+                 k == "profile") {
+            if (flag(sec.at(k)) && k == "cpu_checkpointing")
+                c.warnings.push_back("activation_checkpointing.cpu_checkpointing: the checkpointed activations' copies to host "
+                                     "memory and back are not in the predicted time");
+        } else if (k == "number_checkpoints") {
+            if (!sec.at(k).raw().is_null()) positive_count(sec.at(k));
+        } else {   // DeepSpeed reads the section with get_scalar_param and never looks at other keys
+            c.warnings.push_back("activation_checkpointing." + k + ": not a key DeepSpeed reads (partition_activations, "
+                                 "cpu_checkpointing, contiguous_memory_optimization, number_checkpoints, "
+                                 "synchronize_checkpoint_boundary, profile); ignored, as DeepSpeed ignores it");
+        }
+    }
+}
+
 // The batch and clipping keys at the top level.
 void read_ds_batch_keys(const JsonField& root, DsConfig& c) {
     if (root.has("train_micro_batch_size_per_gpu")) c.micro_batch = positive_count(root.at("train_micro_batch_size_per_gpu"));
     if (root.has("gradient_accumulation_steps")) c.grad_accum = positive_count(root.at("gradient_accumulation_steps"));
     c.activation_checkpointing = root.has("activation_checkpointing");
+    if (c.activation_checkpointing) read_activation_checkpointing(root.at("activation_checkpointing"), c);
     if (root.has("train_batch_size")) c.train_batch = positive_count(root.at("train_batch_size"));
     if (root.has("gradient_clipping")) {
         auto g = root.at("gradient_clipping");

@@ -13,20 +13,22 @@ namespace {
 
 // The pipeline engine under tensor parallelism (engine.py 138-141): gradients partitioned while
 // activations are not is a combination the engine mis-sizes (_exec_recv_grads allocates from the
-// whole output, _exec_backward_pass rebuilds from grad_layer[0], _exec_send_grads sends two tensors),
-// and checkpointing inside the stages re-runs the layers' forward, tensor collectives included, in
-// backward (issue: recompute), so both are refused by key.
+// whole output, _exec_backward_pass rebuilds from grad_layer[0], _exec_send_grads sends two tensors):
+// refused by key. (Checkpointing inside the stages is recompute.cpp's.)
 Status check_pipe_partitions(const DsConfig& cfg, const ParallelLayout& L) {
+    // deepspeed.checkpointing's partitioned activations: each checkpointed input cut over the model-parallel
+    // group, gathered again in backward (checkpointing.py gather_partitioned_activations:265, an
+    // all_gather_into_tensor of the input's width) -- not in the schedule yet.
+    if (cfg.partition_activations && L.tensor > 1)
+        return Error{cfg.source, "activation_checkpointing.partition_activations",
+                     "true under --tp " + std::to_string(L.tensor) + " is not modelled yet (deepspeed.checkpointing "
+                     "all_gathers each checkpointed input over the tensor group in backward); set it false to predict"};
     if (!L.pipelined() || L.tensor == 1) return std::nullopt;
     if (cfg.pipeline.grad_partitioned && !cfg.pipeline.pipe_partitioned)
         return Error{cfg.source, "pipeline.grad_partitioned",
                      "true with pipeline.pipe_partitioned false under --tp " + std::to_string(L.tensor) +
                          ": DeepSpeed's pipeline engine sends a partitioned gradient its previous stage does not expect; "
                          "set both or neither"};
-    if (cfg.pipeline.activation_checkpoint_interval > 0)
-        return Error{cfg.source, "pipeline.activation_checkpoint_interval",
-                     "activation checkpointing inside pipeline stages under --tp is not modelled yet (the recomputed "
-                     "forward repeats the tensor-parallel all_reduces in backward)"};
     return std::nullopt;
 }
 

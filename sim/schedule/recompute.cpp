@@ -30,6 +30,20 @@ namespace zerosim {
 std::vector<std::string> checkpointed_calls(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt) {
     // A parameter list's own "checkpointed" list is how its forward is written: it holds whatever the flags say.
     if (!m.checkpointed.empty()) return m.checkpointed;
+    // The pipeline engine's PipelineModule checkpoints its layers in activation_checkpoint_interval
+    // groups (pipe/module.py forward: exec_range_func through checkpoint, for layers _is_checkpointable
+    // finds parameters in). Each layer is a call here: a group of several recomputes the same
+    // forward, its layers' recompute each before its own backward rather than all before the first.
+    if (opt.layout.pipelined() && cfg.pipeline.activation_checkpoint_interval > 0) {
+        std::vector<std::string> layers;
+        for (const auto& layer : m.parallel.pipe_layers) {
+            const bool has_params = std::any_of(m.params.begin(), m.params.end(), [&](const Parameter& p) {
+                return p.name.compare(0, layer.name.size() + 1, layer.name + ".") == 0;
+            });
+            if (has_params) layers.push_back(layer.name);
+        }
+        return layers;
+    }
     // Otherwise every transformer block, as Hugging Face's gradient_checkpointing (and the Trainer's
     // --gradient_checkpointing) wraps each decoder layer, and as Megatron-DeepSpeed / GPT-NeoX's
     // checkpoint-activations wrap each transformer layer through deepspeed.checkpointing.

@@ -200,3 +200,23 @@ TEST(RecomputeCompute, TensorParallelForwardAllReduceRunsAgain) {
         EXPECT_EQ(count(checkpointed, Phase::Backward), 1);
     }
 }
+
+// deepspeed.checkpointing's partition_activations sends nothing on one tensor rank (the run
+// z1_dsckpt has the section) and all_gathers over the tensor group otherwise: refused by key there.
+TEST(RecomputeInputs, PartitionedActivationsUnderTensorParallelismAreRefusedByKey) {
+    auto whole = load_model(test::config("models/reference-3d/tensor.json"));
+    ASSERT_TRUE(whole.ok());
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1},
+                                    "activation_checkpointing": {"partition_activations": true, "number_checkpoints": 4}})");
+    EXPECT_TRUE(c.partition_activations);
+    ScheduleOptions o;
+    o.world = 4;
+    EXPECT_TRUE(build_schedule(whole.value(), c, o).ok());
+    o.layout.tensor = 2;
+    auto refused = build_schedule(whole.value(), c, o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().field, "activation_checkpointing.partition_activations");
+    const DsConfig typo = test::ds(R"({"activation_checkpointing": {"partition_activation": true}})");
+    ASSERT_EQ(typo.warnings.size(), 1u);
+    EXPECT_NE(typo.warnings[0].find("partition_activation:"), std::string::npos) << typo.warnings[0];
+}

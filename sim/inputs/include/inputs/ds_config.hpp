@@ -61,6 +61,10 @@ struct DsConfig {
     // An "activation_checkpointing" section is present: the model is taken to call
     // deepspeed.checkpointing.checkpoint per layer (analysis/fit.hpp counts activations so).
     bool activation_checkpointing = false;
+    // Its partition_activations (deepspeed.checkpointing keeps each checkpointed input cut over the
+    // model-parallel group and all_gathers it in backward, checkpointing.py
+    // gather_partitioned_activations:265; nothing is sent on one tensor rank).
+    bool partition_activations = false;
     std::optional<std::string> log_level;     // "log_level" (v0.19.3+, #8067): logger level, no collective
     // Layout keys (sim/cli applies them where --tp / --sp are not given; a flag that disagrees is refused):
     // tensor_parallel.autotp_size (v0.16.4+, #7004: DeepSpeed's AutoTP for training), 0 = absent;
