@@ -185,7 +185,7 @@ ScheduleStream::Count ScheduleStream::count() const {
     const auto total = static_cast<int64_t>(held_->ops.size());
     Count c{op_count(), bytes_of(0, total)};
     if (!repeats_) return c;
-    // Moving an op to a later step changes none of its sizes: the steps between repeat step 1's.
+    // Moving an op to a later step changes none of its sizes: each step the template lacks is step r's.
     const auto r = static_cast<size_t>(repeat_);
     const int64_t per_step = bytes_of(op_start_[r], op_start_[r + 1]);
     int64_t middle;
