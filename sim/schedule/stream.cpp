@@ -2,6 +2,7 @@
 // build_schedule on top of it: the op-count guard counts what the generator really emits.
 #include "schedule/stream.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "build.hpp"
@@ -195,31 +196,47 @@ ScheduleStream::Count ScheduleStream::count() const {
     return c;
 }
 
+namespace {
+
+bool size_refused(const Error& e) { return e.field == "--max-ops" || e.field == "--max-memory"; }
+
+// The caller's own limits against the run's estimate: the refusal of a run past them before any
+// of it is built (`fallback` should the estimate pass after all).
+Error estimate_refusal(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt, const Error& fallback) {
+    auto whole = detail::build_whole(model, cfg, opt);
+    return whole.ok() ? fallback : whole.error();
+}
+
+}  // namespace
+
 Result<ScheduleStream> ScheduleStream::open(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt,
                                             bool whole_in_memory) {
-    if (opt.steps <= kTemplateSteps || !opt.overflow_steps.empty()) {
-        auto s = detail::build_whole(model, cfg, opt);
-        if (!s) return s.error();
-        return StreamBuilder::whole(std::move(s).value());
+    // Built under the default limits at least, the work any schedule may take unasked, so that the
+    // caller's limits meet the exact count below rather than the estimate's bound.
+    ScheduleOptions guarded = opt;
+    guarded.max_ops = std::max(opt.max_ops, kDefaultMaxOps);
+    guarded.max_bytes = std::max(opt.max_bytes, kDefaultMaxScheduleBytes);
+    const bool long_run = opt.steps > kTemplateSteps && opt.overflow_steps.empty();
+    if (long_run) guarded.steps = kTemplateSteps;
+    auto built = detail::build_whole(model, cfg, guarded);
+    if (!built && size_refused(built.error())) return estimate_refusal(model, cfg, opt, built.error());
+    if (!built) return built.error();
+    const size_t params = built->params.size();
+    std::optional<ScheduleStream> stream;
+    if (long_run) stream = StreamBuilder::repeating(std::move(built).value(), opt.steps);
+    if (long_run && !stream) {   // no step like the next: the whole run
+        guarded.steps = opt.steps;
+        built = detail::build_whole(model, cfg, guarded);
+        if (!built && size_refused(built.error())) return estimate_refusal(model, cfg, opt, built.error());
+        if (!built) return built.error();
     }
-    ScheduleOptions first = opt;
-    first.steps = kTemplateSteps;
-    auto t = detail::build_whole(model, cfg, first);
-    // Refused for its size at the template's steps already: the whole run's estimate says why.
-    if (!t && (t.error().field == "--max-ops" || t.error().field == "--max-memory")) t = detail::build_whole(model, cfg, opt);
-    if (!t) return t.error();
-    const size_t params = t->params.size();
-    auto stream = StreamBuilder::repeating(std::move(t).value(), opt.steps);
-    if (!stream) {   // a step unlike the next: the whole run, under the estimate's bounds
-        auto s = detail::build_whole(model, cfg, opt);
-        if (!s) return s.error();
-        return StreamBuilder::whole(std::move(s).value());
-    }
+    if (!stream) stream = StreamBuilder::whole(std::move(built).value());
     // Counted exactly; the memory is what is held: the whole run, or only the template.
     const Count whole = stream->count();
     int64_t held = 0;
     for (const Op& op : stream->held_->ops) held += op_memory_estimate(op);
-    if (auto e = check_counted_size(whole.ops, whole_in_memory ? whole.bytes : held, params, stream->meta(), opt)) return *e;
+    const int64_t bytes = whole_in_memory || !stream->repeats() ? whole.bytes : held;
+    if (auto e = check_counted_size(whole.ops, bytes, params, stream->meta(), opt)) return *e;
     return std::move(stream).value();
 }
 

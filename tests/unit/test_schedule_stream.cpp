@@ -46,7 +46,7 @@ std::vector<Case> cases() {
         {"stage3-hpz-qwz", "tiny-gpt.json", zero(3, R"(, "zero_hpz_partition_size": 2, "zero_quantized_weights": true)"), 4,
          1, 1, 0, false, 2},
         {"stage3-mics", "tiny-gpt.json", zero(3, R"(, "mics_shard_size": 2)"), 4},
-        {"stage1-pipe-tensor", "reference-3d/pipe.json", zero(1), 8, 2, 2, 5},
+        {"stage1-pipe", "reference-3d/pipe.json", zero(1), 4, 2, 1, 3},
         {"stage3-tensor", "reference-3d/tensor.json", zero(3), 4, 1, 2, 1},
     };
 }
