@@ -293,7 +293,17 @@ static void warn_nothing_checkpointed(const Model& m, const DsConfig& cfg, const
               << "is recomputed in backward; list the checkpointed module calls in the parameter list's \"checkpointed\"\n";
 }
 
-Result<Inputs> load_inputs(const ScheduleArgs& a) {
+namespace {
+
+// What building a schedule takes: the config, the model and the options the flags make.
+struct ScheduleRequest {
+    DsConfig cfg;
+    Model model;
+    ScheduleOptions opt;
+    std::optional<NeoxInputs> neox;
+};
+
+Result<ScheduleRequest> schedule_request(const ScheduleArgs& a) {
     auto release = resolve_release(a.deepspeed);
     if (!release) return release.error();
     std::optional<DsConfig> cfg;
@@ -323,12 +333,33 @@ Result<Inputs> load_inputs(const ScheduleArgs& a) {
     if (!steps) return steps.error();
     opt.overflow_steps = steps.value();
     warn_nothing_checkpointed(model.value(), cfg.value(), opt);
-    auto sched = build_schedule(model.value(), cfg.value(), opt);
+    return ScheduleRequest{std::move(cfg).value(), std::move(model).value(), std::move(opt), std::move(neox)};
+}
+
+}  // namespace
+
+Result<Inputs> load_inputs(const ScheduleArgs& a) {
+    auto r = schedule_request(a);
+    if (!r) return r.error();
+    auto sched = build_schedule(r->model, r->cfg, r->opt);
     if (!sched) return sched.error();
-    Inputs in{std::move(cfg).value(), std::move(model).value(), std::move(sched).value(), nullptr, nullptr};
-    if (neox) {
-        in.neox_ds_config = std::move(neox->ds_config_doc);
-        in.neox_model = std::move(neox->model_doc);
+    Inputs in{std::move(r->cfg), std::move(r->model), std::move(sched).value(), nullptr, nullptr};
+    if (r->neox) {
+        in.neox_ds_config = std::move(r->neox->ds_config_doc);
+        in.neox_model = std::move(r->neox->model_doc);
+    }
+    return in;
+}
+
+Result<StreamInputs> load_stream_inputs(const ScheduleArgs& a) {
+    auto r = schedule_request(a);
+    if (!r) return r.error();
+    auto sched = ScheduleStream::open(r->model, r->cfg, r->opt);
+    if (!sched) return sched.error();
+    StreamInputs in{std::move(sched).value(), nullptr, nullptr};
+    if (r->neox) {
+        in.neox_ds_config = std::move(r->neox->ds_config_doc);
+        in.neox_model = std::move(r->neox->model_doc);
     }
     return in;
 }

@@ -18,6 +18,7 @@
 #include "prediction/what_if_compare.hpp"
 #include "schedule/bounds.hpp"
 #include "schedule/ir.hpp"
+#include "schedule/stream.hpp"
 #include "timing/engine.hpp"
 #include "timing/fabric.hpp"
 #include "prediction/sweep_network.hpp"
@@ -134,6 +135,13 @@ struct Inputs {
 };
 // Reads the config and the model and builds the schedule; prints warnings on the way.
 Result<Inputs> load_inputs(const ScheduleArgs& a);
+// The same schedule as a stream (schedule/stream.hpp), for the writers of `zerosim schedule`:
+// a long run held as its first steps, written step by step.
+struct StreamInputs {
+    ScheduleStream schedule;
+    Json neox_ds_config, neox_model;   // as Inputs has them
+};
+Result<StreamInputs> load_stream_inputs(const ScheduleArgs& a);
 // --schedule's flags checked (`sub` says which were given: none that build a schedule beside it;
 // --ds-config and --model, and --world where `world_required`, without it), then the saved
 // schedule and its config and model, else load_inputs.

@@ -11,9 +11,9 @@ namespace zerosim::cli {
 namespace {
 
 // The documents the schedule was built from, for the JSON's "inputs" (predict --schedule reads them).
-Result<ScheduleSources> schedule_sources(const ScheduleArgs& a, const Inputs& in) {
+Result<ScheduleSources> schedule_sources(const ScheduleArgs& a, const Json& neox_ds_config, const Json& neox_model) {
     if (!a.neox_config.empty())   // the DeepSpeed config GPT-NeoX builds and the model as a parameter list
-        return ScheduleSources{in.neox_ds_config, in.neox_model};
+        return ScheduleSources{neox_ds_config, neox_model};
     auto cfg = read_json_file(a.ds_config);
     if (!cfg) return cfg.error();
     auto model = read_json_file(a.model);
@@ -21,16 +21,11 @@ Result<ScheduleSources> schedule_sources(const ScheduleArgs& a, const Inputs& in
     return ScheduleSources{std::move(cfg).value(), std::move(model).value()};
 }
 
-// One rank's schedule (ScheduleArgs::rank) written as the flags say.
-int write_schedule(const ScheduleArgs& a) {
-    auto in = load_inputs(a);
-    if (!in) return input_error(in.error());
-    if (!a.what_if.empty())
-        if (auto e = apply_what_if_flag(a.what_if, in->schedule)) return input_error(*e);
-    const Schedule& s = in->schedule;
+// The schedule in the format the flags name, op by op from the stream.
+int write_stream(const ScheduleArgs& a, const ScheduleStream& s, const Json& neox_ds_config, const Json& neox_model) {
     std::optional<ScheduleSources> sources;
     if (a.format == "json") {
-        auto read = schedule_sources(a, *in);
+        auto read = schedule_sources(a, neox_ds_config, neox_model);
         if (!read) return input_error(read.error());
         sources = std::move(read).value();
     }
@@ -47,6 +42,20 @@ int write_schedule(const ScheduleArgs& a) {
             write_schedule_table(out, s, o);
         }
     });
+}
+
+// One rank's schedule (ScheduleArgs::rank) written as the flags say: streamed step by step
+// (schedule/stream.hpp), or built whole where --what-if rewrites it.
+int write_schedule(const ScheduleArgs& a) {
+    if (a.what_if.empty()) {
+        auto in = load_stream_inputs(a);
+        if (!in) return input_error(in.error());
+        return write_stream(a, in->schedule, in->neox_ds_config, in->neox_model);
+    }
+    auto in = load_inputs(a);
+    if (!in) return input_error(in.error());
+    if (auto e = apply_what_if_flag(a.what_if, in->schedule)) return input_error(*e);
+    return write_stream(a, ScheduleStream::of(in->schedule), in->neox_ds_config, in->neox_model);
 }
 
 // --rank all: every rank's schedule, one file each, DIR/rank0.log .. rankN-1.log (.json and .txt

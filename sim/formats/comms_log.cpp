@@ -196,16 +196,26 @@ std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
     return out;
 }
 
-double ds_trim_mean(std::vector<double> data, double trim_percent) {
-    size_t n = data.size();
-    if (n == 0) return 0.0;
-    std::sort(data.begin(), data.end());
-    // int(round(n * trim_percent)): Python rounds half to even, as nearbyint does by default.
+namespace {
+
+// How many values the trimmed mean leaves out at each end: int(round(n * trim_percent)); Python
+// rounds half to even, as nearbyint does by default.
+size_t trimmed_each_end(size_t n, double trim_percent) {
     double k_real = static_cast<double>(n) * trim_percent;
     int save = std::fegetround();
     std::fesetround(FE_TONEAREST);
     size_t k = static_cast<size_t>(std::nearbyint(k_real));
     std::fesetround(save);
+    return k;
+}
+
+}  // namespace
+
+double ds_trim_mean(std::vector<double> data, double trim_percent) {
+    size_t n = data.size();
+    if (n == 0) return 0.0;
+    std::sort(data.begin(), data.end());
+    size_t k = trimmed_each_end(n, trim_percent);
     if (2 * k >= n) return 0.0;  // Python's statistics.mean would raise; DeepSpeed never trims that far
     double sum = 0.0;
     for (size_t i = k; i < n - k; ++i) sum += data[i];
@@ -216,34 +226,52 @@ namespace {
 
 std::string pad20(const std::string& s) { return s.size() >= 20 ? s : s + std::string(20 - s.size(), ' '); }
 
+// ds_trim_mean of the values a histogram counts: the same sum, term by term, in sorted order.
+double trim_mean_of(const std::map<double, int64_t>& counts, int64_t n, double trim_percent) {
+    if (n == 0) return 0.0;
+    const auto k = static_cast<int64_t>(trimmed_each_end(static_cast<size_t>(n), trim_percent));
+    if (2 * k >= n) return 0.0;
+    double sum = 0.0;
+    int64_t index = 0;
+    for (const auto& [value, count] : counts)
+        for (int64_t c = 0; c < count; ++c, ++index)
+            if (index >= k && index < n - k) sum += value;
+    return sum / static_cast<double>(n - 2 * k);
+}
+
 }  // namespace
 
-void write_ds_summary(std::ostream& out, const std::vector<LoggedOp>& ops) {
+void DsSummary::add(const LoggedOp& op) {
+    auto key = op.record_key();
+    auto it = rows_.find(key);
+    if (it == rows_.end()) {
+        order_.push_back(key);
+        it = rows_.emplace(std::move(key), std::map<int64_t, Row>{}).first;
+    }
+    Row& row = it->second[op.bytes];
+    ++row.count;
+    row.total_ms += op.time_ms;
+    ++row.latency[op.time_ms];
+    ++row.algbw[op.algbw_gbps];
+    ++row.busbw[op.busbw_gbps];
+}
+
+void DsSummary::write(std::ostream& out) const {
     out << pad20("Comm. Op") << pad20("Message Size") << pad20("Count") << pad20("Total Latency(ms)")
         << pad20("Avg Latency(ms)") << pad20("tput_avg (Gbps)") << pad20("busbw_avg (Gbps)") << '\n';
-    std::vector<std::string> order;
-    std::map<std::string, std::map<int64_t, std::vector<const LoggedOp*>>> by_record;
-    for (const auto& op : ops) {
-        auto key = op.record_key();
-        if (!by_record.count(key)) order.push_back(key);
-        by_record[key][op.bytes].push_back(&op);
-    }
-    for (const auto& key : order) {
+    for (const auto& key : order_) {
         out << key << '\n';
-        for (const auto& [size, list] : by_record[key]) {
-            std::vector<double> lat, alg, bus;
-            double total = 0.0;
-            for (const auto* op : list) {
-                lat.push_back(op->time_ms);
-                alg.push_back(op->algbw_gbps);
-                bus.push_back(op->busbw_gbps);
-                total += op->time_ms;
-            }
-            out << pad20(" ") << pad20(ds_size_string(size)) << pad20(std::to_string(list.size())) << pad20(fixed2(total))
-                << pad20(fixed2(ds_trim_mean(lat, 0.1))) << pad20(fixed2(ds_trim_mean(alg, 0.1)))
-                << pad20(fixed2(ds_trim_mean(bus, 0.1))) << '\n';
-        }
+        for (const auto& [size, row] : rows_.at(key))
+            out << pad20(" ") << pad20(ds_size_string(size)) << pad20(std::to_string(row.count)) << pad20(fixed2(row.total_ms))
+                << pad20(fixed2(trim_mean_of(row.latency, row.count, 0.1))) << pad20(fixed2(trim_mean_of(row.algbw, row.count, 0.1)))
+                << pad20(fixed2(trim_mean_of(row.busbw, row.count, 0.1))) << '\n';
     }
+}
+
+void write_ds_summary(std::ostream& out, const std::vector<LoggedOp>& ops) {
+    DsSummary summary;
+    for (const auto& op : ops) summary.add(op);
+    summary.write(out);
 }
 
 }  // namespace zerosim

@@ -163,23 +163,66 @@ Json meta_json(const ScheduleMeta& m) {
 
 }  // namespace
 
+namespace {
+
+// A JSON array written element by element exactly as the whole document's dump(1) writes it at
+// depth one: "[]" when empty, else each element on its own lines two spaces in. An element's own
+// lines after its first are indented relative to it, so its dump(1) moves in by two spaces at each
+// newline (JSON strings hold no raw newline).
+class ArrayWriter {
+  public:
+    explicit ArrayWriter(std::ostream& out) : out_(out) {}
+    void add(const Json& element) {
+        out_ << (first_ ? "[\n  " : ",\n  ");
+        first_ = false;
+        text_ = element.dump(1);
+        size_t from = 0;
+        for (size_t nl = text_.find('\n'); nl != std::string::npos; nl = text_.find('\n', from)) {
+            out_.write(text_.data() + from, static_cast<std::streamsize>(nl + 1 - from));
+            out_ << "  ";
+            from = nl + 1;
+        }
+        out_.write(text_.data() + from, static_cast<std::streamsize>(text_.size() - from));
+    }
+    void close() { out_ << (first_ ? "[]" : "\n ]"); }
+
+  private:
+    std::ostream& out_;
+    bool first_ = true;
+    std::string text_;
+};
+
+}  // namespace
+
 void write_schedule_json(std::ostream& out, const Schedule& s, const ScheduleSources* sources) {
+    write_schedule_json(out, ScheduleStream::of(s), sources);
+}
+
+void write_schedule_json(std::ostream& out, const ScheduleStream& s, const ScheduleSources* sources) {
     Json j;
     j["format"] = "zerosim-schedule";
     j["version"] = 2;
-    j["meta"] = meta_json(s.meta);
+    j["meta"] = meta_json(s.meta());
     if (sources) j["inputs"] = Json{{"ds_config", sources->ds_config}, {"model", sources->model}};
     Json params = Json::array();
-    for (const auto& p : s.params)
+    for (const auto& p : s.params())
         params.push_back(Json{{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}, {"group", p.group}});
     j["parameters"] = std::move(params);
-    Json ops = Json::array();
-    for (const auto& op : s.ops) ops.push_back(op_json(op));
-    j["ops"] = std::move(ops);
-    Json host = Json::array();
-    for (const auto& e : s.host) host.push_back(host_event_json(e));
-    j["host"] = std::move(host);
-    out << j.dump(1) << '\n';
+    // The document up to its last two arrays, then those written op by op and event by event.
+    j["ops"] = Json::array();
+    j["host"] = Json::array();
+    std::string head = j.dump(1);
+    const std::string tail = ",\n \"ops\": [],\n \"host\": []\n}";
+    head.resize(head.size() - tail.size());
+    out << head << ",\n \"ops\": ";
+    ArrayWriter ops(out);
+    s.each_op([&](const Op& op) { ops.add(op_json(op)); });
+    ops.close();
+    out << ",\n \"host\": ";
+    ArrayWriter host(out);
+    s.each_host_event([&](const HostEvent& e) { host.add(host_event_json(e)); });
+    host.close();
+    out << "\n}\n";
 }
 
 }  // namespace zerosim

@@ -157,17 +157,21 @@ ScheduleSize estimate_schedule_size(const Model& m, const DsConfig& cfg, const S
     return s;
 }
 
-Status check_schedule_size(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt, int64_t grad_accum) {
-    ScheduleSize s = estimate_schedule_size(m, cfg, opt, grad_accum);
+namespace {
+
+// The refusal of a schedule of `ops` ops taking about `bytes`; `exact`: counted (schedule/stream.hpp),
+// else the estimate's upper bound.
+Status size_refusal(int64_t ops, int64_t bytes, bool exact, size_t params, const ScheduleOptions& opt, int64_t world,
+                    int64_t grad_accum) {
     auto shape = [&] {
         std::ostringstream o;
-        o << opt.steps << " step(s) x " << grad_accum << " micro-step(s) on " << opt.world << " rank(s), "
-          << m.params.size() << " parameters";
+        o << opt.steps << " step(s) x " << grad_accum << " micro-step(s) on " << world << " rank(s), " << params
+          << " parameters";
         return o.str();
     };
-    auto gib = [](int64_t bytes) {
+    auto gib = [](int64_t b) {
         const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-        double v = static_cast<double>(bytes);
+        double v = static_cast<double>(b);
         int u = 0;
         while (v >= 1024.0 && u < 6) {
             v /= 1024.0;
@@ -179,15 +183,31 @@ Status check_schedule_size(const Model& m, const DsConfig& cfg, const ScheduleOp
         o << v << ' ' << units[u];
         return o.str();
     };
-    if (s.ops > opt.max_ops)
+    if (ops > opt.max_ops)
         return Error{"", "--max-ops",
-                     "the schedule would have up to " + std::to_string(s.ops) + " ops (" + shape() + "), past the limit of " +
-                         std::to_string(opt.max_ops) + "; raise --max-ops to build it anyway"};
-    if (s.bytes > opt.max_bytes)
+                     std::string("the schedule would have ") + (exact ? "" : "up to ") + std::to_string(ops) + " ops (" +
+                         shape() + "), past the limit of " + std::to_string(opt.max_ops) + "; raise --max-ops to build it anyway"};
+    if (bytes > opt.max_bytes)
         return Error{"", "--max-memory",
-                     "the schedule would take about " + gib(s.bytes) + " for " + std::to_string(s.ops) + " ops (" + shape() +
+                     "the schedule would take about " + gib(bytes) + " for " + std::to_string(ops) + " ops (" + shape() +
                          "), past the limit of " + gib(opt.max_bytes) + "; raise --max-memory to build it anyway"};
     return std::nullopt;
+}
+
+}  // namespace
+
+Status check_schedule_size(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt, int64_t grad_accum) {
+    ScheduleSize s = estimate_schedule_size(m, cfg, opt, grad_accum);
+    return size_refusal(s.ops, s.bytes, false, m.params.size(), opt, opt.world, grad_accum);
+}
+
+int64_t op_memory_estimate(const Op& op) {
+    // As estimate_schedule_size charges an op: its record, its names' heap, 24 bytes per listed item.
+    return static_cast<int64_t>(sizeof(Op)) + 64 + 24 * static_cast<int64_t>(op.params.size() + op.segments.size());
+}
+
+Status check_counted_size(int64_t ops, int64_t bytes, size_t params, const ScheduleMeta& meta, const ScheduleOptions& opt) {
+    return size_refusal(ops, bytes, true, params, opt, meta.world, meta.grad_accum);
 }
 
 }  // namespace zerosim

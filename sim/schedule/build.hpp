@@ -88,6 +88,10 @@ struct Build {
     std::vector<std::pair<int, std::vector<int>>> backward_plan() const;
 };
 
+// build_schedule's generator run on every step (schedule/stream.hpp builds long schedules' first
+// steps with it and counts them, then calls it for the whole run): the refusals, the bound check
+// of bounds.hpp, then the halves below.
+Result<Schedule> build_whole(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt);
 // build_schedule's two halves: the meta and the ZeRO++/MiCS groups of b.opt on b.model, then the
 // generator (pipeline engine, stage 3 or stages 0-2) and the ordering pass.
 Status start_schedule(Build& b);

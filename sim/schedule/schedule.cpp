@@ -214,7 +214,9 @@ void engine_start_broadcasts(Build& b) {
 
 }  // namespace detail
 
-Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt) {
+namespace detail {
+
+Result<Schedule> build_whole(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt) {
     if (opt.world < 1) return Error{"", "--world", "expected a world size of at least 1, found " + std::to_string(opt.world)};
     if (opt.steps < 1) return Error{"", "--steps", "expected at least 1 step, found " + std::to_string(opt.steps)};
     if (opt.seq_len < 0) return Error{"", "--seq-len", "expected a positive sequence length"};
@@ -247,8 +249,6 @@ Result<Schedule> build_schedule(const Model& model, const DsConfig& cfg, const S
     if (auto e = detail::start_schedule(b)) return *e;
     return detail::finish_schedule(b);
 }
-
-namespace detail {
 
 Status start_schedule(Build& b) {
     const Model& model = b.model;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -61,6 +62,24 @@ void write_ds_verbose_line(std::ostream& out, const LoggedOp& op, int log_dist_l
 // log_summary(): the header, then per record (first-seen order) one row per message size,
 // ascending. `ops` must be the ops logged so far, in order.
 void write_ds_summary(std::ostream& out, const std::vector<LoggedOp>& ops);
+
+// The same table gathered op by op, for a writer that drops each op once it is written: memory
+// grows with the distinct (record, size, value) triples, not with the ops; the same figures, summed
+// in the same order (each row's total in log order, its trimmed means over the sorted values).
+class DsSummary {
+  public:
+    void add(const LoggedOp& op);
+    void write(std::ostream& out) const;
+
+  private:
+    struct Row {
+        int64_t count = 0;
+        double total_ms = 0.0;
+        std::map<double, int64_t> latency, algbw, busbw;   // value -> how many ops had it
+    };
+    std::vector<std::string> order_;   // record keys, first-seen order
+    std::map<std::string, std::map<int64_t, Row>> rows_;
+};
 
 // Reads one verbose comms_logger line back. Accepts the variants seen in the field: any prefix
 // before "comm op:" (logging prefix, "rank=0 | "), no caller (debug off), and extra

@@ -13,6 +13,7 @@
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "schedule/ir.hpp"
+#include "schedule/stream.hpp"
 
 namespace zerosim {
 
@@ -32,6 +33,8 @@ struct SavedSchedule {
 
 // Version 2 of the format; `sources` (may be null) becomes the file's "inputs".
 void write_schedule_json(std::ostream& out, const Schedule& s, const ScheduleSources* sources = nullptr);
+// The same, op by op from a stream (schedule/stream.hpp): the same bytes, in bounded memory.
+void write_schedule_json(std::ostream& out, const ScheduleStream& s, const ScheduleSources* sources = nullptr);
 
 // The one reader: every field, with errors naming the file, the field and what was expected; the
 // IR then passes check_schedule. Version 1 files (with "dialect" for the release) are read too.

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "schedule/ir.hpp"
+#include "schedule/stream.hpp"
 #include "formats/comms_log.hpp"
 #include "formats/schedule_json.hpp"
 
@@ -21,6 +22,7 @@ namespace zerosim {
 // printed, its phase label (phase_label) and line = the op's id; given a time, its bandwidths
 // (calc_bw_log, ds_bandwidth) and the line's timestamp (the op's end, seconds).
 LoggedOp logged_op(const Schedule& s, const Op& op, double time_ms = 0.0, double end_s = 0.0);
+LoggedOp logged_op(const ScheduleMeta& meta, const Op& op, double time_ms = 0.0, double end_s = 0.0);
 
 // An op's time as a log reports it and when it ended.
 struct OpLogTime {
@@ -35,11 +37,14 @@ struct DeepSpeedLogOptions {
     bool header = true;          // a first line saying where the log came from
     bool log_summary = false;    // end with deepspeed.comm.log_summary(): barrier, table, barrier
 };
+// Each writer takes a schedule whole or as a stream (schedule/stream.hpp), writing op by op.
 void write_schedule_deepspeed(std::ostream& out, const Schedule& s, const DeepSpeedLogOptions& opt);
+void write_schedule_deepspeed(std::ostream& out, const ScheduleStream& s, const DeepSpeedLogOptions& opt);
 
 struct TableOptions {
     bool compute = false;        // include compute segments
 };
 void write_schedule_table(std::ostream& out, const Schedule& s, const TableOptions& opt);
+void write_schedule_table(std::ostream& out, const ScheduleStream& s, const TableOptions& opt);
 
 }  // namespace zerosim

@@ -14,6 +14,8 @@
 namespace zerosim {
 
 struct ScheduleOptions;
+struct Op;
+struct ScheduleMeta;
 
 // The default limits: a few million ops (the largest schedules the examples build have a few
 // hundred thousand) and the memory they take.
@@ -33,5 +35,11 @@ ScheduleSize estimate_schedule_size(const Model& model, const DsConfig& cfg, con
 // The estimate against opt.max_ops and opt.max_bytes: an Error naming the flag that raises the limit,
 // with the figures, or nothing.
 Status check_schedule_size(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt, int64_t grad_accum);
+
+// What one op takes in memory by the estimate above (a record, its names, 24 bytes per listed
+// parameter or segment), to sum over a schedule counted op by op (schedule/stream.hpp).
+int64_t op_memory_estimate(const Op& op);
+// The same refusals for a schedule counted exactly (no "up to"): `params` the parameters it lists.
+Status check_counted_size(int64_t ops, int64_t bytes, size_t params, const ScheduleMeta& meta, const ScheduleOptions& opt);
 
 }  // namespace zerosim

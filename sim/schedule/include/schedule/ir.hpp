@@ -181,6 +181,7 @@ struct Segment {
     int param = 0;
     int64_t offset = 0;         // first element within the parameter
     int64_t numel = 0;
+    bool operator==(const Segment&) const = default;
 };
 
 struct Op {
@@ -223,6 +224,7 @@ struct Op {
     std::vector<int64_t> deps;  // ops this one waits for beyond its own stream's order
 
     int64_t bytes() const { return kind == OpKind::Barrier ? 0 : elements * dtype_size(dtype); }
+    bool operator==(const Op&) const = default;   // every field (schedule/stream.hpp compares steps)
 };
 
 // How the fp32 optimizer state (master weights, Adam moments, reduced gradients) is cut across
@@ -353,6 +355,7 @@ struct HostEvent {
     std::vector<int64_t> waits;
     int fetch_events = 0;            // FetchWait: fetch events recorded at this wait
     int64_t released_elements = 0;   // Post*, ReleaseAll: whole parameter elements released
+    bool operator==(const HostEvent&) const = default;
 };
 
 // The model's parameters as the schedule refers to them (Model::params order).
