@@ -162,7 +162,9 @@ std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
         char* end = nullptr;
         std::string num = f.substr(key.size());
         v = std::strtod(num.c_str(), &end);
-        return end != num.c_str();
+        // The whole value: "4,19" (a decimal comma) must not read as 4.
+        while (end && (*end == ' ' || *end == '\t')) ++end;
+        return end != num.c_str() && *end == '\0';
     };
     for (size_t i = 1; i < fields.size(); ++i) {
         const std::string& f = fields[i];
