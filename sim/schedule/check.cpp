@@ -330,10 +330,10 @@ Status check_schedule(const Schedule& s, const std::string& file) {
             return Error{file, "parameters[" + str(static_cast<int64_t>(i)) + "]",
                          "needs numel >= 0 and a group below " + str(s.meta.num_groups)};
     if (auto e = check_layout(s, file)) return e;
-    if (auto e = check_stage_of_ops(s, file)) return e;
     OpChecker ops(s, file);
     for (size_t k = 0; k < s.ops.size(); ++k)
         if (auto e = ops.check(k)) return e;
+    if (auto e = check_stage_of_ops(s, file)) return e;   // each op sound, then the stage they make
     // Stage 3's host events: in host order, each before an op the host then issues, and a
     // throttle wait only on an op the host issued before it.
     int64_t prev = 0;
