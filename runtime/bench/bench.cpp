@@ -136,6 +136,7 @@ struct BenchColumn {
                 break;
             default: break;
         }
+        if (opt.on_call) opt.on_call(static_cast<int64_t>(send_b));
     }
     // One call on fresh inputs, its result compared element by element; #wrong summed over ranks.
     int64_t wrong_elements(int n) {

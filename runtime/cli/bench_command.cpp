@@ -1,9 +1,11 @@
 // `zerorun bench`: one collective swept over sizes (collbench/bench.hpp), its flags and their checks.
+#include <atomic>
 #include <iostream>
 
 #include "collbench/bench.hpp"
 #include "core/output.hpp"
 #include "core/sizes.hpp"
+#include "executor/watchdog.hpp"
 #include "flags.hpp"
 
 namespace zerorun {
@@ -77,6 +79,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& ba, ProcessArgs& pa) {
                     "With --fenced: allocate, zero and fill each call's buffers just before it, as zerorun gives each op "
                     "of a step (after --evict's writes); no warm-up call and the column DeepSpeed calls timed first, so each "
                     "timed call is the first at its size (--check 0: the check's own call would come before it)");
+    bench->add_option("--timeout", ba.timeout_s,
+                      "Seconds without a finished call before every rank is stopped (a peer that stopped)")
+        ->capture_default_str()
+        ->check(finite_at_least(0, true));
     add_process_flags(*bench, pa);
     bench->add_option("--test-corrupt-rank", ba.corrupt_rank)->group("")->check(integer_in(-1, INT32_MAX));
     return bench;
@@ -85,7 +91,18 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& ba, ProcessArgs& pa) {
 int run_bench_command(Backend& be, const BenchArgs& a) {
     auto o = bench_options(be, a);
     if (!o) return bench_flag_error(be, o.error());
+    // The run's watchdog (executor/watchdog.hpp): a peer that stops answering leaves this rank in a
+    // call; after --timeout seconds with no call finished every rank is stopped, exit 3.
+    install_termination_report(be.rank());
+    std::atomic<int64_t> bytes{0};
+    Watchdog dog(be, a.timeout_s, [&] { return "bench " + a.op + " of " + std::to_string(bytes.load()) + " bytes"; });
+    o->on_call = [&](int64_t b) {
+        bytes.store(b);
+        dog.progress();
+    };
+    set_current_op(-1, "bench");
     auto rows = run_bench(be, o.value(), std::cout);
+    dog.stop();
     return bench_wrong_total(rows) ? 1 : 0;
 }
 

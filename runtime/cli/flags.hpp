@@ -56,6 +56,7 @@ struct BenchArgs {
     std::string evict = "64M";
     bool fresh_buffers = false;
     int corrupt_rank = -1;
+    double timeout_s = 60.0;   // the watchdog's, as zerorun's own --timeout
 };
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& ba, ProcessArgs& pa);
 int run_bench_command(Backend& be, const BenchArgs& a);

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <optional>
 
+#include "core/cli_integers.hpp"
 #include "core/output.hpp"
 #include "core/sizes.hpp"
 #include "flags.hpp"
@@ -38,6 +39,7 @@ void add_flags(CLI::App& app, Command& c) {
     add_between_steps_flags(app, c.run);
     add_test_hook_flags(app, c.run);
     c.bench_command = add_bench_command(app, c.bench, c.process);
+    zerosim::decimal_integer_options(app);
 }
 
 // Parses the command line; an exit code where the command ends here (--help and --version are

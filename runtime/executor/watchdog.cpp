@@ -40,7 +40,10 @@ void on_terminate(int sig) {
     put_str(p, "zerorun: error: rank ");
     put_int(p, g_rank);
     put_str(p, ": stopped by ");
-    put_str(p, sig == SIGTERM ? "the launcher (SIGTERM): another rank failed" : "an interrupt");
+    // mpirun turns a Ctrl-C into SIGTERM to every rank, as it does when a rank fails: the rank
+    // cannot tell which, so it says both; a SIGINT reaching the rank itself is the interrupt.
+    put_str(p, sig == SIGTERM ? "the launcher (SIGTERM): the job was interrupted (Ctrl-C) or another rank failed"
+                              : "an interrupt (SIGINT, Ctrl-C)");
     put_str(p, "; was at op ");
     put_int(p, g_op.load());
     put_str(p, " (");

@@ -424,15 +424,18 @@ std::vector<std::string> schedule_input_files(const ScheduleArgs& a) {
 
 // Built outside zero.Init, stage 3's engine start holds the whole model on every GPU
 // (_broadcast_model, then Init(module=...) partitioning it): say so when that cannot fit.
-static void warn_engine_start_memory(const Schedule& s, const Topology& t) {
+// `saved`: the schedule came from --schedule, which refuses --zero-init beside it: the hint names
+// the command that builds one (an error never suggests a flag the command lacks or refuses).
+static void warn_engine_start_memory(const Schedule& s, const Topology& t, bool saved) {
     if (s.meta.stage != 3 || s.meta.zero_init || t.gpu_memory_gb <= 0) return;
     const double bytes = static_cast<double>(s.meta.total_params) * dtype_size(s.meta.model_dtype);
     if (bytes <= t.gpu_memory_gb * 1e9) return;
     char line[320];
     std::snprintf(line, sizeof line,
                   "the engine start broadcasts the whole model (%.1f GB of parameters) to every GPU, more than its %.0f GB; "
-                  "a model this large is built under deepspeed.zero.Init: pass --zero-init",
-                  bytes / 1e9, t.gpu_memory_gb);
+                  "a model this large is built under deepspeed.zero.Init: %s",
+                  bytes / 1e9, t.gpu_memory_gb,
+                  saved ? "save the schedule with zerosim schedule --zero-init" : "pass --zero-init");
     std::cerr << "zerosim: warning: " << t.source << ": " << line << "\n";
 }
 
@@ -545,7 +548,7 @@ Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const 
     }
     if (announce && (in->schedule.meta.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
-    warn_engine_start_memory(real ? *real : in->schedule, topo.value());   // DeepSpeed's engine start
+    warn_engine_start_memory(real ? *real : in->schedule, topo.value(), !a.schedule.empty());   // DeepSpeed's engine start
     // Fabric mode plans on its ideal topology and divides each plan by its traffic's slowdown.
     const Topology& timed = fabric ? fabric->ideal_topology() : topo.value();
     EngineAdjust adjust;

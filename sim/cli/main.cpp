@@ -8,6 +8,7 @@
 #include <new>
 
 #include "command.hpp"
+#include "core/cli_integers.hpp"
 #include "core/output.hpp"
 
 int main(int argc, char** argv) {
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "zerosim 0.1.0 (DeepSpeed releases 0.14.2 to 0.19.5, default 0.19.5)");
     const Command commands[] = {add_schedule(app), add_predict(app),  add_bench(app),    add_memory(app),   add_explain(app),
                                 add_sweep(app),    add_report(app),   add_validate(app), add_calibrate(app), add_need(app)};
+    zerosim::decimal_integer_options(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

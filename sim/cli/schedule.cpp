@@ -4,6 +4,7 @@
 #include "command.hpp"
 #include "core/json_input.hpp"
 #include "formats/schedule_outputs.hpp"
+#include "inputs/ds_config.hpp"
 #include "inputs/release.hpp"
 
 namespace zerosim::cli {
@@ -14,7 +15,7 @@ namespace {
 Result<ScheduleSources> schedule_sources(const ScheduleArgs& a, const Json& neox_ds_config, const Json& neox_model) {
     if (!a.neox_config.empty())   // the DeepSpeed config GPT-NeoX builds and the model as a parameter list
         return ScheduleSources{neox_ds_config, neox_model};
-    auto cfg = read_json_file(a.ds_config);
+    auto cfg = read_ds_config_document(a.ds_config);
     if (!cfg) return cfg.error();
     auto model = read_json_file(a.model);
     if (!model) return model.error();

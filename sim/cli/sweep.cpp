@@ -51,6 +51,7 @@ int run_sweep_cmd(SweepArgs& a) {
     if (!inputs) return input_error(inputs.error());
     for (auto& [path, topo] : inputs.value().topologies)
         if (auto e = apply_nccl_flag(a.nccl, topo)) return input_error(*e);
+    if (auto e = check_sweep_values(spec, inputs.value())) return input_error(*e);
     if (!spec.ds_config.empty()) {
         auto cfg = parse_ds_config(spec.ds_config, inputs->ds_config.dump(), spec.release);
         if (!cfg) return input_error(cfg.error());
@@ -73,7 +74,11 @@ int run_sweep_cmd(SweepArgs& a) {
     auto points = shard_points(all, spec.shard, spec.shards);
     spec.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto rows = run_sweep(spec, inputs.value(), points, sweep_progress(stderr, isatty(2)));
-    if (!rows) return input_error(rows.error());
+    if (!rows && points.empty()) return input_error(rows.error());
+    if (!rows) {
+        std::cerr << "zerosim: error: " << rows.error().what() << '\n';
+        return kExitRuntimeFault;
+    }
     size_t failed = std::count_if(rows->begin(), rows->end(), [](const SweepResult& r) { return !r.error.empty(); });
     if (failed) std::cerr << "zerosim: warning: " << failed << " point(s) could not be predicted (see the error column)\n";
     // A sweep none of whose points could be predicted is a failed run, whatever it writes.

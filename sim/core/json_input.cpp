@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <sstream>
+#include <unordered_map>
 
 namespace zerosim {
 
@@ -42,9 +43,98 @@ std::string json_type_name(const Json& v) {
     }
 }
 
+namespace {
+
+// Builds the document in linear time. Json is nlohmann's ordered_json, whose objects are a vector
+// searched on every insert: Json::parse took quadratic time in an object's keys (a config of 100k
+// unknown keys: 27 s). Here a member is appended without a search; a key given twice keeps its
+// last value, as Json::parse does (readers that refuse duplicates check first, parse_hjson_text).
+class LinearJsonBuilder : public nlohmann::json_sax<Json> {
+  public:
+    explicit LinearJsonBuilder(Json& root) : root_(root) {}
+    bool null() override { return put(Json(nullptr)); }
+    bool boolean(bool v) override { return put(Json(v)); }
+    bool number_integer(number_integer_t v) override { return put(Json(v)); }
+    bool number_unsigned(number_unsigned_t v) override { return put(Json(v)); }
+    bool number_float(number_float_t v, const string_t&) override { return put(Json(v)); }
+    bool string(string_t& v) override { return put(Json(std::move(v))); }
+    bool binary(binary_t& v) override { return put(Json::binary(std::move(v))); }
+    bool start_object(std::size_t) override { return open(Json::object()); }
+    bool start_array(std::size_t) override { return open(Json::array()); }
+    bool end_object() override { return close(); }
+    bool end_array() override { return close(); }
+    bool key(string_t& k) override {
+        auto& members = stack_.back()->get_ref<Json::object_t&>();
+        if (Json* repeated = find(members, k)) {
+            pending_ = repeated;   // a repeated key: its last value wins
+            return true;
+        }
+        if (!seen_.back().empty()) seen_.back().emplace(k, members.size());
+        members.emplace_back(std::move(k), nullptr);   // ordered_map is a vector: append, no search
+        pending_ = &members.back().second;
+        return true;
+    }
+    // The parser's own exception, with its position, thrown as Json::parse throws it.
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+        if (auto* p = dynamic_cast<const Json::parse_error*>(&e)) throw *p;
+        if (auto* r = dynamic_cast<const Json::out_of_range*>(&e)) throw *r;
+        throw Json::parse_error::create(101, 0, e.what(), nullptr);
+    }
+
+  private:
+    // A key of the open object: a scan while it is small (most are: no index to build), a hash
+    // index from kIndexFrom members on.
+    static constexpr size_t kIndexFrom = 32;
+    Json* find(Json::object_t& members, const std::string& k) {
+        auto& index = seen_.back();
+        if (members.size() < kIndexFrom) {
+            for (auto& m : members)
+                if (m.first == k) return &m.second;
+            return nullptr;
+        }
+        if (index.empty())
+            for (size_t i = 0; i < members.size(); ++i) index.emplace((members.begin() + static_cast<std::ptrdiff_t>(i))->first, i);
+        auto it = index.find(k);
+        return it == index.end() ? nullptr : &(members.begin() + static_cast<std::ptrdiff_t>(it->second))->second;
+    }
+    Json* slot() {
+        if (stack_.empty()) return &root_;
+        if (stack_.back()->is_array()) {
+            stack_.back()->get_ref<Json::array_t&>().emplace_back();
+            return &stack_.back()->get_ref<Json::array_t&>().back();
+        }
+        return pending_;
+    }
+    bool put(Json v) {
+        *slot() = std::move(v);
+        return true;
+    }
+    bool open(Json v) {
+        Json* at = slot();
+        *at = std::move(v);
+        stack_.push_back(at);
+        seen_.emplace_back();
+        return true;
+    }
+    bool close() {
+        stack_.pop_back();
+        seen_.pop_back();
+        return true;
+    }
+    Json& root_;
+    std::vector<Json*> stack_;   // open objects and arrays (pointers stay valid: a parent grows only while it is on top)
+    std::vector<std::unordered_map<std::string, size_t>> seen_;   // each open object's keys, by position
+    Json* pending_ = nullptr;
+};
+
+}  // namespace
+
 Result<Json> parse_json_text(const std::string& text, const std::string& name) {
     try {
-        return Json::parse(text);
+        Json root;
+        LinearJsonBuilder builder(root);
+        Json::sax_parse(text, &builder);
+        return root;
     } catch (const Json::parse_error& e) {
         // e.byte is one past the offending character.
         size_t at = e.byte > 0 ? e.byte - 1 : 0;
@@ -69,6 +159,110 @@ Result<Json> parse_json_text(const std::string& text, const std::string& name) {
         }
         return Error{name, "", "number out of range" + where + ": '" + token + "' does not fit a double"};
     }
+}
+
+namespace {
+
+// One pass over a DeepSpeed config as hjson reads it: comments and trailing commas become spaces
+// (so nlohmann's line and column stay right), and each object's keys are checked for repeats.
+class HjsonScan {
+  public:
+    HjsonScan(std::string& text, const std::string& name) : t_(text), name_(name) {}
+
+    Status run() {
+        while (i_ < t_.size()) {
+            const char c = t_[i_];
+            if (c == '"') {
+                if (auto e = string_token()) return e;
+                continue;
+            }
+            if (comment()) continue;
+            if (c == '{' || c == '[') frames_.push_back({c == '{', {}});
+            if ((c == '}' || c == ']') && !frames_.empty()) frames_.pop_back();
+            if (c == ',' && closes_next()) t_[i_] = ' ';   // hjson's trailing comma
+            if (c == ':' && !frames_.empty() && frames_.back().object && last_string_end_ != std::string::npos &&
+                only_space_between(last_string_end_, i_)) {
+                if (auto e = key(last_string_, last_string_line_)) return e;
+            }
+            if (c == '\n') ++line_;
+            ++i_;
+        }
+        return std::nullopt;
+    }
+
+  private:
+    struct Frame {
+        bool object;
+        std::unordered_map<std::string, int> keys;   // key -> the line it was first given on
+    };
+    // A JSON string; its raw text (escapes as written) is what keys are compared by.
+    Status string_token() {
+        size_t j = i_ + 1;
+        while (j < t_.size() && t_[j] != '"') j += t_[j] == '\\' ? 2 : 1;
+        if (j >= t_.size()) return std::nullopt;   // unterminated: nlohmann says where
+        last_string_.assign(t_, i_ + 1, j - i_ - 1);
+        last_string_line_ = line_;
+        last_string_end_ = j + 1;
+        i_ = j + 1;
+        return std::nullopt;
+    }
+    // #, // and /* */ outside strings (hjson's three comment forms), blanked.
+    bool comment() {
+        const bool hash = t_[i_] == '#', line = t_.compare(i_, 2, "//") == 0, block = t_.compare(i_, 2, "/*") == 0;
+        if (!hash && !line && !block) return false;
+        size_t end = block ? t_.find("*/", i_ + 2) : t_.find('\n', i_);
+        end = end == std::string::npos ? t_.size() : block ? end + 2 : end;
+        for (size_t k = i_; k < end; ++k)
+            if (t_[k] == '\n') ++line_;
+            else t_[k] = ' ';
+        i_ = end;
+        return true;
+    }
+    bool closes_next() {
+        size_t j = i_ + 1;
+        while (j < t_.size()) {
+            const char c = t_[j];
+            if (c == ' ' || c == '\t' || c == '\r' || c == '\n') ++j;
+            else if (c == '#' || t_.compare(j, 2, "//") == 0 || t_.compare(j, 2, "/*") == 0) {
+                size_t end = c == '#' || t_[j + 1] == '/' ? t_.find('\n', j) : t_.find("*/", j + 2);
+                if (end == std::string::npos) return false;
+                j = t_[end] == '*' ? end + 2 : end;
+            } else {
+                return c == '}' || c == ']';
+            }
+        }
+        return false;
+    }
+    bool only_space_between(size_t from, size_t to) const {
+        for (size_t k = from; k < to; ++k)
+            if (t_[k] != ' ' && t_[k] != '\t' && t_[k] != '\r' && t_[k] != '\n') return false;
+        return true;
+    }
+    // runtime/config_utils.py dict_raise_error_on_duplicate_keys: "Duplicate keys in DeepSpeed config".
+    Status key(const std::string& k, int line) {
+        auto [it, fresh] = frames_.back().keys.emplace(k, line);
+        last_string_end_ = std::string::npos;
+        if (fresh) return std::nullopt;
+        return Error{name_, "", "line " + std::to_string(line) + ": key \"" + k + "\" given twice in one object (first on line " +
+                                    std::to_string(it->second) + "); DeepSpeed's config loader refuses duplicate keys"};
+    }
+
+    std::string& t_;
+    const std::string& name_;
+    size_t i_ = 0;
+    int line_ = 1;
+    std::vector<Frame> frames_;
+    std::string last_string_;
+    int last_string_line_ = 0;
+    size_t last_string_end_ = std::string::npos;
+};
+
+}  // namespace
+
+Result<Json> parse_hjson_text(const std::string& text, const std::string& name) {
+    std::string plain = text;
+    if (auto e = HjsonScan(plain, name).run()) return *e;
+    return parse_json_text(plain, name);
 }
 
 Result<std::string> read_text_file(const std::string& path, const std::string& what) {

@@ -139,6 +139,31 @@ std::optional<int64_t> logged_rank(const std::string& line, size_t end) {
     return n;
 }
 
+// The rank a launcher's own prefix names, where the line itself names none: OpenMPI's
+// --tag-output "[J,R]<stdout>:" and srun -l / torchrun's "R: " (strip_launcher_prefix's forms). A
+// log of several ranks' lines is then split per rank (validate/per_rank.cpp), not blamed on the
+// prediction as extra ops.
+std::optional<int64_t> launcher_rank(const std::string& line, size_t end) {
+    size_t i = line.find_first_not_of(" \t");
+    if (i == std::string::npos || i >= end) return std::nullopt;
+    size_t tag = line.find("]<std", i);
+    if ((line[i] == '[' || line[i] == '(') && tag != std::string::npos && tag < end) {
+        size_t open = line.rfind('[', tag), comma = line.find(',', open);
+        if (open == std::string::npos || comma == std::string::npos || comma > tag || tag - comma > 10) return std::nullopt;
+        int64_t n = 0;
+        for (size_t k = comma + 1; k < tag; ++k) {
+            if (line[k] < '0' || line[k] > '9') return std::nullopt;
+            n = n * 10 + (line[k] - '0');
+        }
+        return comma + 1 < tag ? std::optional<int64_t>(n) : std::nullopt;
+    }
+    size_t j = 0;
+    int64_t n = 0;
+    while (j < line.size() && j < 10 && line[j] >= '0' && line[j] <= '9') n = n * 10 + (line[j++] - '0');
+    if (j > 0 && j + 1 < line.size() && line[j] == ':' && line[j + 1] == ' ' && j < end) return n;
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
@@ -162,7 +187,9 @@ std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
         char* end = nullptr;
         std::string num = f.substr(key.size());
         v = std::strtod(num.c_str(), &end);
-        return end != num.c_str();
+        // The whole value: "4,19" (a decimal comma) must not read as 4.
+        while (end && (*end == ' ' || *end == '\t')) ++end;
+        return end != num.c_str() && *end == '\0';
     };
     for (size_t i = 1; i < fields.size(); ++i) {
         const std::string& f = fields[i];
@@ -191,6 +218,9 @@ std::optional<ParsedLogLine> parse_ds_verbose_line(const std::string& line) {
     if (out.op.record.empty() || !have_size) return std::nullopt;
     if (auto rank = logged_rank(line, at)) {
         out.op.rank = *rank;
+        out.rank_named = true;
+    } else if (auto tagged = launcher_rank(line, at)) {
+        out.op.rank = *tagged;
         out.rank_named = true;
     }
     return out;

@@ -2,8 +2,10 @@
 #include "formats/measured_logs.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <sstream>
 
 #include "core/json_input.hpp"
@@ -63,6 +65,40 @@ struct KnownJsonLog {
 };
 constexpr KnownJsonLog kJsonLogs[] = {{"zerorun-log", 1}, {"zerosim-prediction", 1}, {"zerosim-schedule", 2}};
 
+// What a JSON log says about its own run, checked before any op is compared: a zerorun run whose
+// results failed their check (runtime/executor/run_log.cpp writes "wrong" per op, per rank and in
+// total), a rank outside the log's world, an op that ends before it starts.
+Status json_log_run_checks(const Json& j, const std::string& name, int64_t world) {
+    auto whole = [](const Json& o, const char* key) { return o.is_object() && o.contains(key) && o[key].is_number(); };
+    auto fail = [&](const std::string& field, const std::string& msg) { return Status{Error{name, field, msg}}; };
+    const Json empty = Json::array();
+    const Json& ranks = j.contains("ranks") && j["ranks"].is_array() ? j["ranks"] : empty;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+        const std::string at_rank = "ranks[" + std::to_string(r) + "]";
+        if (whole(ranks[r], "rank") && (ranks[r]["rank"].get<double>() < 0 || ranks[r]["rank"].get<double>() >= static_cast<double>(world)))
+            return fail(at_rank + ".rank", "rank " + ranks[r]["rank"].dump() + " is outside the log's world of " + std::to_string(world) + " ranks");
+        const Json& ops = ranks[r].is_object() && ranks[r].contains("ops") && ranks[r]["ops"].is_array() ? ranks[r]["ops"] : empty;
+        for (size_t i = 0; i < ops.size(); ++i) {
+            const std::string at_op = at_rank + ".ops[" + std::to_string(i) + "]";
+            if (whole(ops[i], "wrong") && ops[i]["wrong"].get<double>() > 0)
+                return fail(at_op + ".wrong", ops[i]["wrong"].dump() + " wrong values: the run's own result check failed; a failed run is "
+                                                                       "no measurement to validate against");
+            if (whole(ops[i], "start_us") && whole(ops[i], "end_us") && ops[i]["end_us"].get<double>() < ops[i]["start_us"].get<double>())
+                return fail(at_op + ".end_us", "the op ends (" + ops[i]["end_us"].dump() + " us) before it starts (" +
+                                                   ops[i]["start_us"].dump() + " us)");
+        }
+    }
+    if (whole(j, "wrong") && j["wrong"].get<double>() > 0)
+        return fail("wrong", j["wrong"].dump() + " wrong values: the run's own result check failed; a failed run is no measurement to validate against");
+    for (size_t i = 0; i < j["ops"].size(); ++i) {
+        const Json& o = j["ops"][i];
+        if (whole(o, "start_ms") && whole(o, "end_ms") && o["end_ms"].get<double>() < o["start_ms"].get<double>())
+            return fail("ops[" + std::to_string(i) + "].end_ms",
+                        "the op ends (" + o["end_ms"].dump() + " ms) before it starts (" + o["start_ms"].dump() + " ms)");
+    }
+    return std::nullopt;
+}
+
 Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& name) {
     auto parsed = parse_json_text(text, name);
     if (!parsed) return parsed.error();
@@ -96,6 +132,7 @@ Result<MeasuredLog> parse_json_log(const std::string& text, const std::string& n
             return Error{name, meta_prefix + key, std::string("expected a whole number, 1 or more, found ") + v.dump()};
         (std::string(key) == "world" ? log.world : log.total_params) = v.get<int64_t>();
     }
+    if (auto failed = json_log_run_checks(j, name, log.world > 0 ? log.world : std::numeric_limits<int64_t>::max())) return *failed;
     int i = 0;
     try {
     for (const auto& o : j["ops"]) {
@@ -153,9 +190,33 @@ struct TextLogScan {
     }
 };
 
+// A number written with a decimal comma ("0,02", as a locale prints it), or "" if the text has
+// none: named in the error, since strtod would read it as 0 and the op as instant.
+std::string decimal_comma_number(const std::string& text) {
+    for (size_t c = text.find(','); c != std::string::npos; c = text.find(',', c + 1)) {
+        if (c == 0 || c + 1 >= text.size() || !std::isdigit(static_cast<unsigned char>(text[c - 1])) ||
+            !std::isdigit(static_cast<unsigned char>(text[c + 1])))
+            continue;
+        size_t b = c, e = c + 1;
+        while (b > 0 && std::isdigit(static_cast<unsigned char>(text[b - 1]))) --b;
+        while (e < text.size() && std::isdigit(static_cast<unsigned char>(text[e]))) ++e;
+        return text.substr(b, e - b);
+    }
+    return "";
+}
+
+Error decimal_comma_error(const std::string& name, int n, const std::string& number) {
+    std::string point = number;
+    point[point.find(',')] = '.';
+    return at(name, n, "the number '" + number + "' has a decimal comma: expected a decimal point (" + point +
+                           "), as DeepSpeed prints it");
+}
+
 // A "comm op:" line: one op of the phase, timed within reason (a barrier of log_summary is none).
 Status scan_comm_op_line(const std::string& line, int n, const std::string& name, TextLogScan& scan, MeasuredLog& log) {
     auto p = parse_ds_verbose_line(line);
+    if (!p && !decimal_comma_number(line.substr(line.find("comm op: "))).empty())
+        return decimal_comma_error(name, n, decimal_comma_number(line.substr(line.find("comm op: "))));
     if (!p) return at(name, n, "malformed comm op line: expected 'comm op: <op> | ... | msg size: <size> | ...'");
     if (!scan.first_ds) scan.first_ds = n;
     ++scan.ds_lines;
@@ -200,6 +261,8 @@ Result<SummaryRow> parse_summary_row(const std::string& line, const std::string&
     }
     if (record.empty() || tok.size() != k + 5 || !parse_ds_size_string(r.size_text))
         return at(name, n, "malformed log_summary row: expected size, count, total, average, tput and busbw columns");
+    for (size_t c = k; c < tok.size(); ++c)
+        if (auto comma = decimal_comma_number(tok[c]); !comma.empty()) return decimal_comma_error(name, n, comma);
     try {
         r.count = std::stoll(tok[k]);
         r.total_ms = std::stod(tok[k + 1]);
@@ -258,6 +321,7 @@ Result<MeasuredLog> finish_text_log(MeasuredLog& log, const TextLogScan& scan, c
         log.tables = std::move(tables).value();
         if (log.tables.empty())
             return at(name, scan.first_nccl, "nccl-tests rows without a '#  size  count  type ...' header");
+        if (auto failed = nccl_tests_checks_passed(log.tables, name)) return *failed;
         size_t parsed = 0;
         for (const auto& t : log.tables) parsed += t.rows.size();
         if (parsed < static_cast<size_t>(scan.nccl_rows))

@@ -3,6 +3,7 @@
 #include "core/json_input.hpp"
 #include "formats/reader_limits.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <cstdio>
@@ -122,6 +123,7 @@ struct NcclTestsScan {
     bool has_root = true;
     bool trimmed = false;   // size time algbw busbw only
     bool open = false;
+    int line = 0;           // the line being read
 };
 
 std::vector<std::string> nccl_tests_words(const std::string& line) {
@@ -140,7 +142,12 @@ void nccl_tests_comment_line(NcclTestsScan& scan, const std::string& line) {
         scan.has_root = line.find("root") != std::string::npos;
         scan.trimmed = false;
         scan.tables.push_back(NcclTestsTable{scan.title, {}});
+        scan.tables.back().counts_wrong = line.find("#wrong") != std::string::npos;
         scan.open = true;
+    } else if (line.find("Out of bounds values") != std::string::npos) {
+        // The footer closes the table above it; nccl-tests prints "N FAILED" or "N OK".
+        if (!scan.tables.empty() && line.find("FAILED") != std::string::npos && !scan.tables.back().failed_line)
+            scan.tables.back().failed_line = scan.line;
     } else if (line.find("(B)") == std::string::npos && line.find("out-of-place") == std::string::npos) {
         scan.title = line;
     }
@@ -213,7 +220,7 @@ Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, co
         size_t eol = text.find('\n', pos);
         raw.assign(text, pos, eol == std::string::npos ? std::string::npos : eol - pos);
         pos = eol == std::string::npos ? text.size() : eol + 1;
-        ++n;
+        scan.line = ++n;
         std::string line = strip_launcher_prefix(raw);
         std::vector<std::string> tok = nccl_tests_words(line);
         if (tok.empty()) continue;
@@ -246,6 +253,7 @@ Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, co
         if (!scan.open && tok.size() == 13) {
             scan.has_root = true;
             scan.tables.push_back(NcclTestsTable{scan.title, {}});
+            scan.tables.back().counts_wrong = true;
             scan.open = true;
         }
         if (!scan.open) continue;
@@ -264,6 +272,26 @@ std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text) {
     return tables ? std::move(tables).value() : std::vector<NcclTestsTable>{};
 }
 
+Status nccl_tests_checks_passed(const std::vector<NcclTestsTable>& tables, const std::string& name) {
+    // A wrong result makes the run's time meaningless (a broken transport can be fast); nccl-tests
+    // itself exits non-zero on it (src/common.cu, "Out of bounds values ... FAILED").
+    for (const auto& t : tables) {
+        if (t.counts_wrong)
+            for (const auto& r : t.rows)
+                if (r.wrong > 0 || r.inplace_wrong > 0)
+                    return row_error(name, r.line,
+                                     "#wrong is " + std::to_string(std::max(r.wrong, r.inplace_wrong)) + " (" +
+                                         (r.wrong > 0 ? "out of place" : "in place") +
+                                         "): the run's own check found wrong results; a failed run is no measurement to "
+                                         "validate or calibrate against (rerun nccl-tests until #wrong is 0)");
+        if (t.failed_line)
+            return Error{name + ":" + std::to_string(t.failed_line), "",
+                         "nccl-tests footer says FAILED (values out of bounds): the run's own check failed; a failed run is "
+                         "no measurement to validate or calibrate against"};
+    }
+    return std::nullopt;
+}
+
 Result<std::vector<NcclTestsTable>> read_nccl_tests(const std::string& path) {
     auto text = read_text_file(path, "nccl-tests output");
     if (!text) return text.error();
@@ -271,6 +299,7 @@ Result<std::vector<NcclTestsTable>> read_nccl_tests(const std::string& path) {
     if (!parsed) return parsed.error();
     auto tables = std::move(parsed).value();
     if (tables.empty()) return Error{path, "", "no nccl-tests table found (expected a '#  size  count  type ...' header)"};
+    if (auto failed = nccl_tests_checks_passed(tables, path)) return *failed;
     return tables;
 }
 

@@ -180,16 +180,42 @@ void read_ds_zero_optimization(const JsonField& root, DsConfig& c) {
 
 }  // namespace
 
+namespace {
+
+// DeepSpeed's deprecated "zero_optimization": true / false (runtime/zero/config.py
+// read_zero_config_deprecated, v0.14.2 to v0.19.5): stage 1 / 0, and the top-level
+// "allgather_size" (default 5e8) as stage 1's allgather_bucket_size. Rewritten here into the
+// section it stands for, with DeepSpeed's own warning.
+void read_deprecated_zero_flag(Json& doc, DsConfig& c) {
+    if (!doc.is_object() || !doc.contains("zero_optimization") || !doc["zero_optimization"].is_boolean()) return;
+    const bool on = doc["zero_optimization"].get<bool>();
+    Json z = Json::object();
+    z["stage"] = on ? 1 : 0;
+    if (on && doc.contains("allgather_size")) {
+        z["allgather_bucket_size"] = doc["allgather_size"];
+        doc.erase("allgather_size");
+    }
+    doc["zero_optimization"] = std::move(z);
+    c.warnings.push_back(std::string("\"zero_optimization\": ") + (on ? "true" : "false") +
+                         " is DeepSpeed's deprecated form; read as stage " + (on ? "1" : "0") +
+                         " (read_zero_config_deprecated); write \"zero_optimization\": {\"stage\": N}");
+}
+
+}  // namespace
+
 Result<DsConfig> parse_ds_config(const std::string& file, const std::string& text, Release release) {
-    auto doc = parse_json_text(text, file);
+    auto doc = parse_hjson_text(text, file);
     if (!doc) return doc.error();
     try {
+        DsConfig c;
+        read_deprecated_zero_flag(doc.value(), c);
         JsonField root(doc.value(), file, "");
         root.expect_object();
-        DsConfig c;
         c.source = file;
         c.release = release;
         note_top_level_keys(root, c);
+        check_optimizer_section(root, c);
+        check_comms_logger_section(root);
         read_ds_batch_keys(root, c);
         read_ds_dtypes(root, c);
         if (root.has("zero_optimization")) read_ds_zero_optimization(root, c);
@@ -220,6 +246,12 @@ Result<std::vector<int>> parse_stage_list(const std::string& text) {
     for (int st : stages.value())
         if (st < 0 || st > 3) return Error{"", "--stages", "stage " + std::to_string(st) + " is not 0..3"};
     return stages;
+}
+
+Result<Json> read_ds_config_document(const std::string& path) {
+    auto text = read_text_file(path, "DeepSpeed config");
+    if (!text) return text.error();
+    return parse_hjson_text(text.value(), path);
 }
 
 Result<DsConfig> load_ds_config(const std::string& path, Release release) {

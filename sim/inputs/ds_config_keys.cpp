@@ -1,6 +1,7 @@
 #include "ds_config_keys.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -289,7 +290,10 @@ void note_top_level_keys(const JsonField& root, DsConfig& c) {
             continue;
         }
         if (!is_one_of(key, top_level_keys()) && !later_key("", key)) {
-            std::string near = near_key(key, top_level_keys());
+            // A suggestion costs an edit distance to every known key; past the first few unknown
+            // keys (the warning line is cut at about 1 KB anyway) none is made, so that a config
+            // of 100k unknown keys is read in linear time, and quickly.
+            std::string near = c.ignored_keys.size() < 64 ? near_key(key, top_level_keys()) : std::string();
             if (is_one_of(key, zero_keys()))
                 c.ignored_keys.push_back(key + " (a zero_optimization key; DeepSpeed ignores it at the top level)");
             else
@@ -327,6 +331,73 @@ void note_layout_key(const JsonField& root, const std::string& key, DsConfig& c)
     } else if (key == "moe" && !root.at(key).raw().is_null()) {
         c.warnings.push_back("moe: DeepSpeed's engine reads no MoE layout from its config; MoE layers come from the model "
                              "(a parameter list's \"moe\" section) and their expert parallelism from --ep");
+    }
+}
+
+
+namespace {
+
+// torch.optim's optimizer classes (PyTorch 2.x, torch/optim/__init__.py): what engine.py's
+// getattr(torch.optim, name) finds; the names are case-sensitive there.
+const std::vector<std::string>& torch_optimizers() {
+    static const std::vector<std::string> names = {"Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "SparseAdam", "Adamax",
+                                                   "ASGD", "LBFGS", "NAdam", "RAdam", "RMSprop", "Rprop", "SGD"};
+    return names;
+}
+
+std::string lower(std::string s) {
+    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+
+// pydantic v1's bool (pydantic/validators.py bool_validator): true/false, 0/1, and the strings it
+// lists in any case.
+bool pydantic_bool(const Json& v) {
+    if (v.is_boolean()) return true;
+    if (v.is_number_integer() || v.is_number_unsigned()) return v == 0 || v == 1;
+    if (!v.is_string()) return false;
+    static const std::vector<std::string> words = {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"};
+    return is_one_of(lower(v.get<std::string>()), words);
+}
+
+}  // namespace
+
+void check_optimizer_section(const JsonField& root, const DsConfig& c) {
+    if (!root.has("optimizer") || root.at("optimizer").raw().is_null()) return;
+    auto opt = root.at("optimizer");
+    opt.expect_object();
+    if (!opt.has("type") || opt.at("type").raw().is_null()) return;   // the client's own optimizer
+    const std::string name = opt.at("type").as_string();
+    const std::string low = lower(name);
+    if (low == "onebitadam" || low == "onebitlamb" || low == "zerooneadam")
+        opt.at("type").fail_here(name + " is a 1-bit optimizer: its compressed, error-compensated all_reduce of the momentum "
+                                        "(runtime/fp16/onebit/) is not modelled, and the prediction would be plain Adam's");
+    // runtime/config.py DEEPSPEED_OPTIMIZERS (Muon from v0.17.6, #7509), matched in lower case.
+    std::vector<std::string> own = {"adagrad", "adam", "adamw", "lamb", "muadam", "muadamw", "musgd", "lion"};
+    if (!(c.release < Release{0, 17, 6})) own.push_back("muon");
+    if (is_one_of(low, own) || is_one_of(name, torch_optimizers())) return;
+    std::string known;
+    for (const auto& n : own) known += n + ", ";
+    for (const auto& n : torch_optimizers()) known += n + (&n == &torch_optimizers().back() ? "" : ", ");
+    opt.at("type").fail_here("DeepSpeed " + c.release.name() + " cannot build optimizer '" + name +
+                             "': expected one of its own (any case) or a torch.optim class: " + known);
+}
+
+void check_comms_logger_section(const JsonField& root) {
+    if (!root.has("comms_logger")) return;
+    auto cl = root.at("comms_logger");
+    cl.expect_object();   // CommsLoggerConfig(**ds_config["comms_logger"])
+    for (auto it = cl.raw().begin(); it != cl.raw().end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "prof_ops") {
+            if (!it.value().is_array()) cl.at(k).fail_here("expected a list of op names (CommsLoggerConfig.prof_ops: list)");
+        } else if (k == "enabled" || k == "prof_all" || k == "verbose" || k == "debug") {
+            if (!pydantic_bool(it.value()))
+                cl.at(k).fail_here("expected true or false (CommsLoggerConfig." + k + ": bool), found " + it.value().dump());
+        } else {
+            cl.at(k).fail_here("unknown key: DeepSpeed's CommsLoggerConfig forbids extra keys (enabled, prof_all, prof_ops, "
+                               "verbose, debug)");
+        }
     }
 }
 

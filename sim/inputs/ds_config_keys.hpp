@@ -23,6 +23,15 @@ bool offload_enabled(const JsonField& zero, const char* key, Release release);
 // pipeline, tensor, expert and sequence parallelism add one warning to c.warnings.
 void note_top_level_keys(const JsonField& root, DsConfig& c);
 
+// "optimizer": a type DeepSpeed can build (runtime/config.py DEEPSPEED_OPTIMIZERS of the release,
+// any case, or a torch.optim class, engine.py _is_supported_optimizer), else an error naming it;
+// the 1-bit optimizers (OneBitAdam, OneBitLamb, ZeroOneAdam) are refused by name: their
+// compressed all_reduce is not modelled.
+void check_optimizer_section(const JsonField& root, const DsConfig& c);
+// "comms_logger": DeepSpeed's CommsLoggerConfig (comm/config.py, pydantic with extra = 'forbid'):
+// only its five keys, the flags booleans as pydantic v1 reads them, prof_ops a list.
+void check_comms_logger_section(const JsonField& root);
+
 // A key some release after v0.14.2 added: where it lives ("" top level, else the section), its
 // name, the first release that reads it and the pull request that added it.
 struct LaterKey {

@@ -3,8 +3,12 @@
 #include <tuple>
 #include "prediction/gathered_budget.hpp"
 
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -123,6 +127,14 @@ Status apply_sweep_flags(const SweepFlags& f, SweepSpec& spec) {
     for (const auto& text : f.sets) {
         auto set = parse_sweep_setting(text);
         if (!set) return set.error();
+        // The stage is the grid's own axis: a --set of it would predict one stage under another's label.
+        if (set->key == "zero_optimization.stage")
+            return Error{"", "--set", "zero_optimization.stage is the sweep's --stages axis (each row's stage column); give "
+                                      "--stages " + text.substr(text.find('=') + 1) + " instead"};
+        for (const auto& earlier : spec.settings)
+            if (earlier.key == set->key)
+                return Error{"", "--set", "'" + set->key + "' given twice; give its values once, comma-separated (" + set->key +
+                                              "=a,b)"};
         spec.settings.push_back(set.value());
     }
     for (auto [text, flag, list] : {std::tuple{&f.pp, "--pp", &spec.pp}, std::tuple{&f.tp, "--tp", &spec.tp},
@@ -148,12 +160,15 @@ Status apply_sweep_flags(const SweepFlags& f, SweepSpec& spec) {
 std::function<void(size_t, size_t)> sweep_progress(std::FILE* out, bool tty) {
     auto t0 = std::chrono::steady_clock::now();
     auto last_pct = std::make_shared<size_t>(0);
+    auto last_line_s = std::make_shared<double>(0.0);
     return [=](size_t done, size_t total) {
         double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         double left = done > 0 ? el / static_cast<double>(done) * static_cast<double>(total - done) : 0;
         size_t pct = done * 100 / total;
-        if (!tty && pct < *last_pct + 10 && done != total) return;
+        // Off a terminal: every 10%, and at least every kSweepProgressS seconds of a long sweep.
+        if (!tty && pct < *last_pct + 10 && done != total && el - *last_line_s < kSweepProgressS) return;
         *last_pct = pct;
+        *last_line_s = el;
         int bar = static_cast<int>(done * 30 / total);
         std::fprintf(out, "%s[%s%s] %zu/%zu points, %.1f s elapsed, about %.1f s left%s", tty ? "\r" : "",
                      std::string(static_cast<size_t>(bar), '#').c_str(), std::string(static_cast<size_t>(30 - bar), ' ').c_str(),
@@ -233,7 +248,7 @@ Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec) {
     if (!model) return model.error();
     in.model = std::move(model).value();
     if (!spec.ds_config.empty()) {
-        auto d = read_json_file(spec.ds_config);
+        auto d = read_ds_config_document(spec.ds_config);
         if (!d) return d.error();
         in.ds_config = std::move(d).value();
     }
@@ -243,6 +258,32 @@ Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec) {
         in.topologies[path] = std::move(t).value();
     }
     return in;
+}
+
+Status check_sweep_values(const SweepSpec& spec, const SweepInputs& in) {
+    Json base = in.ds_config;
+    if (!base.contains("train_micro_batch_size_per_gpu") && !base.contains("train_batch_size"))
+        base["train_micro_batch_size_per_gpu"] = 1;
+    const std::string source = spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config;
+    for (const auto& set : spec.settings) {
+        if (is_network_key(set.key)) continue;   // parse_sweep_setting checked them
+        for (const auto& v : set.values) {
+            Json doc = base;
+            set_path(doc, set.key, value_of(v));
+            // Good at one of the grid's stages is good (ZeRO++ keys are read at stage 3 only).
+            Status last;
+            for (int st : spec.stages) {
+                set_path(doc, "zero_optimization.stage", static_cast<int64_t>(st));
+                auto parsed = parse_ds_config(source, doc.dump(), spec.release);
+                last = parsed ? Status{} : Status{parsed.error()};
+                if (!last) break;
+            }
+            // Only the value's own errors: another key's belong to the config, or to one point.
+            if (last && last->field.rfind(set.key, 0) == 0)
+                return Error{"", "--set", set.key + "=" + v + ": " + last->message};
+        }
+    }
+    return std::nullopt;
 }
 
 namespace {
@@ -369,15 +410,47 @@ bool decode(std::string line, SweepResult& r) {
 
 }  // namespace
 
-Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
-                                           const std::function<void(size_t, size_t)>& progress) {
-    if (points.empty()) return Error{"", "--stages/--nodes/--topology", "the grid is empty: nothing to predict"};
-    int jobs = std::max(1, std::min<int>(spec.jobs, static_cast<int>(points.size())));
-    struct Worker {
-        pid_t pid;
-        FILE* in;
-    };
-    std::vector<Worker> workers;
+namespace {
+
+// One worker process and the pipe it writes its finished points to.
+struct SweepWorker {
+    pid_t pid = -1;
+    int fd = -1;
+    std::string pending;   // a line not yet whole
+    int status = -1;       // waitpid's, once reaped
+};
+
+// A worker that was stopped (SIGSTOP, a debugger: it would be waited for forever) or ended badly
+// (killed, or an exit other than 0); empty while it runs or once it ended well. `ended`: its pipe
+// is closed, so wait for it.
+std::string sweep_worker_fault(SweepWorker& w, bool ended) {
+    int st = 0;
+    if (w.status == -1) {
+        pid_t r = waitpid(w.pid, &st, ended ? 0 : WNOHANG | WUNTRACED);
+        if (r == w.pid && WIFSTOPPED(st)) return "was stopped (signal " + std::to_string(WSTOPSIG(st)) + ")";
+        if (r == w.pid) w.status = st;
+    }
+    if (w.status != -1 && WIFSIGNALED(w.status)) return "was killed (signal " + std::to_string(WTERMSIG(w.status)) + ")";
+    if (w.status != -1 && WIFEXITED(w.status) && WEXITSTATUS(w.status) != 0)
+        return "exited with status " + std::to_string(WEXITSTATUS(w.status));
+    return "";
+}
+
+// Ends every worker still running (after a fault) and reaps them all.
+void end_sweep_workers(std::vector<SweepWorker>& workers) {
+    for (auto& w : workers) {
+        if (w.status == -1) {
+            kill(w.pid, SIGKILL);
+            waitpid(w.pid, &w.status, 0);
+        }
+        if (w.fd >= 0) close(w.fd);
+        w.fd = -1;
+    }
+}
+
+// Starts `jobs` workers, worker w predicting points w, w + jobs, ...
+Status start_sweep_workers(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points, int jobs,
+                           std::vector<SweepWorker>& workers) {
     for (int w = 0; w < jobs; ++w) {
         int fds[2];
         if (pipe(fds) != 0) return Error{"", "", "cannot create a pipe for the sweep workers"};
@@ -396,40 +469,68 @@ Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInp
             _exit(0);
         }
         close(fds[1]);
-        workers.push_back({pid, fdopen(fds[0], "r")});
+        workers.push_back({pid, fds[0], "", -1});
+    }
+    return std::nullopt;
+}
+
+// Reads what worker w has written; its whole lines are finished points. False at the end of its pipe.
+bool read_sweep_worker(SweepWorker& w, const std::function<void(const std::string&)>& line) {
+    char buf[65536];
+    ssize_t n = read(w.fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n <= 0) return false;
+    w.pending.append(buf, static_cast<size_t>(n));
+    size_t from = 0;
+    for (size_t nl; (nl = w.pending.find('\n', from)) != std::string::npos; from = nl + 1) line(w.pending.substr(from, nl + 1 - from));
+    w.pending.erase(0, from);
+    return true;
+}
+
+}  // namespace
+
+Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
+                                           const std::function<void(size_t, size_t)>& progress) {
+    if (points.empty()) return Error{"", "--stages/--nodes/--topology", "the grid is empty: nothing to predict"};
+    const int jobs = std::max(1, std::min<int>(spec.jobs, static_cast<int>(points.size())));
+    std::vector<SweepWorker> workers;
+    if (auto e = start_sweep_workers(spec, inputs, points, jobs, workers)) {
+        end_sweep_workers(workers);
+        return *e;
     }
     std::map<size_t, SweepResult> by_index;
     for (const auto& p : points) by_index[p.index].point = p;
     size_t done = 0;
-    // Read the workers in turn; each line is one finished point.
-    std::vector<bool> open(workers.size(), true);
-    size_t open_count = workers.size();
-    char buf[4096];
-    while (open_count > 0) {
-        for (size_t w = 0; w < workers.size(); ++w) {
-            if (!open[w]) continue;
-            if (!std::fgets(buf, sizeof buf, workers[w].in)) {
-                open[w] = false;
-                --open_count;
-                continue;
-            }
-            SweepResult r;
-            if (decode(buf, r)) {
-                SweepPoint p = by_index[r.point.index].point;
-                r.point = p;
-                by_index[r.point.index] = r;
-                ++done;
-                if (progress) progress(done, points.size());
-            }
+    auto take = [&](const std::string& text) {
+        SweepResult r;
+        if (!decode(text, r) || !by_index.count(r.point.index)) return;
+        r.point = by_index[r.point.index].point;
+        by_index[r.point.index] = r;
+        if (progress) progress(++done, points.size());
+    };
+    // poll(), never a blocking read of one worker: every second each worker is asked whether it
+    // was stopped or died, so a stopped worker ends the sweep instead of being waited for forever.
+    std::string fault;
+    size_t fault_worker = 0;
+    for (size_t open = workers.size(); open > 0 && fault.empty();) {
+        std::vector<pollfd> fds;
+        std::vector<size_t> which;
+        for (size_t w = 0; w < workers.size(); ++w)
+            if (workers[w].fd >= 0) fds.push_back({workers[w].fd, POLLIN, 0}), which.push_back(w);
+        if (poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) fault = "could not be read";
+        for (size_t k = 0; k < fds.size() && fault.empty(); ++k) {
+            SweepWorker& w = workers[which[k]];
+            bool ended = (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) && !read_sweep_worker(w, take);
+            if (ended) close(w.fd), w.fd = -1, --open;
+            if ((fault = sweep_worker_fault(w, ended)).size()) fault_worker = which[k];
         }
     }
-    for (auto& w : workers) {
-        std::fclose(w.in);
-        int st = 0;
-        waitpid(w.pid, &st, 0);
-    }
-    if (done != points.size()) return Error{"", "", "a sweep worker stopped early (" + std::to_string(done) + " of " +
-                                                        std::to_string(points.size()) + " points done)"};
+    end_sweep_workers(workers);
+    const std::string tally = std::to_string(done) + " of " + std::to_string(points.size()) + " points done";
+    if (!fault.empty())
+        return Error{"", "", "sweep worker " + std::to_string(fault_worker) + " (pid " + std::to_string(workers[fault_worker].pid) +
+                                 ") " + fault + ": " + tally + "; the sweep is abandoned"};
+    if (done != points.size()) return Error{"", "", "the sweep workers ended early: " + tally};
     std::vector<SweepResult> out;
     for (auto& [i, r] : by_index) out.push_back(std::move(r));
     return out;

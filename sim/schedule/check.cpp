@@ -277,6 +277,51 @@ class OpChecker {
 
 }  // namespace
 
+namespace {
+
+// The ZeRO stages a rule's ops occur at, as a mask of 1 << stage (the rule table's families,
+// ir.cpp: stage0.*, stage12.*, stage3.* and the stage-3 variants qwz/qgz/mics and the FSDP
+// what-ifs); every other rule (engine start, bf16, fp16, the parallel layers, compute) at any.
+unsigned rule_stages(RuleId r) {
+    switch (r) {
+        case RuleId::Stage0BucketAllreduce:
+        case RuleId::Stage0ClipGradNorm: return 1u << 0;
+        case RuleId::Stage12FlushAllreducePredivide:
+        case RuleId::Stage12FlushAllreducePerDtype:
+        case RuleId::Stage12FlushMultiRankAllreduce:
+        case RuleId::Stage12FlushReducePerRank:
+        case RuleId::Stage12StepGradNorm:
+        case RuleId::Stage12StepAllgatherPartitions: return 1u << 1 | 1u << 2;
+        case RuleId::Stage3InitZeroInitParam: case RuleId::Stage3InitBarrier: case RuleId::Stage3InitAllgatherParams:
+        case RuleId::Stage3Fetch: case RuleId::Stage3Prefetch: case RuleId::Stage3TraceCheck: case RuleId::Stage3TraceStart:
+        case RuleId::Stage3TraceCheckLength: case RuleId::Stage3FlushReduceScatter: case RuleId::Stage3FlushAllreduce:
+        case RuleId::Stage3StepGradNorm: case RuleId::Stage3StepGradNormCpuOffload: case RuleId::Stage3StepPersistentRegather:
+        case RuleId::QwzFetch: case RuleId::QwzPrefetch: case RuleId::QwzFetchScales: case RuleId::QgzIntraAllToAll:
+        case RuleId::QgzIntraScales: case RuleId::QgzInterAllToAll: case RuleId::QgzInterScales:
+        case RuleId::QgzFallbackReduceScatter: case RuleId::MicsAllreduceShardGrads: case RuleId::WhatifFsdpUnshard:
+        case RuleId::WhatifFsdpReduceScatter: case RuleId::WhatifHsdpAllreduce: return 1u << 3;
+        default: return 0xFu;
+    }
+}
+
+// meta.stage against the ops: a schedule whose stage says 2 and whose ops are stage 3's would be
+// run (zerorun's state layout follows meta.stage) and recorded as the wrong stage.
+Status check_stage_of_ops(const Schedule& s, const std::string& file) {
+    if (s.meta.stage < 0 || s.meta.stage > 3) return Error{file, "meta.stage", "expected a ZeRO stage, 0 to 3"};
+    for (size_t k = 0; k < s.ops.size(); ++k) {
+        const unsigned fits = rule_stages(s.ops[k].rule);
+        if (fits & (1u << s.meta.stage)) continue;
+        int other = 0;
+        while (!(fits & (1u << other))) ++other;
+        return Error{file, "meta.stage", "says stage " + str(s.meta.stage) + ", but op " + str(static_cast<int64_t>(k)) + " (" +
+                                             rule_name(s.ops[k].rule) + ") is a stage-" + (other == 1 ? std::string("1/2") : str(other)) +
+                                             " op: the schedule's stage and its ops disagree"};
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 Status check_schedule(const Schedule& s, const std::string& file) {
     if (s.meta.world < 1) return Error{file, "meta.world", "expected at least 1 rank"};
     if (s.meta.num_groups < 1) return Error{file, "meta.param_groups", "expected at least 1 parameter group"};
@@ -288,6 +333,7 @@ Status check_schedule(const Schedule& s, const std::string& file) {
     OpChecker ops(s, file);
     for (size_t k = 0; k < s.ops.size(); ++k)
         if (auto e = ops.check(k)) return e;
+    if (auto e = check_stage_of_ops(s, file)) return e;   // each op sound, then the stage they make
     // Stage 3's host events: in host order, each before an op the host then issues, and a
     // throttle wait only on an op the host issued before it.
     int64_t prev = 0;

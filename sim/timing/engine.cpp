@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -512,6 +513,27 @@ double host_launch_seconds(const Op& op, const Topology& t) {
 
 std::vector<std::vector<int64_t>> engine_wait_plan(const Schedule& s) { return wait_lists(s); }
 
+namespace {
+
+// SimGrid's clock is one double in seconds, shared by every run of the process (each run times
+// from where the last ended, t0). Past kClockLimitS (10^7 s, about 116 days) its step passes
+// 2 ns and a collective's microseconds start to round away (--seq-len 2^40 gave a 4.9e16 s step
+// beside 0.000 ms of communication), so a run that reaches it is refused, not printed.
+constexpr double kClockLimitS = 1e7;
+Status clock_resolves() {
+    const double now = simgrid::s4u::Engine::get_clock();
+    if (now <= kClockLimitS) return std::nullopt;
+    char msg[400];
+    std::snprintf(msg, sizeof msg,
+                  "the simulation ran to %.3g s (%.3g days): past %.0e s SimGrid's clock (a double in seconds) cannot "
+                  "resolve a collective's microseconds; no real training step lasts that long (check --seq-len, the "
+                  "model's size and the topology's peaks)",
+                  now, now / 86400.0, kClockLimitS);
+    return Error{"", "", msg};
+}
+
+}  // namespace
+
 Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mode, int64_t gathered_budget_bytes,
                             const EngineAdjust* adjust) {
     if (auto e = check_world_fits(t, job_world(s.meta))) return *e;
@@ -519,6 +541,7 @@ Result<Prediction> simulate(const Schedule& s, const Topology& t, TimingMode mod
     run.budget = gathered_budget_bytes;
     run.pred.gathered_budget_bytes = gathered_budget_bytes;
     run.go();
+    if (auto e = clock_resolves()) return *e;
     if (mode == TimingMode::Overlapped && s.meta.zero_init) run.pred.zero_init_construction_s = zero_init_construction_seconds(s, t);
     return std::move(run.pred);
 }
@@ -604,6 +627,7 @@ Result<std::vector<Prediction>> simulate_ranks(const std::vector<const Schedule*
     }
     for (auto& r : runs) r->launch();
     simgrid::s4u::Engine::get_instance()->run();
+    if (auto e = clock_resolves()) return *e;
     std::vector<Prediction> preds;
     for (size_t k = 0; k < runs.size(); ++k) {
         for (size_t i = 0; i < ranks[k]->ops.size(); ++i)

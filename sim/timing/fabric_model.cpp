@@ -128,9 +128,22 @@ Status apply_node_designs(FabricModel::Impl& im, const Topology& t, const Fabric
     return std::nullopt;
 }
 
+// A link or GPU named by two what-ifs (two --degrade of one NIC, or a flag and the topology's
+// whatif section): the shares would multiply without a word, so it is refused naming both.
+using WhatIfSeen = std::map<std::pair<int, int64_t>, const FabricWhatIf*>;
+Status what_if_once(WhatIfSeen& seen, int kind, int64_t index, const FabricWhatIf& w) {
+    auto [it, fresh] = seen.emplace(std::make_pair(kind, index), &w);
+    if (fresh) return std::nullopt;
+    const FabricWhatIf& first = *it->second;
+    return what_if_error(w, "'" + w.target + "': the same target as '" + first.target + "' (" +
+                                (first.file.empty() ? first.field : first.file + ": " + first.field) +
+                                "); give each one once, with its share (two shares would multiply)");
+}
+
 // --degrade: a NIC, a GPU's NVLink or a leaf's uplinks at a share of their nominal bandwidth.
 Status apply_degrade_what_ifs(FabricModel::Impl& im, const std::vector<FabricWhatIf>& degrade, const FabricShape& s) {
     const int64_t nodes = s.nodes, g = s.gpus_per_node;
+    WhatIfSeen seen;
     for (const FabricWhatIf& w : degrade) {
         std::vector<std::string> words;
         std::vector<int64_t> n;
@@ -141,10 +154,12 @@ Status apply_degrade_what_ifs(FabricModel::Impl& im, const std::vector<FabricWha
             if (n[1] >= has)
                 return what_if_error(w, "'" + w.target + "': node " + std::to_string(n[0]) + " has " + std::to_string(has) +
                                             " NICs on the network (nic0 to nic" + std::to_string(has - 1) + ")");
+            if (auto twice = what_if_once(seen, 0, n[0] * s.nics_per_node + n[1], w)) return twice;
             im.nic_share[static_cast<size_t>(n[0] * s.nics_per_node + n[1])] *= w.share;
         } else if (words.size() == 3 && words[0] == "node" && words[1] == "gpu" && words[2] == "nvlink" && n[0] >= 0 && n[1] >= 0) {
             if (n[0] >= nodes) return out_of_range(w, "node", n[0], nodes);
             if (n[1] >= g) return out_of_range(w, "gpu", n[1], g);
+            if (auto twice = what_if_once(seen, 1, n[0] * g + n[1], w)) return twice;
             im.gpu_share[static_cast<size_t>(n[0] * g + n[1])] *= w.share;
         } else if (words.size() == 2 && words[0] == "leaf" && words[1] == "uplink" && n[0] >= 0) {
             if (im.leaf_share.empty())
@@ -152,6 +167,7 @@ Status apply_degrade_what_ifs(FabricModel::Impl& im, const std::vector<FabricWha
                                             " nodes are under one leaf switch (network.nodes_per_leaf): no uplinks");
             if (n[0] >= static_cast<int64_t>(im.leaf_share.size()))
                 return out_of_range(w, "leaf", n[0], static_cast<int64_t>(im.leaf_share.size()));
+            if (auto twice = what_if_once(seen, 2, n[0], w)) return twice;
             im.leaf_share[static_cast<size_t>(n[0])] *= w.share;
         } else {
             return what_if_error(w, "'" + w.target + "': " + kDegradeTargets);
@@ -163,12 +179,14 @@ Status apply_degrade_what_ifs(FabricModel::Impl& im, const std::vector<FabricWha
 // --straggler: the slowest rank's share of its nominal compute speed (1: no straggler).
 Result<double> slowest_straggler_share(const std::vector<FabricWhatIf>& straggler, int64_t world) {
     double slowest = 1.0;
+    WhatIfSeen seen;
     for (const FabricWhatIf& w : straggler) {
         std::vector<std::string> words;
         std::vector<int64_t> n;
         if (!split_target(w.target, words, n) || words.size() != 1 || words[0] != "rank" || n[0] < 0)
             return what_if_error(w, "'" + w.target + "': expected rank<R> (a GPU's rank, e.g. rank17)");
         if (n[0] >= world) return out_of_range(w, "rank", n[0], world);
+        if (auto twice = what_if_once(seen, 3, n[0], w)) return *twice;
         slowest = std::min(slowest, w.share);
     }
     return slowest;

@@ -3,6 +3,7 @@
 #include "schedule/mesh.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -35,15 +36,34 @@ void check_keys(const JsonField& obj, const std::set<std::string>& known) {
     }
 }
 
-double positive(const JsonField& f) {
-    double v = f.as_number();
-    if (!(v > 0)) f.fail_here("expected a positive number, found " + f.raw().dump());
-    return v;
-}
+// Every figure of a topology is a physical quantity in the range a real device has
+// (topologies/README.md, "Bounds"): a bandwidth of 1e308 GB/s or an efficiency of 1.5 is a typo or
+// an attack, never hardware, and would reach SimGrid as a rate it aborts on. One table for all.
+enum class Figure { Efficiency, Bandwidth, BandwidthOrOff, Latency, Tflops, MemoryGb, Scale, Bytes };
+struct FigureBounds {
+    double lo, hi;
+    bool lo_open;      // (lo, hi] rather than [lo, hi]
+    const char* what;  // "a bandwidth in GB/s"
+};
+constexpr FigureBounds kFigureBounds[] = {
+    {0, 1, true, "a share of the device's peak"},                                   // Efficiency
+    {0, 1e5, true, "a bandwidth in GB/s (100 TB/s is above any HBM or link today)"},  // Bandwidth
+    {0, 1e5, false, "a bandwidth (0: none)"},                                        // BandwidthOrOff
+    {0, 1e6, false, "a latency in us (at most a second)"},                           // Latency
+    {0, 1e5, true, "a peak in TFLOP/s"},                                             // Tflops
+    {0, 1e5, true, "a memory size in GB"},                                           // MemoryGb
+    {1e-3, 1e3, false, "a calibration scale"},                                       // Scale
+    {0, 1e12, true, "a size in bytes"},                                              // Bytes
+};
 
-double non_negative(const JsonField& f) {
+double figure(const JsonField& f, Figure kind) {
+    const FigureBounds& b = kFigureBounds[static_cast<int>(kind)];
     double v = f.as_number();
-    if (!(v >= 0)) f.fail_here("expected a number >= 0, found " + f.raw().dump());
+    if (!(b.lo_open ? v > b.lo : v >= b.lo) || !(v <= b.hi)) {
+        char range[96];
+        std::snprintf(range, sizeof range, "%s%g, %g]", b.lo_open ? "(" : "[", b.lo, b.hi);
+        f.fail_here(std::string("expected ") + b.what + " in " + range + ", found " + f.raw().dump());
+    }
     return v;
 }
 
@@ -122,12 +142,12 @@ void read_gpu_section(const JsonField& gpu, Topology& t) {
     auto peak = gpu.at("peak_tflops");
     check_keys(peak, {"fp32", "tf32", "fp16", "bf16", "fp64"});
     for (auto it = peak.raw().begin(); it != peak.raw().end(); ++it)
-        t.peak_tflops[it.key()] = positive(peak.at(it.key()));
-    t.mem_bandwidth_gbs = positive(gpu.at("memory_bandwidth_gbs"));
-    if (gpu.has("compute_efficiency")) t.compute_efficiency = positive(gpu.at("compute_efficiency"));
-    if (gpu.has("memory_efficiency")) t.mem_efficiency = positive(gpu.at("memory_efficiency"));
-    if (gpu.has("launch_overhead_us")) t.launch_overhead_us = non_negative(gpu.at("launch_overhead_us"));
-    if (gpu.has("memory_gb")) t.gpu_memory_gb = positive(gpu.at("memory_gb"));
+        t.peak_tflops[it.key()] = figure(peak.at(it.key()), Figure::Tflops);
+    t.mem_bandwidth_gbs = figure(gpu.at("memory_bandwidth_gbs"), Figure::Bandwidth);
+    if (gpu.has("compute_efficiency")) t.compute_efficiency = figure(gpu.at("compute_efficiency"), Figure::Efficiency);
+    if (gpu.has("memory_efficiency")) t.mem_efficiency = figure(gpu.at("memory_efficiency"), Figure::Efficiency);
+    if (gpu.has("launch_overhead_us")) t.launch_overhead_us = figure(gpu.at("launch_overhead_us"), Figure::Latency);
+    if (gpu.has("memory_gb")) t.gpu_memory_gb = figure(gpu.at("memory_gb"), Figure::MemoryGb);
 }
 
 IntraKind intra_kind_of(const JsonField& f) {
@@ -143,15 +163,15 @@ void read_intra_node_section(const JsonField& intra, Topology& t) {
     check_keys(intra, {"kind", "bandwidth_gbs", "nccl_channels", "nccl_channel_bandwidth_gbs", "nvls", "nvls_efficiency",
                        "step_latency_us", "base_latency_us", "collectives", "eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"});
     t.intra = intra_kind_of(intra.at("kind"));
-    t.intra_bandwidth_gbs = positive(intra.at("bandwidth_gbs"));
+    t.intra_bandwidth_gbs = figure(intra.at("bandwidth_gbs"), Figure::Bandwidth);
     t.intra_channels = static_cast<int>(intra.has("nccl_channels") ? positive_int(intra.at("nccl_channels")) : 1);
-    t.channel_bandwidth_gbs = intra.has("nccl_channel_bandwidth_gbs") ? positive(intra.at("nccl_channel_bandwidth_gbs"))
+    t.channel_bandwidth_gbs = intra.has("nccl_channel_bandwidth_gbs") ? figure(intra.at("nccl_channel_bandwidth_gbs"), Figure::Bandwidth)
                                                                       : t.intra_bandwidth_gbs / t.intra_channels;
     if (intra.has("nvls")) t.nvls = intra.at("nvls").as_bool();
     if (t.nvls && t.intra != IntraKind::NVSwitch) intra.at("nvls").fail_here("NVLS needs an NVSwitch fabric (kind nvswitch)");
-    if (intra.has("nvls_efficiency")) t.nvls_efficiency = positive(intra.at("nvls_efficiency"));
-    if (intra.has("step_latency_us")) t.intra_step_latency_us = non_negative(intra.at("step_latency_us"));
-    if (intra.has("base_latency_us")) t.base_latency_us = non_negative(intra.at("base_latency_us"));
+    if (intra.has("nvls_efficiency")) t.nvls_efficiency = figure(intra.at("nvls_efficiency"), Figure::Efficiency);
+    if (intra.has("step_latency_us")) t.intra_step_latency_us = figure(intra.at("step_latency_us"), Figure::Latency);
+    if (intra.has("base_latency_us")) t.base_latency_us = figure(intra.at("base_latency_us"), Figure::Latency);
     if (intra.has("collectives")) {
         std::string c = intra.at("collectives").as_string();
         const CollectiveModel* model = collective_model_named(c);
@@ -161,15 +181,15 @@ void read_intra_node_section(const JsonField& intra, Topology& t) {
     for (const char* key : {"eager_limit_bytes", "rendezvous_latency_us", "cache_bytes_per_rank"})
         if (intra.has(key) && t.collective_model != kOpenMpiTunedModelName)
             intra.at(key).fail_here("describes OpenMPI's shared-memory transport: only with \"collectives\": \"openmpi-4.1-tuned\"");
-    if (intra.has("eager_limit_bytes")) t.intra_eager_limit_bytes = positive(intra.at("eager_limit_bytes"));
-    if (intra.has("rendezvous_latency_us")) t.intra_rendezvous_latency_us = non_negative(intra.at("rendezvous_latency_us"));
-    if (intra.has("cache_bytes_per_rank")) t.intra_cache_bytes = positive(intra.at("cache_bytes_per_rank"));
+    if (intra.has("eager_limit_bytes")) t.intra_eager_limit_bytes = figure(intra.at("eager_limit_bytes"), Figure::Bytes);
+    if (intra.has("rendezvous_latency_us")) t.intra_rendezvous_latency_us = figure(intra.at("rendezvous_latency_us"), Figure::Latency);
+    if (intra.has("cache_bytes_per_rank")) t.intra_cache_bytes = figure(intra.at("cache_bytes_per_rank"), Figure::Bytes);
 }
 
 void read_nics_section(const JsonField& nics, Topology& t) {
     check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "gpu_affinity", "kind", "efficiency", "sharp", "rails"});
     t.nics_per_node = static_cast<int>(positive_int(nics.at("per_node")));
-    t.nic_bandwidth_gbs = positive(nics.at("bandwidth_gbs"));
+    t.nic_bandwidth_gbs = figure(nics.at("bandwidth_gbs"), Figure::Bandwidth);
     if (nics.has("kind")) {
         std::string k = nics.at("kind").as_string();
         if (k == "infiniband") t.nic_kind = NicKind::InfiniBand;
@@ -178,14 +198,13 @@ void read_nics_section(const JsonField& nics, Topology& t) {
         else nics.at("kind").fail_here("expected infiniband, roce or efa, found \"" + k + "\"");
     }
     if (nics.has("efficiency")) {
-        t.nic_efficiency = positive(nics.at("efficiency"));
-        if (t.nic_efficiency > 1.0) nics.at("efficiency").fail_here("expected a share of the line rate, at most 1");
+        t.nic_efficiency = figure(nics.at("efficiency"), Figure::Efficiency);
     }
     if (nics.has("sharp")) t.sharp = nics.at("sharp").as_bool();
     // Rails: NICs on separate leaf switches; recorded, not timed (NCCL keeps each channel on
     // one rail, so rings and trees see one NIC's bandwidth per channel either way).
     if (nics.has("rails")) positive_int(nics.at("rails"));
-    if (nics.has("latency_us")) t.nic_latency_us = non_negative(nics.at("latency_us"));
+    if (nics.has("latency_us")) t.nic_latency_us = figure(nics.at("latency_us"), Figure::Latency);
     if (nics.has("gpu_affinity")) check_nic_gpu_affinity(nics.at("gpu_affinity"), t);
 }
 
@@ -210,14 +229,15 @@ void read_network_section(const JsonField& net, Topology& t) {
         net.at("kind").fail_here("expected fat_tree or rail_optimized, found \"" + k + "\"");
     if (net.has("levels")) t.fabric_levels = static_cast<int>(positive_int(net.at("levels")));
     if (net.has("oversubscription")) {
-        t.oversubscription = positive(net.at("oversubscription"));
-        if (t.oversubscription < 1.0) net.at("oversubscription").fail_here("expected 1 (non-blocking) or more");
+        t.oversubscription = net.at("oversubscription").as_number();
+        if (!(t.oversubscription >= 1.0 && t.oversubscription <= 1e3))
+            net.at("oversubscription").fail_here("expected 1 (non-blocking) to 1000, found " + net.at("oversubscription").raw().dump());
     }
     if (net.has("nodes_per_leaf")) t.nodes_per_leaf = positive_int(net.at("nodes_per_leaf"));
     if (net.has("placement")) read_leaf_placement(net.at("placement"), t);
     if (net.has("background_spine_load")) {
-        t.background_spine_load = non_negative(net.at("background_spine_load"));
-        if (t.background_spine_load >= 1.0)
+        t.background_spine_load = net.at("background_spine_load").as_number();
+        if (!(t.background_spine_load >= 0.0 && t.background_spine_load < 1.0))
             net.at("background_spine_load").fail_here("expected the share of the spine other traffic takes, from 0 to below 1");
     }
 }
@@ -240,8 +260,7 @@ void read_nccl_section(const JsonField& nccl, Topology& t) {
 void read_whatif_shares(const JsonField& list, std::vector<std::pair<std::string, double>>& into) {
     list.expect_object();
     for (auto it = list.raw().begin(); it != list.raw().end(); ++it) {
-        double share = positive(list.at(it.key()));
-        if (share > 1.0) list.at(it.key()).fail_here("expected a share of the nominal figure in (0, 1]");
+        double share = figure(list.at(it.key()), Figure::Efficiency);
         into.push_back({it.key(), share});
     }
 }
@@ -264,7 +283,7 @@ void read_whatif_node_designs(const JsonField& nodes, Topology& t) {
                                          " NICs (nics.per_node: the node design's), found " + std::to_string(n));
             d.nics = static_cast<int>(n);
         }
-        if (one.has("nic_bandwidth_gbs")) d.nic_bandwidth_gbs = positive(one.at("nic_bandwidth_gbs"));
+        if (one.has("nic_bandwidth_gbs")) d.nic_bandwidth_gbs = figure(one.at("nic_bandwidth_gbs"), Figure::Bandwidth);
         t.whatif_nodes.push_back(d);
     }
 }
@@ -280,28 +299,28 @@ void read_whatif_section(const JsonField& w, Topology& t) {
 // Stage 3's parameter coordinator on the host (topologies/README.md).
 void read_host_section(const JsonField& host, Topology& t) {
     check_keys(host, {"hook_us", "kernel_launch_us", "pcie_gbps", "cpu_adam_gbs"});
-    if (host.has("pcie_gbps")) t.host_pcie_gbs = non_negative(host.at("pcie_gbps")) / 8.0;   // Gb/s -> GB/s
-    if (host.has("cpu_adam_gbs")) t.host_cpu_adam_gbs = non_negative(host.at("cpu_adam_gbs"));
-    if (host.has("hook_us")) t.host_hook_us = non_negative(host.at("hook_us"));
-    if (host.has("kernel_launch_us")) t.host_kernel_launch_us = non_negative(host.at("kernel_launch_us"));
+    if (host.has("pcie_gbps")) t.host_pcie_gbs = figure(host.at("pcie_gbps"), Figure::BandwidthOrOff) / 8.0;   // Gb/s -> GB/s
+    if (host.has("cpu_adam_gbs")) t.host_cpu_adam_gbs = figure(host.at("cpu_adam_gbs"), Figure::BandwidthOrOff);
+    if (host.has("hook_us")) t.host_hook_us = figure(host.at("hook_us"), Figure::Latency);
+    if (host.has("kernel_launch_us")) t.host_kernel_launch_us = figure(host.at("kernel_launch_us"), Figure::Latency);
 }
 
 void read_calibration_section(const JsonField& cal, Topology& t) {
     check_keys(cal, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "memory_scale", "fitted_from", "column",
                      "per_collective", "fit"});
-    if (cal.has("bandwidth_scale")) t.bandwidth_scale = positive(cal.at("bandwidth_scale"));
-    if (cal.has("latency_scale")) t.latency_scale = positive(cal.at("latency_scale"));
-    if (cal.has("rendezvous_scale")) t.rendezvous_scale = positive(cal.at("rendezvous_scale"));
-    if (cal.has("memory_scale")) t.memory_scale = positive(cal.at("memory_scale"));
+    if (cal.has("bandwidth_scale")) t.bandwidth_scale = figure(cal.at("bandwidth_scale"), Figure::Scale);
+    if (cal.has("latency_scale")) t.latency_scale = figure(cal.at("latency_scale"), Figure::Scale);
+    if (cal.has("rendezvous_scale")) t.rendezvous_scale = figure(cal.at("rendezvous_scale"), Figure::Scale);
+    if (cal.has("memory_scale")) t.memory_scale = figure(cal.at("memory_scale"), Figure::Scale);
     if (!cal.has("per_collective")) return;
     auto per = cal.at("per_collective");
     check_keys(per, {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"});
     for (auto it = per.raw().begin(); it != per.raw().end(); ++it) {
         auto one = per.at(it.key());
         check_keys(one, {"bandwidth_scale", "latency_scale", "rendezvous_scale", "memory_scale", "rows", "r2"});
-        t.collective_scales[it.key()] = {positive(one.at("bandwidth_scale")), positive(one.at("latency_scale")),
-                                         one.has("rendezvous_scale") ? positive(one.at("rendezvous_scale")) : 0.0,
-                                         one.has("memory_scale") ? positive(one.at("memory_scale")) : 0.0};
+        t.collective_scales[it.key()] = {figure(one.at("bandwidth_scale"), Figure::Scale), figure(one.at("latency_scale"), Figure::Scale),
+                                         one.has("rendezvous_scale") ? figure(one.at("rendezvous_scale"), Figure::Scale) : 0.0,
+                                         one.has("memory_scale") ? figure(one.at("memory_scale"), Figure::Scale) : 0.0};
     }
 }
 

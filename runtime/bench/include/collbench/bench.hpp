@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct BenchOptions {
     // oversubscribed host would otherwise weigh on every row of a short round).
     bool median_of_calls = false;
     int test_corrupt_rank = -1;      // hidden: this rank damages its results (the check must see it)
+    // Called after every call of the collective with its send bytes (zerorun's watchdog: a peer
+    // that stops answering leaves this rank inside a call, and no call finishes).
+    std::function<void(int64_t)> on_call;
 };
 
 // "float", "half", "bfloat16", "double", "int64", "uint8" (nccl-tests names) or fp32/bf16/...

@@ -37,8 +37,14 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
 
 // Parse a whole file; malformed JSON is reported with its line and column.
 Result<Json> read_json_file(const std::string& path);
-// Parse text (for tests and for stdin); `name` stands for the file in messages.
+// Parse text (for tests and for stdin); `name` stands for the file in messages. Linear in the
+// text (an object of 100k keys too); a key given twice keeps its last value.
 Result<Json> parse_json_text(const std::string& text, const std::string& name);
+// A DeepSpeed config as DeepSpeed reads it (runtime/config.py: hjson.load with
+// object_pairs_hook=dict_raise_error_on_duplicate_keys): hjson's comments (#, //, /* */) and
+// trailing commas accepted; a key given twice in one object refused, naming both lines. The rest
+// of hjson (quoteless keys and strings, commas left out) is not read: malformed JSON, as before.
+Result<Json> parse_hjson_text(const std::string& text, const std::string& name);
 
 // A view of one JSON value with its file and its path inside the file.
 class JsonField {

@@ -42,6 +42,12 @@ struct NcclTestsRow {
 struct NcclTestsTable {
     std::string title;           // the nearest preceding comment line that is not a column header
     std::vector<NcclTestsRow> rows;
+    // nccl-tests checks every result (-c 1, its default) and counts the wrong ones in #wrong; older
+    // versions print a max "error" column instead, which is no count (false then).
+    bool counts_wrong = true;
+    // The footer line "# Out of bounds values : N FAILED" (src/common.cu prints FAILED when any
+    // check failed), 0 when the table has none or it says OK.
+    int failed_line = 0;
 };
 
 // How a program prints its rows. nccl-tests (src/common.cu) prints times as "%7.2f" below 100 µs,
@@ -66,6 +72,10 @@ Result<std::vector<NcclTestsTable>> parse_nccl_tests(const std::string& text, co
 // The same for text zerosim wrote itself (tests, the bench command's own tables): no tables if any
 // row is not valid.
 std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text);
+// A table whose own check failed is no measurement: a row with #wrong > 0 (out of place or in
+// place) or a "FAILED" footer is an error "NAME:LINE: nccl-tests ..." naming the first such line.
+// validate and calibrate read tables only through read_nccl_tests and parse_log, which call it.
+Status nccl_tests_checks_passed(const std::vector<NcclTestsTable>& tables, const std::string& name);
 // Strips launcher prefixes such as "0: " and "[1,0]<stdout>:".
 std::string strip_launcher_prefix(const std::string& line);
 Result<std::vector<NcclTestsTable>> read_nccl_tests(const std::string& path);

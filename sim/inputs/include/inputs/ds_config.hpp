@@ -10,6 +10,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/json_input.hpp"
 #include "inputs/release.hpp"
 
 namespace zerosim {
@@ -106,6 +107,10 @@ struct BatchPlan {
 Result<BatchPlan> resolve_batch(const DsConfig& cfg, int64_t world);
 
 Result<DsConfig> load_ds_config(const std::string& path, Release release = kBaselineRelease);
+// A DeepSpeed config file as the JSON document DeepSpeed's loader makes of it (core's
+// parse_hjson_text: comments and trailing commas read, duplicate keys refused); for those that keep
+// the document (sweep, the schedule JSON's inputs).
+Result<Json> read_ds_config_document(const std::string& path);
 // The config's warning lines on stderr: its ignored keys, then each of `warnings`
 // ("PROGRAM: warning: FILE: ...").
 void warn_ds_config(const std::string& program, const DsConfig& c);

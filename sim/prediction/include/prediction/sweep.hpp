@@ -88,7 +88,9 @@ struct SweepFlags {
     std::string pp = "1", tp = "1", sp = "1", ep = "1";   // comma lists of layout sizes
 };
 Status apply_sweep_flags(const SweepFlags& flags, SweepSpec& spec);
-// A progress line on `out` after each point: redrawn in place on a terminal, every 10% otherwise.
+// A progress line on `out` after each point: redrawn in place on a terminal; otherwise every 10%
+// and at least every kSweepProgressS seconds (a 10^6-point grid's first 10% can take a minute).
+constexpr double kSweepProgressS = 5.0;
 std::function<void(size_t, size_t)> sweep_progress(std::FILE* out, bool tty);
 // Every point of the grid, in a fixed order; a shard takes a contiguous block of it.
 std::vector<SweepPoint> sweep_points(const SweepSpec& spec);
@@ -100,7 +102,12 @@ struct SweepInputs {
     std::map<std::string, Topology> topologies;  // by path, as the file says (nodes set per point)
 };
 Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec);
-// Predicts the points with `jobs` worker processes; `progress(done, total)` after each result.
+// Every --set value read into the config before any point runs: a value the config reader refuses
+// at each of the grid's stages is an error "--set KEY=VALUE: ..." now, not a failed row per point.
+Status check_sweep_values(const SweepSpec& spec, const SweepInputs& in);
+// Predicts the points with `jobs` worker processes; `progress(done, total)` after each result. An
+// error for an empty grid is bad input; any other (a worker that could not start, was stopped or
+// died: the others are ended then) is a runtime fault (README "Exit codes": 3).
 Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
                                            const std::function<void(size_t, size_t)>& progress);
 // The points whose layout DeepSpeed can run: pp x tp x sp dividing the point's world, ep the data
