@@ -45,12 +45,10 @@ int run_calibrate(const CalibrateArgs& a) {
     if (auto e = check_command_outputs(outputs, inputs)) return input_error(*e);
     // Each file is read once: the topology both parsed and kept as JSON (the output is the input
     // plus a calibration block), each table parsed and its head searched for the collective.
-    auto topo_text = read_text_file(a.topology, "topology file");
-    if (!topo_text) return input_error(topo_text.error());
-    auto topo = parse_topology(a.topology, topo_text.value(), a.nodes);
-    if (!topo) return input_error(topo.error());
-    auto doc = parse_json_text(topo_text.value(), a.topology);
-    if (!doc) return input_error(doc.error());
+    auto read = read_topology_document(a.topology, a.nodes);
+    if (!read) return input_error(read.error());
+    const Topology* topo = &read->topology;
+    const Json* doc = &read->doc;
     int64_t world = a.world > 0 ? a.world : topo->total_gpus();
     std::vector<Measurement> rows;
     for (const auto& f : a.files) {
@@ -58,7 +56,7 @@ int run_calibrate(const CalibrateArgs& a) {
         if (!table) return input_error(table.error());
         rows.insert(rows.end(), table->begin(), table->end());
     }
-    auto cal = calibrate(topo.value(), rows, a.median_of_repeats);
+    auto cal = calibrate(*topo, rows, a.median_of_repeats);
     if (!cal) return input_error(Error{a.files.front(), cal.error().field, cal.error().message});
     write_calibration_summary(std::cerr, cal.value());
     for (const auto& w : poor_fit_warnings(cal.value())) std::cerr << "zerosim: warning: " << w << "\n";
@@ -70,7 +68,7 @@ int run_calibrate(const CalibrateArgs& a) {
         }
         std::cerr << "zerosim: warning: " << worse << "; written as --accept-worse-fit asks\n";
     }
-    Json out = calibrated_topology(doc.value(), cal.value(), a.files, a.column);
+    Json out = calibrated_topology(*doc, cal.value(), a.files, a.column);
     if (a.output.empty()) return input_error(Error{"", "-o", "give the calibrated topology a file name (the input is never overwritten)"});
     int rc = emit(a.output, inputs, [&](std::ostream& o) { o << out.dump(2) << '\n'; });
     if (rc || a.prediction_error_out.empty()) return rc;

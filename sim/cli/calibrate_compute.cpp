@@ -22,6 +22,16 @@ std::string ms_text(double ms) {
 
 }  // namespace
 
+Result<TopologyDocument> read_topology_document(const std::string& path, int64_t nodes) {
+    auto text = read_text_file(path, "topology file");
+    if (!text) return text.error();
+    auto topo = parse_topology(path, text.value(), nodes);
+    if (!topo) return topo.error();
+    auto doc = parse_json_text(text.value(), path);
+    if (!doc) return doc.error();
+    return TopologyDocument{std::move(topo).value(), std::move(doc).value()};
+}
+
 int run_calibrate_compute(const CalibrateComputeArgs& a) {
     std::vector<std::string> inputs = schedule_input_files(a.sched);
     inputs.push_back(a.topology);
@@ -29,21 +39,18 @@ int run_calibrate_compute(const CalibrateComputeArgs& a) {
     if (auto e = check_command_outputs({{a.output, "-o"}}, inputs)) return input_error(*e);
     auto log = read_wall_clock_log(a.log);
     if (!log) return input_error(log.error());
-    auto topo_text = read_text_file(a.topology, "topology file");
-    if (!topo_text) return input_error(topo_text.error());
-    auto topo = parse_topology(a.topology, topo_text.value(), a.nodes);
-    if (!topo) return input_error(topo.error());
-    auto doc = parse_json_text(topo_text.value(), a.topology);
-    if (!doc) return input_error(doc.error());
+    auto read = read_topology_document(a.topology, a.nodes);
+    if (!read) return input_error(read.error());
+    const Topology& topo = read->topology;
     ScheduleArgs sched = a.sched;
-    sched.world = sched.world > 0 ? sched.world : topo->total_gpus();
+    sched.world = sched.world > 0 ? sched.world : topo.total_gpus();
     sched.steps = 2;
     auto in = load_inputs(sched);
     if (!in) return input_error(in.error());
-    auto fit = fit_compute_efficiency(in->schedule, topo.value(), log.value());
+    auto fit = fit_compute_efficiency(in->schedule, topo, log.value());
     if (!fit) return input_error(fit.error());
     std::cerr << compute_fit_summary(fit.value());
-    Json out = doc.value();
+    Json out = read->doc;
     out["gpu"]["compute_efficiency"] = fit->efficiency;
     out["sources"]["gpu.compute_efficiency"] =
         "fitted by zerosim calibrate --deepspeed-log " + a.log + " (median of " + std::to_string(fit->lines) +

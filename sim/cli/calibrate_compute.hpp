@@ -2,6 +2,7 @@
 #pragma once
 
 #include "command.hpp"
+#include "timing/topology.hpp"
 
 namespace zerosim::cli {
 
@@ -12,6 +13,14 @@ struct CalibrateComputeArgs {
     int64_t nodes = 0;
     std::string output;
 };
+
+// A topology to calibrate, read once: parsed (scaled to `nodes`) and kept as JSON, since a
+// calibrated topology is the input plus what was fitted.
+struct TopologyDocument {
+    Topology topology;
+    Json doc;
+};
+Result<TopologyDocument> read_topology_document(const std::string& path, int64_t nodes);
 
 void add_calibrate_compute_flags(CLI::App* sub, CalibrateComputeArgs& a);
 int run_calibrate_compute(const CalibrateComputeArgs& a);
