@@ -228,7 +228,7 @@ void add_schedule_limits(CLI::App* sub, ScheduleArgs& a) {
 static void note_ds_config(const DsConfig& cfg) {
     warn_ds_config("zerosim", cfg);
     if (cfg.zero.offload_optimizer || cfg.zero.offload_param)
-        std::cerr << "zerosim: note: " << cfg.source
+        std::cerr << "zerosim: note: " << printable(cfg.source, 512)
                   << ": offload_optimizer/offload_param: collectives as DeepSpeed changes them; PCIe copies and the CPU "
                      "optimizer step timed from the topology's host.pcie_gbps and host.cpu_adam_gbs (assumptions; "
                      "sim/timing/offload_time.hpp), NVMe offload timed as CPU\n";
@@ -288,8 +288,8 @@ static Status load_config_and_model(const ScheduleArgs& a, Release release, std:
 static void warn_nothing_checkpointed(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt) {
     if (!opt.activation_checkpointing && !cfg.activation_checkpointing) return;
     if (!checkpointed_calls(m, cfg, opt).empty()) return;
-    std::cerr << "zerosim: warning: " << (opt.activation_checkpointing ? "--activation-checkpointing" : cfg.source + ": activation_checkpointing")
-              << ": " << m.source << " has no transformer blocks (parameters named <prefix>.<index>.<...>), so nothing "
+    std::cerr << "zerosim: warning: " << (opt.activation_checkpointing ? std::string("--activation-checkpointing") : printable(cfg.source, 512) + ": activation_checkpointing")
+              << ": " << printable(m.source, 512) << " has no transformer blocks (parameters named <prefix>.<index>.<...>), so nothing "
               << "is recomputed in backward; list the checkpointed module calls in the parameter list's \"checkpointed\"\n";
 }
 
@@ -436,7 +436,7 @@ static void warn_engine_start_memory(const Schedule& s, const Topology& t, bool 
                   "a model this large is built under deepspeed.zero.Init: %s",
                   bytes / 1e9, t.gpu_memory_gb,
                   saved ? "save the schedule with zerosim schedule --zero-init" : "pass --zero-init");
-    std::cerr << "zerosim: warning: " << t.source << ": " << line << "\n";
+    std::cerr << "zerosim: warning: " << printable(t.source, 512) << ": " << printable(line) << "\n";
 }
 
 // A saved schedule on the topology predict would have built it for: its world on the topology's

@@ -41,7 +41,7 @@ Status pin_to_config(std::vector<int64_t>& list, int64_t key, const char* key_na
     if (given && std::find(list.begin(), list.end(), key) == list.end())
         return Error{source, key_name, "says " + std::to_string(key) + ", which " + flag + " leaves out"};
     list = {key};
-    std::cerr << "zerosim: note: " << source << ": " << key_name << " " << key << " fixes " << flag << " at " << key << "\n";
+    std::cerr << "zerosim: note: " << printable(source, 512) << ": " << key_name << " " << key << " fixes " << flag << " at " << key << "\n";
     return std::nullopt;
 }
 

@@ -49,7 +49,7 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
     }
     // Which of the step's figures are the topology's guesses, once, before the answer.
     const std::string assumed = assumed_line(sim->topology, assumed_figures(sim->topology, sched.meta));
-    if (!assumed.empty()) std::cerr << "zerosim: note: " << assumed << "\n";
+    if (!assumed.empty()) std::cerr << "zerosim: note: " << printable(assumed) << "\n";
     PredictReport report{sched, sim->topology, shown, overlapped, &fit, ""};
     if (!stage_fits.empty()) report.stage_fits = &stage_fits;
     if (compare) report.what_if_json = what_if_json(*compare);

@@ -18,20 +18,20 @@ int note_log_releases(const MeasuredLog& pred, const MeasuredLog& meas, const st
     }
     LogReleases m = infer_log_releases(meas);
     if (!m.known) {
-        if (given) std::cerr << "zerosim: note: " << meas.path << ": nothing in it names its DeepSpeed release; assuming "
+        if (given) std::cerr << "zerosim: note: " << printable(meas.path, 512) << ": nothing in it names its DeepSpeed release; assuming "
                              << given->name() << " (--deepspeed)\n";
         return 0;
     }
     Release assumed = given && m.contains(*given) ? *given : m.last;
     if (given || summary_only(meas) || !m.contains(kBaselineRelease))
-        std::cerr << "zerosim: note: " << meas.path << ": written by " << m.range() << " (" << m.evidence << "); assuming "
+        std::cerr << "zerosim: note: " << printable(meas.path, 512) << ": written by " << m.range() << " (" << m.evidence << "); assuming "
                   << assumed.name() << "\n";
     if (given && !m.contains(*given))
-        std::cerr << "zerosim: warning: " << meas.path << ": --deepspeed " << given->number() << " is not among the releases that "
+        std::cerr << "zerosim: warning: " << printable(meas.path, 512) << ": --deepspeed " << given->number() << " is not among the releases that "
                   << "could have written it (" << m.range() << ")\n";
     LogReleases p = infer_log_releases(pred);
     if (p.known && !pred.ops.empty() && (p.last < m.first || m.last < p.first))
-        std::cerr << "zerosim: warning: " << pred.path << ": predicted for " << p.range() << " (" << p.evidence
+        std::cerr << "zerosim: warning: " << printable(pred.path, 512) << ": predicted for " << p.range() << " (" << p.evidence
                   << "), but the measured log is " << m.range() << "'s; predict with --deepspeed " << assumed.number() << "\n";
     return 0;
 }

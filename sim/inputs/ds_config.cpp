@@ -228,7 +228,7 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
 
 void warn_ds_config(const std::string& program, const DsConfig& c) {
     warn_ignored_keys(program, c.source, c.ignored_keys);
-    for (const auto& w : c.warnings) std::cerr << program << ": warning: " << c.source << ": " << w << '\n';
+    for (const auto& w : c.warnings) std::cerr << program << ": warning: " << printable(c.source, 512) << ": " << printable(w) << '\n';
 }
 
 DsConfig DsConfig::with_stage(int k) const {
