@@ -215,8 +215,10 @@ Error decimal_comma_error(const std::string& name, int n, const std::string& num
 // A "comm op:" line: one op of the phase, timed within reason (a barrier of log_summary is none).
 Status scan_comm_op_line(const std::string& line, int n, const std::string& name, TextLogScan& scan, MeasuredLog& log) {
     auto p = parse_ds_verbose_line(line);
-    if (!p && !decimal_comma_number(line.substr(line.find("comm op: "))).empty())
-        return decimal_comma_error(name, n, decimal_comma_number(line.substr(line.find("comm op: "))));
+    // The caller found "comm op" in the line, not necessarily "comm op: " (a fuzzed line has no colon after it).
+    const size_t from = line.find("comm op: ");
+    const std::string rest = from == std::string::npos ? line : line.substr(from);
+    if (!p && !decimal_comma_number(rest).empty()) return decimal_comma_error(name, n, decimal_comma_number(rest));
     if (!p) return at(name, n, "malformed comm op line: expected 'comm op: <op> | ... | msg size: <size> | ...'");
     if (!scan.first_ds) scan.first_ds = n;
     ++scan.ds_lines;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "formats/measured_logs.hpp"
 #include "test_helpers.hpp"
 
 TEST(WarningLines, AFileNameAndAKeyWithControlCharactersStayOnOneEscapedLine) {
@@ -23,4 +24,15 @@ TEST(WarningLines, AFileNameAndAKeyWithControlCharactersStayOnOneEscapedLine) {
     EXPECT_NE(line.find("a\\nb.json"), std::string::npos) << line;
     EXPECT_NE(line.find("x\\t\\x1b[31my"), std::string::npos) << line;
     EXPECT_EQ(line.find('\x1b'), std::string::npos) << "a raw escape sequence reached the terminal";
+}
+
+// Found by fuzz_logs in the fresh-clone CI run: a line holding "comm op:" without the space after
+// it threw std::out_of_range out of the reader (substr at npos) instead of a located error.
+TEST(FuzzRegressions, ACommOpLineWithoutItsSpaceIsAnErrorNotACrash) {
+    for (const char* line : {"[Rank 0] comm op:all_reduce | time (ms): 1,5", "comm op:", "x comm op:| msg size: 8 B"}) {
+        SCOPED_TRACE(line);
+        zerosim::Result<zerosim::MeasuredLog> log = zerosim::Error{};
+        EXPECT_NO_THROW(log = zerosim::parse_log(std::string(line) + "\n", "fuzz.log"));
+        EXPECT_FALSE(log.ok());
+    }
 }
