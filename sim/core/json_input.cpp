@@ -199,7 +199,10 @@ class HjsonScan {
     Status string_token() {
         size_t j = i_ + 1;
         while (j < t_.size() && t_[j] != '"') j += t_[j] == '\\' ? 2 : 1;
-        if (j >= t_.size()) return std::nullopt;   // unterminated: nlohmann says where
+        if (j >= t_.size()) {   // unterminated: nlohmann says where; the scan is done
+            i_ = t_.size();
+            return std::nullopt;
+        }
         last_string_.assign(t_, i_ + 1, j - i_ - 1);
         last_string_line_ = line_;
         last_string_end_ = j + 1;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "formats/measured_logs.hpp"
+#include "inputs/ds_config.hpp"
 #include "test_helpers.hpp"
 
 TEST(WarningLines, AFileNameAndAKeyWithControlCharactersStayOnOneEscapedLine) {
@@ -35,4 +36,11 @@ TEST(FuzzRegressions, ACommOpLineWithoutItsSpaceIsAnErrorNotACrash) {
         EXPECT_NO_THROW(log = zerosim::parse_log(std::string(line) + "\n", "fuzz.log"));
         EXPECT_FALSE(log.ok());
     }
+}
+
+// Found by fuzz_ds_config in the fresh-clone CI run: an unterminated string in a DeepSpeed config
+// left the hjson scan where it was, forever (a hang, not an error).
+TEST(FuzzRegressions, AnUnterminatedStringInAConfigIsAnErrorNotAHang) {
+    auto c = zerosim::parse_ds_config("ds.json", "{\"zero_optimization\": {\"stage\": 3, \"x");
+    EXPECT_FALSE(c.ok());
 }
