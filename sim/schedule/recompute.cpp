@@ -36,12 +36,8 @@ std::vector<std::string> checkpointed_calls(const Model& m, const DsConfig& cfg,
     // forward, its layers' recompute each before its own backward rather than all before the first.
     if (opt.layout.pipelined() && cfg.pipeline.activation_checkpoint_interval > 0) {
         std::vector<std::string> layers;
-        for (const auto& layer : m.parallel.pipe_layers) {
-            const bool has_params = std::any_of(m.params.begin(), m.params.end(), [&](const Parameter& p) {
-                return p.name.compare(0, layer.name.size() + 1, layer.name + ".") == 0;
-            });
-            if (has_params) layers.push_back(layer.name);
-        }
+        for (size_t i = 0; i < m.parallel.pipe_layers.size(); ++i)
+            if (!detail::pipe_layer_params(m, i).empty()) layers.push_back(m.parallel.pipe_layers[i].name);
         return layers;
     }
     // Otherwise every transformer block, as Hugging Face's gradient_checkpointing (and the Trainer's
