@@ -1,9 +1,10 @@
-// How long `zerosim schedule` takes, and how much memory, for large jobs.
+// How long `zerosim schedule` and `zerosim predict` take, and how much memory, for large jobs.
 //
 // Part 1 runs the real command line, as a user would, several times and prints the median wall
 // time and the peak resident memory against the targets (Llama-2-70B, stage 3, world 4096,
 // 2 steps: under 1 s and under 1 GiB; 1000 steps, streamed: under 300 MiB). Part 2 is a Google
-// Benchmark of the generator alone per ZeRO stage, to see where time goes. Machines here are
+// Benchmark of the generator alone per ZeRO stage, to see where time goes. Part 1 ends with predict
+// of a long run timed by period (prediction/timed_stream.hpp). Machines here are
 // shared: read medians and ratios.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
@@ -27,6 +28,36 @@
 namespace {
 
 const std::string kConfigs = ZEROSIM_CONFIGS_DIR;
+
+// zerosim predict of a long run: timed by period (prediction/timed_stream.hpp) against every step
+// simulated (--trace takes every step; its file is a few MB at 50 steps), and at 1000 steps.
+void predict_figures(const std::string& cfg) {
+    const std::vector<std::string> base{"predict", "--ds-config", cfg, "--model", kConfigs + "/models/llama-2-70b.json",
+                                        "--topology", kConfigs + "/../topologies/dgx-h100.json", "--nodes", "512"};
+    std::printf("zerosim predict, the same on dgx-h100 x 512 (world 4096), deepspeed format\n");
+    std::printf("%-34s %12s %14s\n", "run", "median s", "peak RSS MiB");
+    double whole_s = 0, period_s = 0;
+    for (const bool every_step : {true, false}) {
+        std::vector<std::string> args = base;
+        for (const char* a : {"--steps", "50", "-o", "/tmp/zerosim-bench-predict.txt"}) args.push_back(a);
+        if (every_step) args.insert(args.end(), {"--trace", "/tmp/zerosim-bench-predict-trace.json"});
+        auto f = zerosim::bench::measure(args, 3);
+        (every_step ? whole_s : period_s) = f.seconds;
+        std::printf("%-34s %12.3f %14.1f\n", every_step ? "50 steps, every step simulated" : "50 steps, by period", f.seconds,
+                    f.max_rss_kib / 1024.0);
+    }
+    std::printf("ratio (every step / by period): %.1fx\n", whole_s / period_s);
+    for (const char* format : {"deepspeed", "csv"}) {
+        std::vector<std::string> args = base;
+        for (const char* a : {"--steps", "1000", "-o", "/tmp/zerosim-bench-predict.txt", "--format", format}) args.push_back(a);
+        auto f = zerosim::bench::measure(args, 3);
+        std::printf("%-34s %12.3f %14.1f\n", (std::string("1000 steps, by period, ") + format).c_str(), f.seconds,
+                    f.max_rss_kib / 1024.0);
+    }
+    std::printf("target: 1000 steps in bounded memory (every step simulated held the whole run: 2.7 MiB a step)\n\n");
+    std::remove("/tmp/zerosim-bench-predict.txt");
+    std::remove("/tmp/zerosim-bench-predict-trace.json");
+}
 
 void cli_figures() {
     // A stage-3 config with DeepSpeed's defaults, micro batch 1.
@@ -52,6 +83,7 @@ void cli_figures() {
         std::printf("%-10s %12.3f %14.1f\n", format, f.seconds, f.max_rss_kib / 1024.0);
     }
     std::printf("target: under 300 MiB\n\n");
+    predict_figures(cfg);
 }
 
 void BM_BuildSchedule(benchmark::State& state) {
@@ -78,8 +110,9 @@ BENCHMARK(BM_BuildSchedule)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMi
 void print_help() {
     std::printf("usage: schedule_bench [Google Benchmark flags]\n\n"
                 "zerosim schedule's median wall time and peak RSS (Llama-2-70B, ZeRO-3, world 4096, 2 steps; targets\n"
-                "under 1 s and 1024 MiB; 1000 steps: under 300 MiB), then a Google Benchmark of the generator per\n"
-                "ZeRO stage. Its flags:\n\n");
+                "under 1 s and 1024 MiB; 1000 steps: under 300 MiB), zerosim predict's of 50 steps timed by period\n"
+                "and with every step simulated, and of 1000 steps by period, then a Google Benchmark of the\n"
+                "generator per ZeRO stage. Its flags:\n\n");
     benchmark::PrintDefaultHelp();
 }
 

@@ -338,12 +338,25 @@ Result<ScheduleRequest> schedule_request(const ScheduleArgs& a) {
 
 }  // namespace
 
+// predict's long run: the stream, and its template to simulate (ScheduleArgs::by_period); the
+// whole schedule where it does not repeat or is a pipeline's (its stages are simulated together).
+static Result<Schedule> schedule_or_template(const ScheduleRequest& r, std::optional<ScheduleStream>& stream) {
+    auto s = ScheduleStream::open(r.model, r.cfg, r.opt);
+    if (!s) return s.error();
+    if (!s->repeats()) return Schedule(s->held());   // held whole
+    if (s->meta().layout.pipe > 1) return build_schedule(r.model, r.cfg, r.opt);
+    Schedule held = s->held();
+    stream = std::move(s).value();
+    return held;
+}
+
 Result<Inputs> load_inputs(const ScheduleArgs& a) {
     auto r = schedule_request(a);
     if (!r) return r.error();
-    auto sched = build_schedule(r->model, r->cfg, r->opt);
+    std::optional<ScheduleStream> stream;
+    auto sched = a.by_period ? schedule_or_template(r.value(), stream) : build_schedule(r->model, r->cfg, r->opt);
     if (!sched) return sched.error();
-    Inputs in{std::move(r->cfg), std::move(r->model), std::move(sched).value(), nullptr, nullptr};
+    Inputs in{std::move(r->cfg), std::move(r->model), std::move(sched).value(), nullptr, nullptr, std::move(stream)};
     if (r->neox) {
         in.neox_ds_config = std::move(r->neox->ds_config_doc);
         in.neox_model = std::move(r->neox->model_doc);
@@ -413,7 +426,7 @@ Result<Inputs> load_schedule_inputs(const CLI::App* sub, const ScheduleArgs& a, 
     auto in = saved_schedule_inputs(std::move(saved).value(), a.schedule);
     if (!in) return in.error();
     note_ds_config(in->cfg);
-    return Inputs{std::move(in->cfg), std::move(in->model), std::move(in->schedule), nullptr, nullptr};
+    return Inputs{std::move(in->cfg), std::move(in->model), std::move(in->schedule), nullptr, nullptr, std::nullopt};
 }
 
 std::vector<std::string> schedule_input_files(const ScheduleArgs& a) {
@@ -546,7 +559,10 @@ Result<Simulated> load_and_simulate(const CLI::App* sub, ScheduleArgs& a, const 
         real = in->schedule;
         if (auto e = apply_what_if_flag(a.what_if, in->schedule)) return *e;
     }
-    if (announce && (in->schedule.meta.steps > 1 || a.world > 256))
+    if (announce && in->stream)
+        std::cerr << "zerosim: simulating the first " << kTemplateSteps << " steps (" << in->schedule.ops.size() << " of "
+                  << in->stream->op_count() << " ops) on " << topo->name << "; the later steps repeat one of them ...\n";
+    else if (announce && (in->schedule.meta.steps > 1 || a.world > 256))
         std::cerr << "zerosim: simulating " << in->schedule.ops.size() << " ops on " << topo->name << " ...\n";
     warn_engine_start_memory(real ? *real : in->schedule, topo.value(), !a.schedule.empty());   // DeepSpeed's engine start
     // Fabric mode plans on its ideal topology and divides each plan by its traffic's slowdown.

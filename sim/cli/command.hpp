@@ -86,6 +86,9 @@ struct ScheduleArgs {
     int64_t vocab_size = 0;
     int64_t rank = 0;
     bool per_rank = false;    // the subcommand takes a 3D layout (schedule, explain); others refuse it
+    // predict's writers that take a long run by period (prediction/timed_stream.hpp): load_inputs
+    // builds only its template where the schedule repeats (Inputs::stream).
+    bool by_period = false;
 };
 // --pp, --tp, --sp, --ep, --pp-partition and --rank.
 void add_layout_flags(CLI::App* sub, ScheduleArgs& a);
@@ -132,6 +135,9 @@ struct Inputs {
     // From --neox-config: the DeepSpeed config and the parameter list zerosim built (a saved
     // schedule's "inputs"); null otherwise.
     Json neox_ds_config, neox_model;
+    // ScheduleArgs::by_period and a long run that repeats, with no pipeline: the run as a stream,
+    // `schedule` a copy of its template (its first kTemplateSteps steps); empty otherwise.
+    std::optional<ScheduleStream> stream;
 };
 // Reads the config and the model and builds the schedule; prints warnings on the way.
 Result<Inputs> load_inputs(const ScheduleArgs& a);

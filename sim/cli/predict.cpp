@@ -25,10 +25,25 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
     std::vector<OutputPath> outputs{{a.sched.output, "-o"}};
     if (!a.trace.empty()) outputs.push_back({a.trace, "--trace"});
     if (auto e = check_command_outputs(outputs, inputs)) return input_error(*e);   // before minutes of simulation
+    // A long run is simulated as its template and written by period where the writer goes op by
+    // op (prediction/timed_stream.hpp); --trace, --what-if and a saved schedule take every step.
+    a.sched.by_period = a.format != "json" && a.trace.empty() && a.sched.what_if.empty() && a.sched.schedule.empty();
     auto sim = load_and_simulate(sub, a.sched, a.topology, a.nodes, true);
     if (!sim) return input_error(sim.error());
+    std::optional<TimedStream> timed;
+    if (sim->in.stream) {
+        auto t = time_by_period(*sim->in.stream, sim->logged, sim->overlapped);
+        if (t) {
+            timed = std::move(t).value();
+        } else {   // every step simulated after all
+            std::cerr << "zerosim: note: " << t.error().message << "; simulating every step\n";
+            a.sched.by_period = false;
+            sim = load_and_simulate(sub, a.sched, a.topology, a.nodes, true);
+            if (!sim) return input_error(sim.error());
+        }
+    }
     const Schedule& sched = sim->in.schedule;
-    const Prediction &logged = sim->logged, &overlapped = sim->overlapped;
+    const Prediction &logged = timed ? timed->logged_run : sim->logged, &overlapped = timed ? timed->overlapped_run : sim->overlapped;
     // The deepspeed format shows the logger's view unless asked for the overlapped one.
     const Prediction& shown = a.timing == "overlapped" ? overlapped : logged;
     FitEstimate fit = fit_of(sim->in, sim->topology, a.sched.activation_checkpointing);
@@ -53,6 +68,7 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
     PredictReport report{sched, sim->topology, shown, overlapped, &fit, ""};
     if (!stage_fits.empty()) report.stage_fits = &stage_fits;
     if (compare) report.what_if_json = what_if_json(*compare);
+    if (timed) report.timed = &*timed;
     const std::vector<StageTime> stages = stage_times(sim->stage_list(), sim->stage_timings());
     if (!stages.empty()) report.stages = &stages;
     if (!a.trace.empty()) {

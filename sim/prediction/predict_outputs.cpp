@@ -1,6 +1,7 @@
 #include "prediction/predict_outputs.hpp"
 
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "formats/comms_log.hpp"
@@ -18,12 +19,16 @@ std::string fmt(const char* f, double v) {
     return buf;
 }
 
-// The synchronized timing as the comms logger would log it: each op's duration, its end as the
-// line's timestamp.
-std::vector<LoggedOp> logged_with_times(const Schedule& s, const Prediction& p) {
-    std::vector<OpLogTime> times(s.ops.size());
-    for (size_t i = 0; i < s.ops.size(); ++i) times[i] = {p.ops[i].duration() * 1e3, p.ops[i].end_s};
-    return logged_ops(s, times);
+// Every op with its timing in both modes: from the long run's stream, else from the schedule.
+void each_timed_op(const PredictReport& r, const std::function<void(const Op&, const OpTiming&, const OpTiming&)>& visit) {
+    if (r.timed) {   // the report's `logged` may be the overlapped timing (predict --timing overlapped)
+        const bool shows_overlapped = &r.logged == &r.timed->overlapped_run;
+        r.timed->each_op([&](const Op& op, const OpTiming& logged, const OpTiming& overlapped) {
+            visit(op, shows_overlapped ? overlapped : logged, overlapped);
+        });
+        return;
+    }
+    for (size_t i = 0; i < r.schedule.ops.size(); ++i) visit(r.schedule.ops[i], r.logged.ops[i], r.overlapped.ops[i]);
 }
 
 }  // namespace
@@ -94,25 +99,31 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
         << "); op times: " << timing_mode_name(r.logged.mode) << "\n";
     // Phase markers in the style of the reference runs' training script ("##### PHASE
     // step0.micro0.forward #####"), so the validator can break errors down by step and phase;
-    // parsers of comms_logger lines skip them.
-    std::vector<LoggedOp> ops = logged_with_times(r.schedule, r.logged);
+    // parsers of comms_logger lines skip them. The synchronized timing as the comms logger would
+    // log it: each op's duration, its end as the line's timestamp; written op by op.
+    const int line_no = log_dist_line(m.release);
+    DsSummary summary;
     std::string phase;
-    for (const auto& op : ops) {
-        if (op.phase != phase) {
-            out << "##### PHASE " << op.phase << " #####\n";
-            phase = op.phase;
+    each_timed_op(r, [&](const Op& op, const OpTiming& logged, const OpTiming&) {
+        // MiCS's parameter gathers bypass the comms logger (comm.py all_gather_coalesced is not timed).
+        if (!is_collective(op.kind) || !op.logged) return;
+        const LoggedOp l = logged_op(m, op, logged.duration() * 1e3, logged.end_s);
+        if (l.phase != phase) {
+            out << "##### PHASE " << l.phase << " #####\n";
+            phase = l.phase;
         }
-        write_ds_verbose_line(out, op, log_dist_line(r.schedule.meta.release));
-    }
+        write_ds_verbose_line(out, l, line_no);
+        if (log_summary) summary.add(l);
+    });
     if (log_summary) {
         LoggedOp barrier;
         barrier.record = "log_summary_barrier";
         barrier.caller = "log_summary";
         barrier.timestamp_s = r.logged.total_s;
-        write_ds_verbose_line(out, barrier, log_dist_line(r.schedule.meta.release));
-        ops.push_back(barrier);
-        write_ds_summary(out, ops);
-        write_ds_verbose_line(out, barrier, log_dist_line(r.schedule.meta.release));
+        write_ds_verbose_line(out, barrier, line_no);
+        summary.add(barrier);
+        summary.write(out);
+        write_ds_verbose_line(out, barrier, line_no);
     }
     write_step_summary(out, r, "# ");
 }
@@ -198,16 +209,15 @@ void write_predicted_json(std::ostream& out, const PredictReport& r) {
 
 void write_predicted_csv(std::ostream& out, const PredictReport& r) {
     out << "id,step,micro,phase,stream,kind,caller,bytes,algorithm,protocol,logged_ms,start_ms,end_ms\n";
-    for (size_t i = 0; i < r.schedule.ops.size(); ++i) {
-        const Op& op = r.schedule.ops[i];
-        bool c = is_collective(op.kind);
+    each_timed_op(r, [&](const Op& op, const OpTiming& logged, const OpTiming& overlapped) {
+        const bool c = is_collective(op.kind);
         out << op.id << ',' << op.step << ',' << op.micro << ',' << phase_name(op.phase) << ',' << stream_name(op.stream)
             << ',' << (c ? op_record_name(op.kind) : compute_kind_name(op.compute)) << ','
             << (c ? op.caller : op.module_name) << ',' << (c ? op.bytes() : op.mem_bytes) << ','
-            << (c ? algorithm_name(r.logged.ops[i].algorithm) : "") << ',' << (c ? protocol_name(r.logged.ops[i].protocol) : "")
-            << ',' << fmt("%.6f", r.logged.ops[i].duration() * 1e3) << ',' << fmt("%.6f", r.overlapped.ops[i].start_s * 1e3)
-            << ',' << fmt("%.6f", r.overlapped.ops[i].end_s * 1e3) << '\n';
-    }
+            << (c ? algorithm_name(logged.algorithm) : "") << ',' << (c ? protocol_name(logged.protocol) : "")
+            << ',' << fmt("%.6f", logged.duration() * 1e3) << ',' << fmt("%.6f", overlapped.start_s * 1e3)
+            << ',' << fmt("%.6f", overlapped.end_s * 1e3) << '\n';
+    });
 }
 
 namespace {

@@ -82,22 +82,22 @@ int repeating_step(const Schedule& t, const std::vector<int64_t>& ops, const std
 
 // Items of a template (op or host-event starts `start`) handed out for a run of `steps` steps:
 // the engine start and the steps before `r` as built, step r for steps r .. steps-2, the last
-// step moved to steps-1.
+// step moved to steps-1. `visit` also gets the item's index in the template and the steps it moved.
 template <typename T, typename Move, typename Visit>
 void repeat_items(const std::vector<T>& items, const std::vector<int64_t>& start, int r, int64_t per_step_ops, int steps,
                   Move move, Visit visit) {
     const auto at = [](int k) { return static_cast<size_t>(k); };
-    for (int64_t i = 0; i < start[at(r)]; ++i) visit(items[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < start[at(r)]; ++i) visit(items[static_cast<size_t>(i)], i, 0);
     T moved;
     for (int k = r; k + 1 < steps; ++k)
         for (int64_t i = start[at(r)]; i < start[at(r + 1)]; ++i) {
             move(items[static_cast<size_t>(i)], k - r, static_cast<int64_t>(k - r) * per_step_ops, moved);
-            visit(moved);
+            visit(moved, i, k - r);
         }
     const int shift = steps - kTemplateSteps;
     for (size_t i = static_cast<size_t>(start[at(kTemplateSteps - 1)]); i < items.size(); ++i) {
         move(items[i], shift, static_cast<int64_t>(shift) * per_step_ops, moved);
-        visit(moved);
+        visit(moved, static_cast<int64_t>(i), shift);
     }
 }
 
@@ -166,6 +166,15 @@ void ScheduleStream::each_op(const std::function<void(const Op&)>& visit) const 
         for (const Op& op : held_->ops) visit(op);
         return;
     }
+    repeat_items(held_->ops, op_start_, repeat_, per_step_ops(), steps_, move_op,
+                 [&](const Op& op, int64_t, int) { visit(op); });
+}
+
+void ScheduleStream::each_op_from(const std::function<void(const Op&, int64_t, int)>& visit) const {
+    if (!repeats_) {
+        for (size_t i = 0; i < held_->ops.size(); ++i) visit(held_->ops[i], static_cast<int64_t>(i), 0);
+        return;
+    }
     repeat_items(held_->ops, op_start_, repeat_, per_step_ops(), steps_, move_op, visit);
 }
 
@@ -174,7 +183,8 @@ void ScheduleStream::each_host_event(const std::function<void(const HostEvent&)>
         for (const HostEvent& e : held_->host) visit(e);
         return;
     }
-    repeat_items(held_->host, host_start_, repeat_, per_step_ops(), steps_, move_event, visit);
+    repeat_items(held_->host, host_start_, repeat_, per_step_ops(), steps_, move_event,
+                 [&](const HostEvent& e, int64_t, int) { visit(e); });
 }
 
 ScheduleStream::Count ScheduleStream::count() const {

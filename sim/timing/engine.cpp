@@ -129,6 +129,7 @@ struct Run {
         int64_t after_op;   // a free takes effect once this op has finished (-1: at t_s)
     };
     std::vector<ResidentChange> resident_changes;
+    std::map<int, double> stall_by_step;   // the host's stalls on the gathered budget, by the step of the op it issued
     std::vector<bool> issued;
     simgrid::s4u::MutexPtr mutex;
     simgrid::s4u::ConditionVariablePtr cv;
@@ -314,7 +315,7 @@ struct Run {
         h.pending_free.erase(keep, h.pending_free.end());
     }
 
-    void allocate_gathered(HostLedger& h, int64_t bytes) {
+    void allocate_gathered(HostLedger& h, int64_t bytes, int step) {
         const double asked = host_now();
         std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
         cv->wait(lock, [&] {
@@ -322,6 +323,7 @@ struct Run {
             return h.resident + bytes <= budget || h.pending_free.empty();
         });
         pred.allocator_stall_s += host_now() - asked;
+        stall_by_step[step] += host_now() - asked;
         h.resident += bytes;
         pred.resident_peak_bytes = std::max(pred.resident_peak_bytes, h.resident);
         resident_changes.push_back({host_now(), bytes, -1});
@@ -366,7 +368,7 @@ struct Run {
         int64_t gathered = 0;
         if (gathers_for_use(op))
             for (int p : op.params) gathered += s.params[static_cast<size_t>(p)].numel;
-        if (gathered > 0) allocate_gathered(h, gathered * h.width);
+        if (gathered > 0) allocate_gathered(h, gathered * h.width, op.step);
         if (queue_of(op.stream) == Queue::Default) h.last_default = static_cast<int64_t>(i);
         {
             std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
@@ -469,6 +471,7 @@ struct Run {
             // A step runs from the end of the previous one (the host issues it right away).
             st.start_s = std::min(st.start_s, prev_end);
             st.exposed_comm_s = std::max(0.0, st.step_s() - st.compute_s);
+            if (auto stall = stall_by_step.find(k); stall != stall_by_step.end()) st.allocator_stall_s = stall->second;
             prev_end = st.end_s;
             pred.steps.push_back(st);
         }

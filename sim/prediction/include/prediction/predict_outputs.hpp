@@ -11,6 +11,7 @@
 #include "analysis/memory_report.hpp"
 #include "formats/nccl_tests.hpp"
 #include "prediction/stage_time.hpp"
+#include "prediction/timed_stream.hpp"
 #include "timing/engine.hpp"
 #include "schedule/ir.hpp"
 #include "timing/topology.hpp"
@@ -28,6 +29,10 @@ struct PredictReport {
     // A 3D layout: each stage's memory and fit (analysis/memory_report.hpp layout_fit), printed in
     // place of the one fit line.
     const std::vector<StageFit>* stage_fits = nullptr;
+    // A long run timed by period (prediction/timed_stream.hpp): the deepspeed and CSV writers take
+    // its ops from here, op by op, and `schedule` is its template; `logged` and `overlapped` are
+    // its run figures (steps and totals, no ops).
+    const TimedStream* timed = nullptr;
 };
 
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary);

@@ -57,6 +57,15 @@ class ScheduleStream {
     // Stage 3's host events in host order, their op ids as each_op numbers them.
     void each_host_event(const std::function<void(const HostEvent&)>& visit) const;
 
+    // What the stream is built from, for a reader that works on the template and extends it (as
+    // predict times the template and repeats its timing: prediction/timed_stream.hpp).
+    const Schedule& held() const { return *held_; }
+    int repeat_step() const { return repeat_; }   // 0 where the stream does not repeat
+    // Where template step k's ops begin in held().ops (k = 0 .. kTemplateSteps; the last: the end).
+    int64_t template_step_start(int k) const { return op_start_[static_cast<size_t>(k)]; }
+    // each_op, with where each op comes from: its index in held().ops and the steps it was moved by.
+    void each_op_from(const std::function<void(const Op&, int64_t template_op, int moved_steps)>& visit) const;
+
   private:
     std::shared_ptr<Schedule> owned_;
     const Schedule* held_ = nullptr;     // the template, or the whole schedule

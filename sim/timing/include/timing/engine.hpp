@@ -49,6 +49,7 @@ struct StepTiming {
     // bytes gathered ahead: gathers finished whose module's compute has not started.
     int64_t gathered_peak_bytes = -1;
     int64_t gathered_ahead_peak_bytes = -1;
+    double allocator_stall_s = 0;   // of Prediction::allocator_stall_s, the host's stalls issuing this step's ops
     double step_s() const { return end_s - start_s; }
 };
 
