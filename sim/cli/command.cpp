@@ -58,6 +58,39 @@ Status check_command_outputs(const std::vector<OutputPath>& outputs, const std::
     return check_outputs("zerosim", outputs, inputs);
 }
 
+void add_trainer_flags(CLI::App* sub, TrainerArgs& t) {
+    const std::string g = "Hugging Face Trainer (fills the config's \"auto\" values as the Trainer does)";
+    auto integer = [&](const char* names, std::optional<int64_t>& v, const char* what) {
+        sub->add_option_function<int64_t>(names, [&v](const int64_t& x) { v = x; }, what)->check(integer_in(1))->group(g);
+    };
+    auto number = [&](const char* names, std::optional<double>& v, const char* what) {
+        sub->add_option_function<double>(names, [&v](const double& x) { v = x; }, what)->check(CLI::Range(0.0, 1e30))->group(g);
+    };
+    integer("--per_device_train_batch_size,--per-device-train-batch-size", t.per_device_train_batch_size,
+            "train_micro_batch_size_per_gpu");
+    integer("--gradient_accumulation_steps,--gradient-accumulation-steps", t.gradient_accumulation_steps,
+            "gradient_accumulation_steps");
+    sub->add_flag("--fp16", t.fp16, "fp16.enabled true (bf16.enabled false)")->group(g);
+    sub->add_flag("--bf16", t.bf16, "bf16.enabled true (fp16.enabled false)")->group(g);
+    number("--learning_rate,--learning-rate", t.learning_rate, "optimizer.params.lr, scheduler.params.warmup_max_lr (default 5e-5)");
+    number("--max_grad_norm,--max-grad-norm", t.max_grad_norm, "gradient_clipping (default 1.0)");
+    number("--weight_decay,--weight-decay", t.weight_decay, "optimizer.params.weight_decay (default 0)");
+    number("--adam_beta1,--adam-beta1", t.adam_beta1, "optimizer.params.betas[0] (default 0.9)");
+    number("--adam_beta2,--adam-beta2", t.adam_beta2, "optimizer.params.betas[1] (default 0.999)");
+    number("--adam_epsilon,--adam-epsilon", t.adam_epsilon, "optimizer.params.eps (default 1e-8)");
+    integer("--warmup_steps,--warmup-steps", t.warmup_steps, "scheduler.params.warmup_num_steps (default 0)");
+    integer("--max_steps,--max-steps", t.max_steps, "scheduler.params.total_num_steps");
+}
+
+Result<DsConfig> load_trainer_ds_config(const std::string& path, Release release, const TrainerArgs& t, const Model& model) {
+    std::vector<std::string> notes;
+    auto doc = read_trainer_ds_config_document(path, t, model.hidden_size, notes);
+    if (!doc) return doc.error();
+    for (const auto& n : notes) std::cerr << "zerosim: note: " << printable(path, 512) << ": " << printable(n) << "\n";
+    if (!t.any_given() && notes.empty() && !has_auto_value(doc.value())) return load_ds_config(path, release);
+    return parse_ds_config(path, doc->dump(), release);
+}
+
 void add_model_and_config(CLI::App* sub, ScheduleArgs& a) {
     // Required unless --neox-config (or a subcommand's --schedule) stands for them: load_inputs checks.
     auto* ds = sub->add_option("--ds-config", a.ds_config, "DeepSpeed config JSON, as passed to deepspeed.initialize");
@@ -72,6 +105,7 @@ void add_model_and_config(CLI::App* sub, ScheduleArgs& a) {
                     "With --neox-config: the tokenizer's vocabulary size (the YAML names only the tokenizer), padded as "
                     "GPT-NeoX pads it")
         ->check(integer_in(1, int64_t{1} << 32));
+    add_trainer_flags(sub, a.trainer);
 }
 
 void add_schedule_inputs(CLI::App* sub, ScheduleArgs& a, bool world_required) {
@@ -274,12 +308,12 @@ static Status load_config_and_model(const ScheduleArgs& a, Release release, std:
     if (a.vocab_size > 0) return Error{"", "--vocab-size", "goes with --neox-config (a model file gives its own vocabulary)"};
     for (const auto& [flag, value] : {std::pair{"--ds-config", &a.ds_config}, std::pair{"--model", &a.model}})
         if (value->empty()) return Error{"", flag, "required (or --neox-config FILE.yml, a GPT-NeoX config)"};
-    auto c = load_ds_config(a.ds_config, release);
-    if (!c) return c.error();
-    cfg = std::move(c).value();
-    auto m = load_model(a.model);
+    auto m = load_model(a.model);   // first: its hidden size fills a Trainer config's buckets
     if (!m) return m.error();
     model = std::move(m).value();
+    auto c = load_trainer_ds_config(a.ds_config, release, a.trainer, *model);
+    if (!c) return c.error();
+    cfg = std::move(c).value();
     return std::nullopt;
 }
 
@@ -383,7 +417,10 @@ static const char* const kScheduleBuildingFlags[] = {"--ds-config", "--model",  
                                                      "--max-ops",   "--max-memory",     "--gpus-per-node",
                                                      "--pp",        "--tp",             "--sp",        "--ep",
                                                      "--pp-partition", "--rank", "--neox-config", "--vocab-size",
-                                                     "--activation-checkpointing"};
+                                                     "--activation-checkpointing", "--per_device_train_batch_size",
+                                                     "--gradient_accumulation_steps", "--fp16", "--bf16", "--learning_rate",
+                                                     "--max_grad_norm", "--weight_decay", "--adam_beta1", "--adam_beta2",
+                                                     "--adam_epsilon", "--warmup_steps", "--max_steps"};
 
 void add_saved_schedule(CLI::App* sub, ScheduleArgs& a) {
     sub->add_option("--schedule", a.schedule,

@@ -15,6 +15,7 @@
 #include "core/output.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
+#include "inputs/trainer_auto.hpp"
 #include "prediction/what_if_compare.hpp"
 #include "schedule/bounds.hpp"
 #include "schedule/ir.hpp"
@@ -89,10 +90,17 @@ struct ScheduleArgs {
     // predict's writers that take a long run by period (prediction/timed_stream.hpp): load_inputs
     // builds only its template where the schedule repeats (Inputs::stream).
     bool by_period = false;
+    TrainerArgs trainer;   // the Hugging Face Trainer's flags that fill a config's "auto" values
 };
 // --pp, --tp, --sp, --ep, --pp-partition and --rank.
 void add_layout_flags(CLI::App* sub, ScheduleArgs& a);
-// --ds-config and --model, or --neox-config FILE.yml ... with --vocab-size.
+// The Hugging Face Trainer's arguments, by their own names (and dashed), that fill a config's
+// "auto" values as the Trainer fills them (inputs/trainer_auto.hpp).
+void add_trainer_flags(CLI::App* sub, TrainerArgs& t);
+// --ds-config as the Trainer hands it to DeepSpeed (read_trainer_ds_config_document): its notes on
+// stderr, then parsed; a config with no "auto" and no Trainer flag is read as before.
+Result<DsConfig> load_trainer_ds_config(const std::string& path, Release release, const TrainerArgs& t, const Model& model);
+// --ds-config and --model (with the Trainer's flags), or --neox-config FILE.yml ... with --vocab-size.
 void add_model_and_config(CLI::App* sub, ScheduleArgs& a);
 // The refusal of a subcommand that does not model a 3D layout yet (the flags' and the config's), or nullopt.
 Status refuse_layout(const ParallelLayout& L);

@@ -54,12 +54,12 @@ int run_memory(const MemoryArgs& a) {
         if (value->empty()) return input_error(Error{"", flag, "required"});
     auto release = resolve_release(a.sched.deepspeed);
     if (!release) return input_error(release.error());
-    auto cfg = load_ds_config(a.sched.ds_config, release.value());
+    auto model = load_model(a.sched.model);   // first: its hidden size fills a Trainer config's buckets
+    if (!model) return input_error(model.error());
+    auto cfg = load_trainer_ds_config(a.sched.ds_config, release.value(), a.sched.trainer, model.value());
     if (!cfg) return input_error(cfg.error());
     warn_ds_config("zerosim", cfg.value());
     if (refuse_layout(a.sched, cfg.value())) return run_layout_memory(a);
-    auto model = load_model(a.sched.model);
-    if (!model) return input_error(model.error());
     auto stages = parse_stage_list(a.stages);
     if (!stages) return input_error(stages.error());
     if (stages->empty()) return input_error(Error{"", "--stages", "expected stages such as 0,1,2,3"});

@@ -15,7 +15,10 @@ namespace {
 Result<ScheduleSources> schedule_sources(const ScheduleArgs& a, const Json& neox_ds_config, const Json& neox_model) {
     if (!a.neox_config.empty())   // the DeepSpeed config GPT-NeoX builds and the model as a parameter list
         return ScheduleSources{neox_ds_config, neox_model};
-    auto cfg = read_ds_config_document(a.ds_config);
+    auto m = load_model(a.model);
+    if (!m) return m.error();
+    std::vector<std::string> notes;   // printed once, when the config was loaded
+    auto cfg = read_trainer_ds_config_document(a.ds_config, a.trainer, m->hidden_size, notes);   // "auto" filled
     if (!cfg) return cfg.error();
     auto model = read_json_file(a.model);
     if (!model) return model.error();

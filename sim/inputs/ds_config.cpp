@@ -19,8 +19,8 @@ namespace {
 // Which Hugging Face Trainer argument fills an "auto" value, so the error can say what to set.
 const std::map<std::string, std::string>& auto_sources() {
     static const std::map<std::string, std::string> m = {
-        {"train_micro_batch_size_per_gpu", "--per_device_train_batch_size (zerosim: --micro-batch)"},
-        {"gradient_accumulation_steps", "--gradient_accumulation_steps (zerosim: --grad-accum)"},
+        {"train_micro_batch_size_per_gpu", "--per_device_train_batch_size"},
+        {"gradient_accumulation_steps", "--gradient_accumulation_steps"},
         {"train_batch_size", "world size x --per_device_train_batch_size x --gradient_accumulation_steps"},
         {"gradient_clipping", "--max_grad_norm"},
         {"fp16.enabled", "--fp16 (or --fp16_full_eval)"},
@@ -37,7 +37,8 @@ void reject_auto(const JsonField& f) {
         auto it = auto_sources().find(f.path());
         std::string from = it == auto_sources().end() ? "the Hugging Face Trainer" : it->second;
         f.fail_here("is \"auto\", which the Hugging Face Trainer fills in from " + from +
-                    "; zerosim reads the config as DeepSpeed would see it, so write the number (or true/false) here");
+                    "; schedule, predict, explain, memory and report take the Trainer's flags and fill it as the Trainer "
+                    "does (inputs/trainer_auto.hpp); elsewhere write the number (or true/false) here");
     }
 }
 

@@ -344,6 +344,11 @@ Result<Model> model_from_hf_config_json(const std::string& file, const std::stri
         if (b.m.name.empty()) b.m.name = type;
         b.m.gradient_checkpointing = c.flag_or("gradient_checkpointing", false);   // analysis/fit.hpp's activations
         hf::build_family(c, b, type);
+        for (const char* key : {"hidden_size", "n_embd", "n_embed"})   // GPT2Config, GPTBigCodeConfig, BloomConfig aliases
+            if (root.has(key) && root.at(key).raw().is_number_integer()) {
+                b.m.hidden_size = root.at(key).as_integer_in(1, 1 << 24);
+                break;
+            }
         if (auto err = finish_hf_model(b)) return *err;
         mark_hf_tensor_splits(b.m, type);
         return std::move(b.m);

@@ -154,6 +154,10 @@ struct Model {
     // Hugging Face models: attention heads and key/value heads (tensor parallelism splits both); 0 = unknown.
     int64_t attention_heads = 0;
     int64_t kv_heads = 0;
+    // Hugging Face models: model.config.hidden_size as transformers reads it (GPT-2's and BigCode's
+    // n_embd, BLOOM's n_embed through their configs' aliases), which sizes a Trainer config's "auto"
+    // buckets (inputs/trainer_auto.hpp); 0 = none.
+    int64_t hidden_size = 0;
     // Whether DeepSpeed's comms logger sees the tensor-parallel layers' collectives: yes when the
     // model calls deepspeed.comm (the reference runs, DeepSpeed's AutoTP), no for GPT-NeoX, whose
     // mpu calls torch.distributed directly. Either way they are on the wire and in the schedule.
