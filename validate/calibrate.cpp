@@ -363,6 +363,10 @@ Result<std::vector<Measurement>> read_calibration_table(const std::string& file,
         auto named = collective_named(op_name);
         if (!named) return Error{"", "--op", "unknown collective '" + op_name + "'"};
         op = *named;
+    } else if (const std::string named = bench_table_collective(text->substr(0, 4000)); !named.empty()) {
+        auto kind = collective_named(named);   // the table's own head says which
+        if (!kind) return Error{file, "", "the table's head names an unknown collective '" + printable(named, 64) + "'"};
+        op = *kind;
     } else if (!guess_collective(text->substr(0, 4000), op) && !guess_collective(file, op)) {
         return Error{file, "--op", "cannot tell which collective this table measured; pass --op"};
     }

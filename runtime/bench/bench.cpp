@@ -213,7 +213,8 @@ void print_bench_header(std::ostream& out, Backend& be, const BenchOptions& opt,
                   static_cast<long long>(opt.min_bytes), static_cast<long long>(opt.max_bytes),
                   static_cast<long long>(opt.factor), warmups, opt.iters, opt.check ? 1 : 0);
     out << line;
-    out << "# zerorun bench: backend " << be.name() << ", " << be.world() << " ranks, host memory";
+    // The collective first: calibrate reads it from here (formats/nccl_tests.hpp bench_table_collective).
+    out << "# zerorun bench: " << opt.op << ", backend " << be.name() << ", " << be.world() << " ranks, host memory";
     if (opt.fenced) {
         out << "; fenced calls (a barrier before each; time = shortest over ranks, "
             << (opt.median_of_calls ? "median" : "mean") << " over calls)";

@@ -178,6 +178,21 @@ std::vector<nlohmann::json> parse_rank_lines(const std::string& all) {
 
 }  // namespace
 
+// The run's last line when every result checked out: what was checked (each collective's result
+// against the reference its handler computes), so that success is said, not only "wrong": 0 in the
+// JSON log.
+static void write_checked_line(std::ostream& err, const std::vector<nlohmann::json>& ranks) {
+    int64_t elements = 0, ops = 0;
+    for (const auto& r : ranks)
+        for (const auto& o : r.at("ops")) {
+            const int64_t n = o.at("checked").get<int64_t>();
+            elements += n;
+            ops += n > 0 ? 1 : 0;
+        }
+    err << "zerorun: results checked: " << elements << " elements of " << ops << " op results on " << ranks.size()
+        << (ranks.size() == 1 ? " rank" : " ranks") << ", every one as expected\n";
+}
+
 int run_zero(Backend& be, const RunArgs& a) {
     if (a.steps < 1) return input_error(be, {"", "--steps", "expected at least 1 step"});
     auto opt = exec_options(a);
@@ -242,6 +257,10 @@ int run_zero(Backend& be, const RunArgs& a) {
     }
     if (!a.quiet && !write_rc) write_memory_report(std::cout, s, ranks);
     if (wrong) std::cerr << "zerorun: error: " << wrong << " result elements failed their check (see the JSON log)\n";
+    else if (!a.quiet && !write_rc) {
+        std::cout.flush();   // after the memory report, as the last line
+        write_checked_line(std::cerr, ranks);
+    }
     int out_rc = write_rc ? 0 : zerosim::check_standard_output("zerorun");   // one line per failure
     return wrong ? zerosim::kExitFailed : write_rc ? write_rc : rank_log_rc ? rank_log_rc : out_rc;
 }

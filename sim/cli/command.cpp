@@ -64,7 +64,7 @@ void add_trainer_flags(CLI::App* sub, TrainerArgs& t) {
         sub->add_option_function<int64_t>(names, [&v](const int64_t& x) { v = x; }, what)->check(integer_in(1))->group(g);
     };
     auto number = [&](const char* names, std::optional<double>& v, const char* what) {
-        sub->add_option_function<double>(names, [&v](const double& x) { v = x; }, what)->check(CLI::Range(0.0, 1e30))->group(g);
+        sub->add_option_function<double>(names, [&v](const double& x) { v = x; }, what)->check(finite_at_least(0))->group(g);
     };
     integer("--per_device_train_batch_size,--per-device-train-batch-size", t.per_device_train_batch_size,
             "train_micro_batch_size_per_gpu");

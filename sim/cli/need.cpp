@@ -28,6 +28,7 @@ struct NeedArgs {
     double tolerance = 0.01;
     std::string pp, tp, sp, ep;   // --solve layout's candidates (comma lists)
     bool activation_checkpointing = false;
+    TrainerArgs trainer;   // a Trainer config's "auto" values (inputs/trainer_auto.hpp)
 };
 
 // --solve layout's candidate lists: the flags', else 1,2,4,8 pipeline stages and tensor ranks up to a node.
@@ -91,7 +92,9 @@ int run_need(const NeedArgs& a) {
                                                "data parallelism alone"});
     auto release = resolve_release(a.deepspeed);
     if (!release) return input_error(release.error());
-    auto cfg = load_ds_config(a.ds_config, release.value());
+    auto model = load_model(a.model);   // first: its hidden size fills a Trainer config's buckets
+    if (!model) return input_error(model.error());
+    auto cfg = load_trainer_ds_config(a.ds_config, release.value(), a.trainer, model.value());
     if (!cfg) return input_error(cfg.error());
     warn_ds_config("zerosim", cfg.value());
     // The other solves predict data parallelism alone: a config that asks for tensor or sequence
@@ -100,8 +103,6 @@ int run_need(const NeedArgs& a) {
         return input_error(Error{a.ds_config, cfg->autotp_size > 1 ? "tensor_parallel.autotp_size" : "sequence_parallel_size",
                                  "--solve " + a.solve + " predicts data parallelism alone; --solve layout takes tensor and "
                                  "sequence parallelism (--tp, --sp)"});
-    auto model = load_model(a.model);
-    if (!model) return input_error(model.error());
     auto topo = load_topology(a.topology);
     if (!topo) return input_error(topo.error());
     if (auto e = apply_nccl_flag(a.nccl, topo.value())) return input_error(*e);
@@ -172,6 +173,7 @@ Command add_need(CLI::App& app) {
     add_activation_checkpointing(sub, a->activation_checkpointing);
     add_deepspeed_flag(sub, a->deepspeed);
     add_nccl_flag(sub, a->nccl);
+    add_trainer_flags(sub, a->trainer);
     return {sub, [a] {
                 if (a->solve == "nodes" && a->nodes > 0)
                     return input_error(Error{"", "--nodes", "--solve nodes searches the node count; leave --nodes out"});

@@ -303,4 +303,15 @@ Result<std::vector<NcclTestsTable>> read_nccl_tests(const std::string& path) {
     return tables;
 }
 
+std::string bench_table_collective(const std::string& text) {
+    for (const char* head : {"# zerorun bench: ", "# zerosim bench: predicted "}) {
+        const size_t at = text.find(head);
+        if (at == std::string::npos || (at > 0 && text[at - 1] != '\n')) continue;
+        const size_t from = at + std::string(head).size();
+        const size_t end = text.find_first_of(", (\n", from);
+        return text.substr(from, end == std::string::npos ? std::string::npos : end - from);
+    }
+    return "";
+}
+
 }  // namespace zerosim

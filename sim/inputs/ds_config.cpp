@@ -37,7 +37,7 @@ void reject_auto(const JsonField& f) {
         auto it = auto_sources().find(f.path());
         std::string from = it == auto_sources().end() ? "the Hugging Face Trainer" : it->second;
         f.fail_here("is \"auto\", which the Hugging Face Trainer fills in from " + from +
-                    "; schedule, predict, explain, memory and report take the Trainer's flags and fill it as the Trainer "
+                    "; schedule, predict, explain, memory, report and need take the Trainer's flags and fill it as the Trainer "
                     "does (inputs/trainer_auto.hpp); elsewhere write the number (or true/false) here");
     }
 }

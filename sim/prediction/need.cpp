@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "prediction/gathered_budget.hpp"
 #include "schedule/schedule.hpp"
@@ -118,6 +119,38 @@ Result<NeedPoint> need_evaluate(const NeedProblem& p, double x) {
 
 namespace {
 
+// A node count the batch allows, the nearest to x strictly between a and b (in either order);
+// nullopt where there is none. Without allowed_nodes, x rounded as before.
+std::optional<double> allowed_between(const NeedAnswer& a, double x, double g, double b) {
+    const double lo = std::min(g, b), hi = std::max(g, b);
+    if (a.allowed_nodes.empty()) {
+        double m = std::round(x);
+        if (m == g || m == b) m = std::floor((g + b) / 2);
+        return m > lo && m < hi ? std::optional<double>(m) : std::nullopt;
+    }
+    std::optional<double> best;
+    for (double n : a.allowed_nodes)
+        if (n > lo && n < hi && (!best || std::fabs(n - x) < std::fabs(*best - x))) best = n;
+    return best;
+}
+
+// --solve nodes under a config that fixes train_batch_size: the range narrowed to the node counts
+// whose world the batch allows (world x micro batch x accumulation = train_batch_size), else an
+// error naming the batch and the range.
+Status need_allowed_nodes(const NeedProblem& p, NeedAnswer& a) {
+    if (p.quantity != NeedQuantity::Nodes || !p.cfg.train_batch) return std::nullopt;
+    for (double n = a.lo; n <= a.hi; ++n)
+        if (resolve_batch(p.cfg, static_cast<int64_t>(n) * p.topology.gpus_per_node).ok()) a.allowed_nodes.push_back(n);
+    if (a.allowed_nodes.empty())
+        return Error{p.cfg.source, "train_batch_size",
+                     std::to_string(*p.cfg.train_batch) + " is divisible by no world of " + std::to_string(static_cast<int64_t>(a.lo)) +
+                         ".." + std::to_string(static_cast<int64_t>(a.hi)) + " nodes x " + std::to_string(p.topology.gpus_per_node) +
+                         " GPUs (with its micro batch and accumulation); widen --range or change the batch"};
+    a.lo = a.allowed_nodes.front();
+    a.hi = a.allowed_nodes.back();
+    return std::nullopt;
+}
+
 // One more prediction of the search, counted in the answer.
 Result<NeedPoint> need_evaluate_counted(const NeedProblem& p, NeedAnswer& a, double x) {
     ++a.predictions;
@@ -157,9 +190,9 @@ Status need_find_answer(const NeedProblem& p, NeedAnswer& a, const NeedPoint& at
         if (exact(p.quantity) ? std::fabs(g - b) <= 1 : std::max(g, b) / std::min(g, b) <= 1 + p.tolerance) break;
         double mid = std::sqrt(g * b);
         if (integral(p.quantity)) {
-            mid = std::round(mid);
-            if (mid == g || mid == b) mid = std::floor((g + b) / 2);
-            if (mid == g || mid == b) break;
+            const auto m = allowed_between(a, mid, g, b);
+            if (!m) break;
+            mid = *m;
         }
         auto m = need_evaluate_counted(p, a, mid);
         if (!m) return m.error();
@@ -176,6 +209,11 @@ Status need_fill_curve(const NeedProblem& p, NeedAnswer& a, const NeedPoint& at_
     for (double f : {0.25, 0.5, 2.0, 4.0}) {
         double x = a.answer * f;
         if (integral(p.quantity)) x = std::round(x);
+        if (!a.allowed_nodes.empty()) {   // the nearest count the batch allows
+            const auto m = allowed_between(a, x, a.lo, a.hi);
+            if (!m) continue;
+            x = *m;
+        }
         if (x > a.lo && x < a.hi) xs.push_back(x);
     }
     std::sort(xs.begin(), xs.end());
@@ -214,6 +252,8 @@ Result<NeedAnswer> solve_need(const NeedProblem& p) {
     if (a.lo <= 0 && a.hi <= 0) need_default_range(p.quantity, a.lo, a.hi);
     if (!(a.lo > 0 && a.hi > a.lo)) return Error{"", "--range", "expected LO:HI with 0 < LO < HI"};
     if (integral(p.quantity)) a.lo = std::ceil(a.lo), a.hi = std::floor(a.hi);
+    if (auto e = need_allowed_nodes(p, a)) return *e;
+    if (!(a.hi > a.lo)) return Error{p.cfg.source, "train_batch_size", "allows one node count in the range only: " + std::to_string(static_cast<int64_t>(a.lo)) + " nodes; widen --range"};
     auto at_lo = need_evaluate_counted(p, a, a.lo);
     if (!at_lo) return at_lo.error();
     auto at_hi = need_evaluate_counted(p, a, a.hi);
@@ -254,7 +294,10 @@ void write_need_text(std::ostream& out, const NeedProblem& p, const NeedAnswer& 
                   a.at.step_ms, a.at.exposed_ms, a.at.exposed_percent(), a.at.binding.empty() ? "none" : a.at.binding.c_str(),
                   a.at.binding_exposed_ms);
     out << line;
-    if (p.quantity == NeedQuantity::Nodes)
+    if (p.quantity == NeedQuantity::Nodes && !a.allowed_nodes.empty())
+        out << "  search: bisection over the " << a.allowed_nodes.size() << " node counts in " << a.lo << ".." << a.hi
+            << " whose world train_batch_size " << *p.cfg.train_batch << " allows, exact; " << a.predictions << " predictions\n";
+    else if (p.quantity == NeedQuantity::Nodes)
         out << "  search: bisection over " << a.lo << ".." << a.hi << " nodes, exact; " << a.predictions << " predictions\n";
     else
         out << "  search: geometric bisection over " << fmt(a.lo) << ".." << fmt(a.hi) << ", to within "

@@ -4,9 +4,14 @@
 // calibrate's table reading and topology writer.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include <sstream>
 
 #include "analysis/memory_report.hpp"
+#include "core/input_file.hpp"
+#include "formats/nccl_tests.hpp"
 #include "formats/zerorun_log.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
@@ -231,6 +236,27 @@ TEST(CalibrationTable, ColumnAsDeepSpeedCallsTheCollective) {
     auto out_of_place = read_calibration_table(file, "", "out-of-place", 8);
     EXPECT_DOUBLE_EQ(out_of_place->front().time_us, 40.12);
     EXPECT_EQ(read_calibration_table(file, "all_to_all", "in-place", 8).error().field, "--op");
+}
+
+// A bench table's head names its collective, and calibrate takes it from there before any guess:
+// the A100 all_reduce table's rows under a zerorun head that says all_gather, in a file whose name
+// says allreduce, are all_gather rows.
+TEST(CalibrationTable, TheBenchHeadNamesTheCollective) {
+    EXPECT_EQ(bench_table_collective("# nThread 1\n# zerorun bench: all_gather, backend mpi, 8 ranks, host memory\n"), "all_gather");
+    EXPECT_EQ(bench_table_collective("# zerosim bench: predicted reduce_scatter (dgx-h100, 16 ranks)\n"), "reduce_scatter");
+    EXPECT_EQ(bench_table_collective("#  all_reduce_perf run, see # zerorun bench: all_gather\n"), "");   // not a head line
+    auto text = read_text_file(test::reference("nccl-tests/a100-8gpu-allreduce.txt"), "table");
+    ASSERT_TRUE(text.ok());
+    const std::string file = testing::TempDir() + "zerosim-allreduce-named-all_gather.txt";
+    {
+        std::ofstream out(file);
+        out << "# zerorun bench: all_gather, backend mpi, 8 ranks, host memory\n" << text.value();
+    }
+    auto rows = read_calibration_table(file, "", "out-of-place", 8);
+    ASSERT_TRUE(rows.ok()) << rows.error().what();
+    ASSERT_FALSE(rows->empty());
+    EXPECT_EQ(rows->front().op, OpKind::AllGather);
+    std::remove(file.c_str());
 }
 
 TEST(CalibrationTable, TheCalibratedTopologyIsTheInputPlusItsBlock) {

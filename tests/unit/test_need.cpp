@@ -88,5 +88,35 @@ TEST(Need, NodesAreExact) {
     EXPECT_EQ(ans->answer, 8);
 }
 
+// A config that fixes train_batch_size allows only the worlds that divide it: with 24 samples of
+// micro batch 1 on one-GPU nodes, 2, 3, 4, 6, 8, 12 and 24 nodes (the divisors of 24, worked out
+// by hand; from 2 nodes up, where the network starts). The search probes those alone (it died on the first count that does not divide the
+// batch). More nodes mean fewer accumulation steps (24 / world micro batches per rank), so the step
+// shrinks: a target set between the 8- and 12-node steps is met from 12 nodes on, with no allowed
+// count between them.
+TEST(Need, NodesUnderAFixedBatchProbeOnlyTheWorldsItAllows) {
+    NeedProblem p = one_weight_problem();
+    p.cfg = test::ds(R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+                         "zero_optimization": {"stage": 2}})");
+    p.quantity = NeedQuantity::Nodes;
+    p.target = NeedTarget::StepMs;
+    p.lo = 2, p.hi = 30;
+    auto at8 = need_evaluate(p, 8), at12 = need_evaluate(p, 12);
+    ASSERT_TRUE(at8.ok() && at12.ok());
+    ASSERT_GT(at8->step_ms, at12->step_ms);
+    p.target_value = (at8->step_ms + at12->step_ms) / 2;
+    auto ans = solve_need(p);
+    ASSERT_TRUE(ans.ok()) << ans.error().what();
+    EXPECT_EQ(ans->allowed_nodes, (std::vector<double>{2, 3, 4, 6, 8, 12, 24}));
+    EXPECT_TRUE(ans->met_above);
+    EXPECT_EQ(ans->answer, 12);
+    for (const NeedPoint& c : ans->curve) EXPECT_EQ(24 % c.world, 0) << c.world << " ranks";
+    // A range with no allowed count is one error naming the batch.
+    p.lo = 13, p.hi = 23;
+    auto none = solve_need(p);
+    ASSERT_FALSE(none.ok());
+    EXPECT_EQ(none.error().field, "train_batch_size");
+}
+
 }  // namespace
 }  // namespace zerosim

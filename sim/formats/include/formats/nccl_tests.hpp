@@ -78,6 +78,10 @@ std::vector<NcclTestsTable> parse_nccl_tests(const std::string& text);
 Status nccl_tests_checks_passed(const std::vector<NcclTestsTable>& tables, const std::string& name);
 // Strips launcher prefixes such as "0: " and "[1,0]<stdout>:".
 std::string strip_launcher_prefix(const std::string& line);
+// The collective a bench table names in its head: zerorun bench's "# zerorun bench: all_gather,
+// backend ..." and zerosim bench's "# zerosim bench: predicted all_gather (...)"; "" where the head
+// names none (nccl-tests' own tables name it only in the binary's name).
+std::string bench_table_collective(const std::string& text);
 Result<std::vector<NcclTestsTable>> read_nccl_tests(const std::string& path);
 
 }  // namespace zerosim

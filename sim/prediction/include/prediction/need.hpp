@@ -67,6 +67,10 @@ struct NeedAnswer {
     bool monotone = true;          // the curve's metric never turns back
     int predictions = 0;
     double lo = 0, hi = 0;
+    // Nodes under a config that fixes train_batch_size: the node counts in the range whose world
+    // the batch allows (inputs/ds_config.hpp resolve_batch), which the search probes alone; empty:
+    // every count.
+    std::vector<double> allowed_nodes;
 };
 
 // The quantity's name, unit and default range; "inter-node-bandwidth" etc. on the command line.
