@@ -36,7 +36,7 @@ void build_falcon(const HfConfig& c, HfBuilder& b) {
                                                 : std::vector<std::string>{"input_layernorm"};
     b.m.attention_heads = nh;
     b.m.kv_heads = kv;
-    b.m.default_seq_len = std::min<int64_t>(c.count_or("max_position_embeddings", 2048), 4096);
+    b.m.default_seq_len = c.count_or("max_position_embeddings", 2048);
     b.enter("transformer");
     b.param("transformer.word_embeddings.weight", {V, H});
     b.call("transformer.word_embeddings");
@@ -120,7 +120,7 @@ void build_opt(const HfConfig& c, HfBuilder& b) {
     const bool final_norm = c.flag_or("do_layer_norm_before", true) && !c.flag_or("_remove_final_layer_norm", false) &&
                             c.flag_or("layer_norm_elementwise_affine", true);
     b.m.attention_heads = b.m.kv_heads = nh;
-    b.m.default_seq_len = std::min<int64_t>(P, 4096);
+    b.m.default_seq_len = P;
     b.enter("model");
     b.enter("model.decoder");
     b.param("model.decoder.embed_tokens.weight", {V, E});
@@ -152,7 +152,7 @@ void build_bloom(const HfConfig& c, HfBuilder& b) {
     const int64_t L = c.count_either("n_layer", "num_hidden_layers", 2), nh = c.count_either("n_head", "num_attention_heads", 8);
     c.divisible(H, c.root.has("n_embed") ? "n_embed" : "hidden_size", nh, c.root.has("n_head") ? "n_head" : "num_attention_heads");
     b.m.attention_heads = b.m.kv_heads = nh;
-    b.m.default_seq_len = std::min<int64_t>(c.count_or("seq_length", 2048), 4096);
+    b.m.default_seq_len = c.count_or("seq_length", 2048);
     b.enter("transformer");
     b.param("transformer.word_embeddings.weight", {V, H});
     b.norm("transformer.word_embeddings_layernorm", H, true);
@@ -201,7 +201,7 @@ void build_gpt_bigcode(const HfConfig& c, HfBuilder& b) {
     const int64_t hd = E / nh, kv = mq ? 1 : nh;
     b.m.attention_heads = nh;
     b.m.kv_heads = kv;
-    b.m.default_seq_len = std::min<int64_t>(P, 4096);
+    b.m.default_seq_len = P;
     b.enter("transformer");
     b.param("transformer.wte.weight", {V, E});
     b.param("transformer.wpe.weight", {P, E});

@@ -13,7 +13,7 @@
 namespace zerosim::hf {
 
 int64_t default_seq_len(const HfConfig& c, int64_t fallback) {
-    return std::min<int64_t>(c.count_or("max_position_embeddings", fallback), 4096);
+    return c.count_or("max_position_embeddings", fallback);   // the model's own context, uncapped (--seq-len sets another)
 }
 
 void attention_params(HfBuilder& b, const std::string& a, const AttentionSpec& s) {

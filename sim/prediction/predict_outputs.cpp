@@ -34,6 +34,13 @@ void each_timed_op(const PredictReport& r, const std::function<void(const Op&, c
 }  // namespace
 
 void write_step_summary(std::ostream& out, const PredictReport& r, const std::string& prefix) {
+    // What the figures rest on, stated once: the world and its nodes, and the batch, sequence
+    // length and dtype (defaults included: the model's sequence length, the config's batch).
+    const ScheduleMeta& m = r.timed ? r.timed->stream->meta() : r.schedule.meta;   // a long run's, not its template's
+    out << prefix << "world " << (m.layout.is_3d() ? m.layout.world : m.world) << " on " << r.topology.name << " ("
+        << r.topology.nodes << (r.topology.nodes == 1 ? " node x " : " nodes x ") << r.topology.gpus_per_node << " GPUs); micro batch " << m.micro_batch
+        << ", gradient accumulation " << m.grad_accum << ", sequence length " << m.seq_len << ", " << dtype_name(m.model_dtype)
+        << "; " << m.steps << (m.steps == 1 ? " step" : " steps") << "\n";
     out << prefix << "per step (" << timing_mode_name(r.overlapped.mode) << "), milliseconds:\n";
     char line[256];
     std::snprintf(line, sizeof line, "%s%-6s %12s %12s %14s %12s\n", prefix.c_str(), "step", "compute", "comm",
