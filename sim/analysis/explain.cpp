@@ -141,7 +141,6 @@ const std::map<RuleId, std::string>& consequences() {
         {RuleId::Stage12StepGradNorm, "Always sent, even with gradient_clipping 0: the norm is logged and checked."},
         {RuleId::Stage12StepAllgatherPartitions,
          "One per parameter group: every rank needs the updated weights of the whole model for the next forward."},
-        {RuleId::StepOverflowCheck, "fp16 only; bf16 or fp32 training removes it."},
         {RuleId::Stage3Fetch, "Each module gathers its own parameters before it runs unless a prefetch already did."},
         {RuleId::QwzFetch, "Each module gathers its own parameters before it runs unless a prefetch already did."},
         {RuleId::Stage3Prefetch,
@@ -289,6 +288,16 @@ void write_rule_config_keys(std::ostream& out, const DsConfig& cfg, const Rule& 
     }
 }
 
+// The overflow check's sentence for the config's own dtype (the schedule sends it under fp16
+// always, under bf16 where bf16.check_grad_overflow asks: docs/zero-comm.md step.overflow_check).
+std::string overflow_check_sentence(DType dtype) {
+    if (dtype == DType::BF16)
+        return "bf16.check_grad_overflow (its default from DeepSpeed v0.19.3) sends it under bf16; set it false to drop "
+               "it. fp32 training sends none.";
+    return "fp16 training sends it every step (the loss scaler needs it); bf16 without bf16.check_grad_overflow, or "
+           "fp32, sends none.";
+}
+
 void write_rule_section(std::ostream& out, const DsConfig& cfg, const Schedule& s, RuleId rule,
                         const std::vector<const Op*>& ops, int last) {
     const auto& meta = s.meta;
@@ -301,7 +310,10 @@ void write_rule_section(std::ostream& out, const DsConfig& cfg, const Schedule& 
         if (!b.empty()) out << "  Buckets: " << b << ".\n";
     }
     auto c = consequences().find(rule);
-    if (c != consequences().end()) out << "  Changing it: " << c->second << "\n";
+    if (rule == RuleId::StepOverflowCheck)
+        out << "  Changing it: " << overflow_check_sentence(meta.model_dtype) << "\n";
+    else if (c != consequences().end())
+        out << "  Changing it: " << c->second << "\n";
     out << release_notes(rule, meta.release);
     out << "\n";
 }
@@ -353,6 +365,27 @@ void write_stage12_allreduce_question(std::ostream& out, const DsConfig& cfg, co
     }
 }
 
+// What the table shows, said from its own figures: stage 1 reduces once per step (2Ψ all_reduce
+// plus Ψ all_gather of the updated partitions: 1.5x the paper's 2Ψ); stage 2 reduces every micro
+// batch's gradients, so with gradient accumulation A it sends (2A + 1)Ψ, (2A + 1) / 2 times 2Ψ.
+void write_volume_sentences(std::ostream& out, int64_t accumulation, const double ratios[4]) {
+    const double stage2 = (2.0 * static_cast<double>(accumulation) + 1) / 2;
+    char line[700];
+    std::snprintf(line, sizeof line,
+                  "Stage 1 sends %.2fx the paper's 2Ψ here (1.50x expected: DeepSpeed all-reduces every gradient once "
+                  "per step, 2Ψ, then all-gathers the updated partitions, Ψ, where the paper reduce-scatters). Stage 2 "
+                  "sends %.2fx (%.2fx expected: it reduces each of the %lld micro batches' gradients, (2 x %lld + 1)Ψ in "
+                  "all). ",
+                  ratios[1], ratios[2], stage2, static_cast<long long>(accumulation), static_cast<long long>(accumulation));
+    out << line;
+    std::snprintf(line, sizeof line,
+                  "Stage 3 sends %.2fx the paper's 3Ψ on later steps: it gathers in forward and again in backward and "
+                  "reduce-scatters once per micro batch; parameters reused within stage3_max_reuse_distance stay "
+                  "gathered through backward, and persistent parameters are gathered once.\n",
+                  ratios[3]);
+    out << line;
+}
+
 // Volume per stage: the paper against DeepSpeed.
 void write_volume_per_stage(std::ostream& out, const Model& model, const DsConfig& cfg, const ScheduleMeta& meta) {
     out << "## Communication volume per step and rank: the ZeRO paper against DeepSpeed " << meta.release.number() << "\n";
@@ -360,6 +393,7 @@ void write_volume_per_stage(std::ostream& out, const Model& model, const DsConfi
     std::snprintf(line, sizeof line, "%-7s %-12s %14s %16s %16s %8s\n", "stage", "paper", "paper bytes", "DeepSpeed step 0",
                   "later steps", "ratio");
     out << line;
+    double ratios[4] = {0, 0, 0, 0};   // later steps against the paper, per stage (0: not built)
     double psi_bytes = static_cast<double>(meta.total_params) * dtype_size(meta.comm_dtype);
     double f = meta.world > 1 ? static_cast<double>(meta.world - 1) / static_cast<double>(meta.world) : 0.0;
     for (int st = 0; st <= 3; ++st) {
@@ -380,12 +414,9 @@ void write_volume_per_stage(std::ostream& out, const Model& model, const DsConfi
         std::snprintf(line, sizeof line, "%-7d %-12s %14s %16s %16s %7.2fx\n", st, st == 3 ? "3Ψ" : "2Ψ", human(paper).c_str(),
                       human(s0).c_str(), human(s1).c_str(), paper > 0 ? s1 / paper : 0.0);
         out << line;
+        ratios[st] = paper > 0 ? s1 / paper : 0.0;
     }
-    out << "Stages 1 and 2 send about 1.5x the paper's 2Ψ: an all_reduce of every gradient (2Ψ) plus the all_gather of "
-           "the updated partitions (Ψ), because DeepSpeed all-reduces rather than reduce-scatters. Stage 3 sends about 3Ψ "
-           "on its first step (gathers in forward and again in backward, plus the reduce-scatter); later steps keep "
-           "parameters gathered through backward when they are reused within stage3_max_reuse_distance, which brings "
-           "small models down to about 2Ψ plus the persistent parameters' gathers.\n";
+    write_volume_sentences(out, meta.grad_accum, ratios);
 }
 
 // What the release changes against v0.14.2, the dialect of docs/zero-comm.md.

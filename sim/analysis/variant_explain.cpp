@@ -83,8 +83,8 @@ std::string explain_hpz_choice(const Model& model, const DsConfig& cfg, const Sc
                       ds_size_string(sec * dtype_size(meta.model_dtype)).c_str());
         out << line;
     }
-    out << "hpZ moves the backward re-gathers (and all of step 1's) onto k consecutive ranks; forward gathers after "
-           "the first step stay on all ranks (each step drops the secondary copies). k = "
+    out << "hpZ moves the backward re-gathers (and all of step 0's, the first) onto k consecutive ranks; forward gathers "
+           "after step 0 stay on all ranks (each step drops the secondary copies). k = "
         << best << " is the largest group inside one node here: it takes the most gather traffic off the NICs; a "
                    "larger k crosses nodes again and only costs memory. Gradients are unchanged (qgZ is the knob for "
                    "them).\n\n";

@@ -56,5 +56,26 @@ TEST(ExplainPerStep, BucketSentence) {
         << z3;
 }
 
+// The volume sentences are the table's own figures: with gradient accumulation 4, stage 2 reduces
+// each micro batch's gradients, (2 x 4 + 1)Ψ = 4.5 x the paper's 2Ψ (worked by hand), and the
+// sentence says what the table says, not a canned "about 1.5x". The overflow check's sentence
+// follows the config's dtype: under bf16 it does not claim that bf16 removes it.
+TEST(ExplainPerStep, SentencesAgreeWithTheirNumbers) {
+    auto m = load_model(test::reference("deepspeed-v0.14.2-cpu/model.json"));
+    ASSERT_TRUE(m.ok());
+    auto parsed = parse_ds_config("inline-ds.json", R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+                                   "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})", kNewestRelease);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().what();   // v0.19.5: bf16.check_grad_overflow on by default
+    const DsConfig c = parsed.value();
+    const std::string t = explain_schedule(m.value(), c, test::build(m.value(), c, 4, 2));
+    EXPECT_NE(t.find("2       2Ψ"), std::string::npos) << t;
+    EXPECT_NE(t.find("4.50x\n"), std::string::npos) << "the table's stage-2 ratio: " << t;
+    EXPECT_NE(t.find("Stage 2 sends 4.50x (4.50x expected"), std::string::npos) << t;
+    EXPECT_EQ(t.find("about 1.5x"), std::string::npos) << t;
+    EXPECT_EQ(t.find("bf16 or fp32 training removes it"), std::string::npos) << t;
+    ASSERT_NE(t.find("step.overflow_check"), std::string::npos) << "bf16 with check_grad_overflow sends it: " << t;
+    EXPECT_NE(t.find("bf16.check_grad_overflow (its default from DeepSpeed v0.19.3) sends it under bf16"), std::string::npos) << t;
+}
+
 }  // namespace
 }  // namespace zerosim
