@@ -1,4 +1,6 @@
 #include "analysis/explain.hpp"
+
+#include "core/sizes.hpp"
 #include "analysis/zero_variants.hpp"
 
 #include <algorithm>
@@ -43,7 +45,8 @@ double wire_bytes_per_rank(const Schedule& s, int step, bool zero_only) {
 
 namespace {
 
-std::string human(double bytes) { return ds_size_string(static_cast<int64_t>(bytes)); }
+// Sizes in zerosim's own voice (core/sizes.hpp); the comms logger's own size text stays ds_size_string.
+std::string human(double bytes) { return binary_size_string(static_cast<int64_t>(bytes)); }
 
 // 70426624 -> "70.4M": element counts as people say them.
 std::string count_text(double n) {
@@ -248,7 +251,7 @@ std::string step_ops_text(const StepOps& so, const Op& first) {
     std::string head = std::to_string(so.count) + " x " + op_record_name(first.kind) + " (" + first.caller + ")";
     if (so.largest == 0) return head + ", no data";
     return head + ", each rank sends and receives " + human(so.wire) + "; largest logged size " +
-           human(static_cast<double>(so.largest));
+           ds_size_string(so.largest) + " (as the comms logger prints it)";
 }
 
 void write_rule_counts(std::ostream& out, const std::vector<const Op*>& ops, const std::map<int, StepOps>& steps, int last) {
@@ -374,8 +377,8 @@ void write_volume_sentences(std::ostream& out, int64_t accumulation, const doubl
     std::snprintf(line, sizeof line,
                   "Stage 1 sends %.2fx the paper's 2Ψ here (1.50x expected: DeepSpeed all-reduces every gradient once "
                   "per step, 2Ψ, then all-gathers the updated partitions, Ψ, where the paper reduce-scatters). Stage 2 "
-                  "sends %.2fx (%.2fx expected: it reduces each of the %lld micro batches' gradients, (2 x %lld + 1)Ψ in "
-                  "all). ",
+                  "sends %.2fx (%.2fx expected: it reduces the gradients of each micro batch, %lld per step here, "
+                  "(2 x %lld + 1)Ψ in all). ",
                   ratios[1], ratios[2], stage2, static_cast<long long>(accumulation), static_cast<long long>(accumulation));
     out << line;
     std::snprintf(line, sizeof line,

@@ -2,6 +2,7 @@
 // how many ops and bytes per step, beside ZeRO's own on the data-parallel group; under a pipeline,
 // each stage's ZeRO reduction (the "one big all_reduce" question asked per stage).
 #include <algorithm>
+#include "core/sizes.hpp"
 #include <map>
 #include <sstream>
 
@@ -65,7 +66,7 @@ void write_dimension_table(std::ostream& out, const Schedule& s, const Mesh& mes
     out << line;
     for (const auto& [g, u] : use) {
         std::snprintf(line, sizeof line, "%-15s %-18s %8d %14s %16s  %s\n", group_name(g), members_text(rank_group(s, mesh, g)).c_str(),
-                      u.ops, ds_size_string(u.logged).c_str(), ds_size_string(static_cast<int64_t>(u.wire)).c_str(), dimension_of(g));
+                      u.ops, ds_size_string(u.logged).c_str(), binary_size_string(static_cast<int64_t>(u.wire)).c_str(), dimension_of(g));
         out << line;
     }
 }
@@ -97,7 +98,7 @@ std::string ops_summary(const Schedule& s, GroupKind g, int last, bool p2p) {
     if (by_kind.empty()) return "-";
     std::string text;
     for (const auto& [name, cb] : by_kind)
-        text += (text.empty() ? "" : ", ") + std::to_string(cb.first) + " " + name + " " + ds_size_string(cb.second);
+        text += (text.empty() ? "" : ", ") + std::to_string(cb.first) + " " + name + " " + binary_size_string(cb.second);
     return text;
 }
 

@@ -1,5 +1,7 @@
 #include "analysis/memory_report.hpp"
 
+#include "core/sizes.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -48,20 +50,20 @@ Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int6
 
 void write_memory_text(std::ostream& out, const MemoryReport& r) {
     out << "Model states per rank: " << r.model_name << ", " << r.parameters << " parameters, " << r.world << " ranks, "
-        << dtype_name(r.dtype) << " (the rank holding the most; KB/MB/GB are 1024-based)\n";
+        << dtype_name(r.dtype) << " (the rank holding the most; KiB/MiB/GiB: 1024-based)\n";
     for (const auto& row : r.stages) {
         const MemoryEstimate& e = row.estimate;
-        out << "\nstage " << row.stage << ": " << ds_size_string(e.total()) << " per rank\n";
+        out << "\nstage " << row.stage << ": " << binary_size_string(e.total()) << " per rank\n";
         char line[256];
         for (const auto& it : e.items) {
-            std::snprintf(line, sizeof line, "  %-48s %11s  %s\n", it.name.c_str(), ds_size_string(it.bytes).c_str(), it.why.c_str());
+            std::snprintf(line, sizeof line, "  %-48s %11s  %s\n", it.name.c_str(), binary_size_string(it.bytes).c_str(), it.why.c_str());
             out << line;
         }
-        out << "  ZeRO paper " << e.paper_formula << ": " << ds_size_string(e.paper_bytes) << "\n";
+        out << "  ZeRO paper " << e.paper_formula << ": " << binary_size_string(e.paper_bytes) << "\n";
         if (e.deepspeed_estimator_bytes >= 0)
-            out << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << ds_size_string(e.deepspeed_estimator_bytes) << "\n";
+            out << "  DeepSpeed's " << e.deepspeed_estimator_formula << ": " << binary_size_string(e.deepspeed_estimator_bytes) << "\n";
         for (const auto& d : e.differences) out << "  differs: " << d << "\n";
-        out << "  activations per rank (one micro batch): " << ds_size_string(row.activations.total()) << " = "
+        out << "  activations per rank (one micro batch): " << binary_size_string(row.activations.total()) << " = "
             << row.activations.formula << "\n";
         out << "  " << fit_sentence(row.fit) << (r.fit.gpu.empty() ? "" : " (" + r.fit.gpu + ")") << "\n";
         if (row.measured.empty()) continue;
@@ -164,9 +166,9 @@ void write_layout_activations_text(std::ostream& out, const std::vector<StageFit
         const StageActivations& a = r.activations;
         std::snprintf(line, sizeof line, "%-6lld %-6lld %7lld %10lld %12s %12s %12s %12s %12s  %s\n", static_cast<long long>(r.stage),
                       static_cast<long long>(r.rank), static_cast<long long>(a.layers), static_cast<long long>(a.in_flight),
-                      ds_size_string(a.kept_per_layer_bytes).c_str(), ds_size_string(a.layers_bytes).c_str(),
-                      ds_size_string(a.outside_bytes).c_str(), ds_size_string(a.total()).c_str(),
-                      ds_size_string(r.fit.total()).c_str(), r.fit.verdict().c_str());
+                      binary_size_string(a.kept_per_layer_bytes).c_str(), binary_size_string(a.layers_bytes).c_str(),
+                      binary_size_string(a.outside_bytes).c_str(), binary_size_string(a.total()).c_str(),
+                      binary_size_string(r.fit.total()).c_str(), r.fit.verdict().c_str());
         out << line;
     }
     for (const auto& r : stages) out << "  stage " << r.stage << ": " << r.activations.formula << "\n";
@@ -189,7 +191,7 @@ Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsC
     const ParallelLayout& L = s.meta.layout;
     out << "# Model states per rank: pipe " << L.pipe << " x data " << L.data() << " x sequence " << L.sequence << " x tensor "
         << L.tensor << ", ZeRO stage " << cfg.zero.stage << " over each rank's " << s.meta.world
-        << " data-parallel ranks (sizes 1024-based, as DeepSpeed prints them)\n";
+        << " data-parallel ranks (KiB/MiB/GiB: 1024-based)\n";
     char line[400];
     std::snprintf(line, sizeof line, "%-6s %-6s %16s %12s %12s %12s %12s %12s\n", "stage", "rank", "parameters held", "parameters",
                   "gradients", "optimizer", "buckets", "total");
@@ -198,9 +200,9 @@ Status write_layout_memory_text(std::ostream& out, const Model& whole, const DsC
         const MemoryEstimate& e = r.states;
         std::snprintf(line, sizeof line, "%-6lld %-6lld %16lld %12s %12s %12s %12s %12s\n", static_cast<long long>(r.stage),
                       static_cast<long long>(r.rank), static_cast<long long>(r.params),
-                      ds_size_string(e.category("parameters")).c_str(), ds_size_string(e.category("gradients")).c_str(),
-                      ds_size_string(e.category("optimizer")).c_str(), ds_size_string(e.category("buckets")).c_str(),
-                      ds_size_string(e.total()).c_str());
+                      binary_size_string(e.category("parameters")).c_str(), binary_size_string(e.category("gradients")).c_str(),
+                      binary_size_string(e.category("optimizer")).c_str(), binary_size_string(e.category("buckets")).c_str(),
+                      binary_size_string(e.total()).c_str());
         out << line;
     }
     out << "Each stage holds its own layers, split over its " << L.tensor

@@ -3,6 +3,7 @@
 // zeropp.md) says the ideal is the ranks per node; the numbers say why: a group inside a node takes
 // the backward gathers off the NICs, a larger one cannot, a smaller one keeps more memory.
 #include "analysis/zero_variants.hpp"
+#include "core/sizes.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -79,8 +80,8 @@ std::string explain_hpz_choice(const Model& model, const DsConfig& cfg, const Sc
         if (base < 0) base = inter;
         if (k <= g && g % k == 0) best = k;
         std::snprintf(line, sizeof line, "%-6lld %20s %20s %18s\n", static_cast<long long>(k),
-                      ds_size_string(static_cast<int64_t>(inter)).c_str(), ds_size_string(static_cast<int64_t>(all)).c_str(),
-                      ds_size_string(sec * dtype_size(meta.model_dtype)).c_str());
+                      binary_size_string(static_cast<int64_t>(inter)).c_str(), binary_size_string(static_cast<int64_t>(all)).c_str(),
+                      binary_size_string(sec * dtype_size(meta.model_dtype)).c_str());
         out << line;
     }
     out << "hpZ moves the backward re-gathers (and all of step 0's, the first) onto k consecutive ranks; forward gathers "

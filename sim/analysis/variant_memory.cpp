@@ -2,6 +2,7 @@
 // ../shared/docs/zero-variants.md). MiCS itself needs no item: its partitions are ceil(numel / s),
 // which estimate_memory takes from the schedule's shard count.
 #include "variant_memory.hpp"
+#include "core/sizes.hpp"
 
 #include <algorithm>
 #include <map>
@@ -64,7 +65,7 @@ void move_offloaded_to_host(MemoryEstimate& e, const DsConfig& cfg) {
         moved += it.bytes;
     }
     if (moved > 0)
-        e.differences.push_back("offloaded states (" + ds_size_string(moved) +
+        e.differences.push_back("offloaded states (" + binary_size_string(moved) +
                                 ") are in host memory, left out of the per-rank device total");
 }
 

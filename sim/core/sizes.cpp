@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -164,6 +165,22 @@ Error command_line_error(const std::string& what) {
         }
     }
     return Error{"", "", what};
+}
+
+std::string binary_size_string(int64_t bytes) {
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = static_cast<double>(bytes);
+    int i = 0;
+    while (i < 6 && std::fabs(v) >= 1024.0) {
+        v /= 1024.0;
+        ++i;
+    }
+    char buf[48];
+    if (i == 0)
+        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+    else
+        std::snprintf(buf, sizeof buf, "%.2f %s", v, units[i]);
+    return buf;
 }
 
 }  // namespace zerosim

@@ -63,8 +63,8 @@ MemoryReport report_of(const DsConfig& c, const std::vector<int>& stages) {
 }
 
 // The issue's case: fp16, default reduce_bucket_size (5e8 elements). A stage-3 config without
-// overlap_comm asked at stage 2 reported two buckets (2 x 5e8 x 2 B = 1.86 GB); the same config
-// written for stage 2 has overlap_comm off and one bucket: 5e8 x 2 B = 1e9 B = 953.67 MB.
+// overlap_comm asked at stage 2 reported two buckets (2 x 5e8 x 2 B = 1.86 GiB); the same config
+// written for stage 2 has overlap_comm off and one bucket: 5e8 x 2 B = 1e9 B = 953.67 MiB.
 TEST(WithStage, MemoryOfAStage3ConfigAskedAtStage2IsThatOfStage2) {
     const std::string fp16 = R"("fp16": {"enabled": true}, )";
     MemoryReport asked = report_of(config(R"({"stage": 3})", fp16), {2});
@@ -83,8 +83,8 @@ TEST(WithStage, MemoryOfAStage3ConfigAskedAtStage2IsThatOfStage2) {
     std::ostringstream text;
     write_memory_text(text, asked);
     EXPECT_NE(text.str().find("gradient bucket (reduce_bucket_size)"), std::string::npos) << text.str();
-    EXPECT_NE(text.str().find("953.67 MB"), std::string::npos) << text.str();
-    EXPECT_EQ(text.str().find("1.86 GB"), std::string::npos) << text.str();
+    EXPECT_NE(text.str().find("953.67 MiB"), std::string::npos) << text.str();
+    EXPECT_EQ(text.str().find("1.86 GiB"), std::string::npos) << text.str();
 }
 
 // zerorun's own log of the tiny GPT at stage 2 on 4 ranks (tests/fixtures).

@@ -1,7 +1,7 @@
 // explain's counts and totals (issue 19): per step, not over all steps; one convention for bytes
 // (what each rank sends and receives on a ring) for every collective; the bucket sentence; the
 // step's total beside the paper's 2Ψ. Worked by hand for the reference model: Ψ = 667,136 fp32
-// parameters on n = 4 ranks, Ψ x 4 bytes x (n-1)/n = 2,001,408 B = 1.91 MB.
+// parameters on n = 4 ranks, Ψ x 4 bytes x (n-1)/n = 2,001,408 B = 1.91 MiB.
 #include <gtest/gtest.h>
 
 #include "analysis/explain.hpp"
@@ -23,15 +23,15 @@ std::string explain_two_steps(const std::string& zero) {
 
 TEST(ExplainPerStep, CountsAndBytesPerStepOneConvention) {
     std::string t = explain_two_steps(R"({"stage": 2})");
-    // One all_reduce per step (two steps were built): 2 (n-1)/n x 2.54 MB = 2 x 1.91 MB.
-    EXPECT_NE(t.find("## per step: 1 x all_reduce (allreduce_bucket), each rank sends and receives 3.82 MB"), std::string::npos) << t;
-    // The all_gather of the updated partitions: (n-1) x the 651.5 KB shard = 1.91 MB, the same
+    // One all_reduce per step (two steps were built): 2 (n-1)/n x 2.54 MiB = 2 x 1.91 MiB.
+    EXPECT_NE(t.find("## per step: 1 x all_reduce (allreduce_bucket), each rank sends and receives 3.82 MiB"), std::string::npos) << t;
+    // The all_gather of the updated partitions: (n-1) x the 651.5 KiB shard = 1.91 MiB, the same
     // convention (not the shard alone).
-    EXPECT_NE(t.find("1 x all_gather_into_tensor (all_gather_into_tensor_dp_groups), each rank sends and receives 1.91 MB"),
+    EXPECT_NE(t.find("1 x all_gather_into_tensor (all_gather_into_tensor_dp_groups), each rank sends and receives 1.91 MiB"),
               std::string::npos)
         << t;
-    // 3.82 + 1.91 = 5.73 MB against the paper's 2Ψ (n-1)/n = 3.82 MB.
-    EXPECT_NE(t.find("## Step 1 in all: each rank sends and receives 5.73 MB; the ZeRO paper's 2Ψ for stage 2 is 3.82 MB (1.50x)"),
+    // 3.82 + 1.91 = 5.73 MiB against the paper's 2Ψ (n-1)/n = 3.82 MiB.
+    EXPECT_NE(t.find("## Step 1 in all: each rank sends and receives 5.73 MiB; the ZeRO paper's 2Ψ for stage 2 is 3.82 MiB (1.50x)"),
               std::string::npos)
         << t;
     EXPECT_EQ(t.find("over 2 step(s)"), std::string::npos);
@@ -49,9 +49,9 @@ TEST(ExplainPerStep, BucketSentence) {
     ASSERT_NE(at, std::string::npos) << small;
     EXPECT_GE(std::stoi(small.substr(at + 23)), 4);
     EXPECT_NE(small.find("buckets of up to 200K elements"), std::string::npos);
-    // Stage 3's reduce-scatter: (n-1)/n of the full 2.54 MB input = 1.91 MB, like the all_gathers.
+    // Stage 3's reduce-scatter: (n-1)/n of the full 2.54 MiB input = 1.91 MiB, like the all_gathers.
     std::string z3 = explain_two_steps(R"({"stage": 3})");
-    EXPECT_NE(z3.find("## per step: 1 x reduce_scatter_tensor (reduce_scatter_fn), each rank sends and receives 1.91 MB"),
+    EXPECT_NE(z3.find("## per step: 1 x reduce_scatter_tensor (reduce_scatter_fn), each rank sends and receives 1.91 MiB"),
               std::string::npos)
         << z3;
 }

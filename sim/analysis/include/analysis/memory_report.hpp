@@ -60,7 +60,7 @@ Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int6
                                    const std::optional<MeasuredMemory>& measured, const std::string& measured_path,
                                    const FitOptions& fit = {}, int64_t gpus_per_node = 0);
 
-// Sizes 1024-based, as DeepSpeed prints them ("1.86 GB" is GiB).
+// Sizes in binary units, labelled so (core/sizes.hpp binary_size_string: "1.86 GiB").
 void write_memory_text(std::ostream& out, const MemoryReport& r);
 
 // One pipeline stage of a 3D layout: its representative rank (the rank of the stage with the

@@ -24,6 +24,12 @@ Result<int64_t> parse_int_flag(const std::string& text, const std::string& flag,
 // greater than `min` when `min_exclusive`.
 Result<double> parse_real_flag(const std::string& text, const std::string& flag, double min, bool min_exclusive);
 
+// A size of memory or traffic in zerosim's own voice: binary units, labelled as such (B, KiB, MiB,
+// GiB, TiB; 1024-based, as PyTorch's memory stats and nvidia-smi count), two decimals: "25.10 GiB".
+// DeepSpeed's own size text ("25.1 GB", also 1024-based) is formats/comms_log.hpp ds_size_string,
+// kept where zerosim prints what DeepSpeed's logger would.
+std::string binary_size_string(int64_t bytes);
+
 // One CLI11 parse error (its what()) as the front ends' Error: "NAME: MSG" becomes field NAME,
 // "Could not convert: NAME = VALUE" and "NAME is required" name their flag; anything else is kept
 // as the message.
