@@ -234,14 +234,26 @@ FitEstimate estimate_fit(int64_t model_states, const ActivationEstimate& a, doub
     return f;
 }
 
+// The host's share of the fit line, where states are offloaded: the node's RAM against its ranks'.
+std::string host_fit_clause(const FitEstimate& f) {
+    if (f.host_per_node <= 0) return "";
+    std::string s = "; host memory per node " + gib(f.host_per_node) + " GiB (offloaded states)";
+    if (f.host_bytes <= 0) return s + ": fit unknown, no host.memory_gb in the topology";
+    char gb[32];
+    std::snprintf(gb, sizeof gb, "%.0f", static_cast<double>(f.host_bytes) / 1e9);
+    return s + " of the node's " + gib(f.host_bytes) + " GiB (" + gb + " GB): " + (f.host_fits() ? "fits" : "does not fit");
+}
+
 std::string fit_sentence(const FitEstimate& f) {
     const std::string parts = "(model states " + gib(f.model_states) + " + activations " + gib(f.activations) +
                               " + framework reserve " + gib(f.reserve) + ")";
-    if (!f.known()) return "memory per rank " + gib(f.total()) + " GiB " + parts + ": fit unknown, no GPU memory given (a --topology with gpu.memory_gb)";
+    if (!f.known())
+        return "memory per rank " + gib(f.total()) + " GiB " + parts +
+               ": fit unknown, no GPU memory given (a --topology with gpu.memory_gb)" + host_fit_clause(f);
     char gb[32];
     std::snprintf(gb, sizeof gb, "%.0f", static_cast<double>(f.gpu_bytes) / 1e9);
     return "memory per rank " + gib(f.total()) + " GiB " + parts + " of the GPU's " + gib(f.gpu_bytes) + " GiB (" + gb +
-           " GB): " + (f.fits() ? "fits" : "does not fit");
+           " GB): " + (f.fits() ? "fits" : "does not fit") + host_fit_clause(f);
 }
 
 }  // namespace zerosim

@@ -22,6 +22,13 @@ std::vector<MemoryComparison> compare_memory(const MemoryEstimate& e, const Meas
     return out;
 }
 
+FitEstimate fit_with_host(const MemoryEstimate& states, const ActivationEstimate& a, const FitOptions& fit, int64_t world) {
+    FitEstimate f = estimate_fit(states.total(), a, fit.gpu_memory_gb);
+    if (fit.ranks_per_node > 0) f.host_per_node = states.category("host") * std::min(fit.ranks_per_node, world);
+    f.host_bytes = static_cast<int64_t>(fit.host_memory_gb * 1e9);
+    return f;
+}
+
 Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,
                                    const std::optional<MeasuredMemory>& measured, const std::string& measured_path,
                                    const FitOptions& fit, int64_t gpus_per_node) {
@@ -41,7 +48,7 @@ Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int6
         StageMemory row{st, estimate_memory(model, c, s.value()), {}, {}, {}};
         row.activations = estimate_activations(model, s->meta.seq_len, s->meta.micro_batch, c.model_dtype,
                                                fit.activation_checkpointing || c.activation_checkpointing);
-        row.fit = estimate_fit(row.estimate.total(), row.activations, fit.gpu_memory_gb);
+        row.fit = fit_with_host(row.estimate, row.activations, fit, world);
         if (measured && measured->stage == st) row.measured = compare_memory(row.estimate, *measured);
         r.stages.push_back(std::move(row));
     }

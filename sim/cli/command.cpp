@@ -232,7 +232,12 @@ FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpoi
     // A saved schedule built with --activation-checkpointing says so itself (its backward holds the recompute).
     auto act = estimate_activations(in.model, meta.seq_len, meta.micro_batch, in.cfg.model_dtype,
                                     activation_checkpointing || in.cfg.activation_checkpointing || meta.activation_checkpointing);
-    return estimate_fit(estimate_memory(in.model, in.cfg, in.schedule).total(), act, t.gpu_memory_gb);
+    const MemoryEstimate mem = estimate_memory(in.model, in.cfg, in.schedule);
+    FitEstimate fit = estimate_fit(mem.total(), act, t.gpu_memory_gb);
+    // Offloaded states: every rank of a node keeps its own in the node's RAM.
+    fit.host_per_node = mem.category("host") * std::min<int64_t>(t.gpus_per_node, meta.world);
+    fit.host_bytes = static_cast<int64_t>(t.host_memory_gb * 1e9);
+    return fit;
 }
 
 void add_what_if(CLI::App* sub, std::string& name) {

@@ -17,13 +17,16 @@ struct MemoryArgs {
     std::string topology;   // the GPU to fit on (gpu.memory_gb), optional
 };
 
-// The GPU to fit on: the topology's gpu.memory_gb (none given: the fit is "unknown").
+// The GPU to fit on: the topology's gpu.memory_gb (none given: the fit is "unknown"), and its
+// node's RAM for offloaded states (host.memory_gb).
 Status read_fit_topology(const MemoryArgs& a, FitOptions& fit) {
     if (a.topology.empty()) return std::nullopt;
     auto topo = load_topology(a.topology);
     if (!topo) return topo.error();
     fit.gpu_memory_gb = topo->gpu_memory_gb;
     fit.gpu = topo->name;
+    fit.host_memory_gb = topo->host_memory_gb;
+    fit.ranks_per_node = topo->gpus_per_node;
     return std::nullopt;
 }
 

@@ -298,7 +298,8 @@ void read_whatif_section(const JsonField& w, Topology& t) {
 
 // Stage 3's parameter coordinator on the host (topologies/README.md).
 void read_host_section(const JsonField& host, Topology& t) {
-    check_keys(host, {"hook_us", "kernel_launch_us", "pcie_gbps", "cpu_adam_gbs"});
+    check_keys(host, {"hook_us", "kernel_launch_us", "pcie_gbps", "cpu_adam_gbs", "memory_gb"});
+    if (host.has("memory_gb")) t.host_memory_gb = figure(host.at("memory_gb"), Figure::MemoryGb);
     if (host.has("pcie_gbps")) t.host_pcie_gbs = figure(host.at("pcie_gbps"), Figure::BandwidthOrOff) / 8.0;   // Gb/s -> GB/s
     if (host.has("cpu_adam_gbs")) t.host_cpu_adam_gbs = figure(host.at("cpu_adam_gbs"), Figure::BandwidthOrOff);
     if (host.has("hook_us")) t.host_hook_us = figure(host.at("hook_us"), Figure::Latency);

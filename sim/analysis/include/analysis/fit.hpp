@@ -123,6 +123,11 @@ struct FitEstimate {
     int64_t activations = 0;
     int64_t reserve = kFrameworkReserveBytes;
     int64_t gpu_bytes = 0;       // 0: the topology does not say
+    // Offloaded states (offload_optimizer, offload_param: memory.hpp's "host" items) of the ranks
+    // on one node, against the node's RAM (topology host.memory_gb; 0: not given).
+    int64_t host_per_node = 0;
+    int64_t host_bytes = 0;
+    bool host_fits() const { return host_bytes > 0 && host_per_node <= host_bytes; }
     int64_t total() const { return model_states + activations + reserve; }
     bool known() const { return gpu_bytes > 0; }
     bool fits() const { return known() && total() <= gpu_bytes; }
@@ -134,7 +139,9 @@ FitEstimate estimate_fit(int64_t model_states, const ActivationEstimate& a, doub
 FitEstimate estimate_fit(int64_t model_states, const StageActivations& a, double gpu_memory_gb);
 
 // "memory per rank 53.47 GiB (model states 23.25 + activations 27.22 + framework reserve 3.00) of
-// the GPU's 74.51 GiB (80 GB): fits" (or "does not fit"; "fit unknown" when the GPU's is not given).
+// the GPU's 74.51 GiB (80 GB): fits" (or "does not fit"; "fit unknown" when the GPU's is not given);
+// with offloaded states, "; host memory per node 591.20 GiB (8 ranks' offloaded states) of the
+// node's 1862.65 GiB (2000 GB): fits" (or "does not fit", or "unknown: no host.memory_gb").
 std::string fit_sentence(const FitEstimate& f);
 
 }  // namespace zerosim

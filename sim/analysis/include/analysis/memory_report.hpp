@@ -41,7 +41,12 @@ struct FitOptions {
     int64_t seq_len = 0;
     double gpu_memory_gb = 0;
     std::string gpu;                          // the topology's name, for the text
+    double host_memory_gb = 0;                // a node's RAM (topology host.memory_gb), for offloaded states
+    int64_t ranks_per_node = 0;               // the topology's GPUs per node; 0: the host is not counted
 };
+// The fit of a rank's model states and activations (analysis/fit.hpp), with its node's offloaded
+// states (the "host" items times the ranks per node) against the node's RAM.
+FitEstimate fit_with_host(const MemoryEstimate& states, const ActivationEstimate& a, const FitOptions& fit, int64_t world);
 
 struct MemoryReport {
     std::string model_name;

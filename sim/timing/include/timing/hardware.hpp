@@ -42,6 +42,7 @@ struct Hardware {
     // direction, and the host's optimizer-state traffic per rank for DeepSpeed's CPU Adam.
     double host_pcie_gbs = 0;
     double host_cpu_adam_gbs = 0;
+    double host_memory_gb = 0;         // a node's RAM, GB (1e9 bytes), for offloaded states; 0 = not given
     int compute_capability = 0;                  // SM version x10 (80 A100, 90 H100/H200, 100 B200); 0 = unknown
 
     // Intra-node fabric, per GPU.
