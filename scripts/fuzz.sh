@@ -27,6 +27,9 @@ for f in "$ref"/nccl-tests*/*.txt; do
 done
 cp tests/fixtures/*.json "$seeds/json-logs/"
 cp topologies/*.json "$seeds/topology/"
+# And each bounded figure just inside and just outside its range, 0, -1, 1e308 and NaN as text
+# (topologies/README.md "Bounds"; issue 33).
+command -v python3 >/dev/null 2>&1 && python3 scripts/topology_bound_seeds.py topologies/dgx-a100.json "$seeds/topology"
 cp configs/deepspeed/*.json "$seeds/ds-config/"
 for f in "$ref"/deepspeed-*/*/ds_config.json; do [ -f "$f" ] && cp "$f" "$seeds/ds-config/$(basename "$(dirname "$f")").json"; done
 cp configs/models/*.json "$seeds/model/"

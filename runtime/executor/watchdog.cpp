@@ -44,11 +44,19 @@ void on_terminate(int sig) {
     // cannot tell which, so it says both; a SIGINT reaching the rank itself is the interrupt.
     put_str(p, sig == SIGTERM ? "the launcher (SIGTERM): the job was interrupted (Ctrl-C) or another rank failed"
                               : "an interrupt (SIGINT, Ctrl-C)");
-    put_str(p, "; was at op ");
-    put_int(p, g_op.load());
-    put_str(p, " (");
-    put_str(p, g_what.load());
-    put_str(p, ")\n");
+    // Outside a schedule (bench, start-up) there is no op id: name only what it was doing.
+    const int64_t op = g_op.load();
+    if (op >= 0) {
+        put_str(p, "; was at op ");
+        put_int(p, op);
+        put_str(p, " (");
+        put_str(p, g_what.load());
+        put_str(p, ")\n");
+    } else {
+        put_str(p, "; was in ");
+        put_str(p, g_what.load());
+        put_str(p, "\n");
+    }
     ssize_t w = write(2, buf, static_cast<size_t>(p - buf));
     (void)w;
     _exit(3);

@@ -3,7 +3,7 @@
 // Exit codes (README "Exit codes", core/output.hpp): 0 success; 1 a failed verdict (validate) or a
 // failed run (a sweep none of whose points could be predicted); 2 bad input, one line on stderr
 // naming file and field; 3 a runtime fault once the input was accepted (out of memory, an output
-// that cannot be written).
+// that cannot be written, an interrupt).
 #include <iostream>
 #include <new>
 
@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
         int rc = parse_error(app, e);
         return rc ? rc : zerosim::check_standard_output("zerosim");
     }
+    // Ctrl-C names itself (one line, exit 3) instead of the shell's bare 130, and removes a
+    // half-written output's temporary.
+    zerosim::install_interrupt_report("zerosim");
     try {
         for (const auto& c : commands)
             if (app.got_subcommand(c.app)) return c.run();

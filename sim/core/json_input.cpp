@@ -1,6 +1,9 @@
 #include "core/json_input.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <functional>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -127,17 +130,19 @@ class LinearJsonBuilder : public nlohmann::json_sax<Json> {
     Json* pending_ = nullptr;
 };
 
-}  // namespace
-
-Result<Json> parse_json_text(const std::string& text, const std::string& name) {
+// `json` parsed; its errors placed in `source` (the file as given) through `to_source`, which maps
+// a byte of `json` to the byte of `source` it came from (the same text for plain JSON).
+Result<Json> parse_json_located(const std::string& json, const std::string& name, const std::string& source,
+                                const std::function<size_t(size_t)>& to_source) {
+    const std::string& text = source;
     try {
         Json root;
         LinearJsonBuilder builder(root);
-        Json::sax_parse(text, &builder);
+        Json::sax_parse(json, &builder);
         return root;
     } catch (const Json::parse_error& e) {
         // e.byte is one past the offending character.
-        size_t at = e.byte > 0 ? e.byte - 1 : 0;
+        size_t at = to_source(e.byte > 0 ? e.byte - 1 : 0);
         auto [line, col] = line_and_column(text, at);
         std::string what = e.what();
         // Keep nlohmann's description but drop its "[json.exception.parse_error.101] parse error at ..." prefix.
@@ -161,111 +166,332 @@ Result<Json> parse_json_text(const std::string& text, const std::string& name) {
     }
 }
 
+}  // namespace
+
+Result<Json> parse_json_text(const std::string& text, const std::string& name) {
+    return parse_json_located(text, name, text, [](size_t b) { return b; });
+}
+
 namespace {
 
-// One pass over a DeepSpeed config as hjson reads it: comments and trailing commas become spaces
-// (so nlohmann's line and column stay right), and each object's keys are checked for repeats.
-class HjsonScan {
+bool hjson_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// s as the body of a JSON string: quotes, backslashes and control characters escaped.
+std::string json_string_body(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+        else if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else out += static_cast<char>(c);
+    }
+    return out;
+}
+
+// A DeepSpeed config as hjson reads it, rewritten as the JSON it means, in one pass (linear; no
+// recursion). DeepSpeed reads its config with hjson.load (deepspeed/runtime/config.py); each rule
+// below follows hjson-py's decoder.py (hjson/hjson-py 9351a27):
+// - comments (#, //, /* */) become spaces (getNext), a comma before a closing bracket too;
+// - members and elements need no comma between them (JSONObject, JSONArray: the comma is optional);
+// - a key without quotes runs to its ':' and holds no whitespace or {}[], (scanKeyName);
+// - a value that starts with none of " ' { [ is quoteless (scantfnns): null, true, false or a number
+//   when the text up to the next , } ] # // /* or end of line is exactly that (NUMBER_RE), else a
+//   string to the end of the line, trimmed; '''...''' is a multi-line string (mlscanstring);
+//   'single-quoted' strings and \' inside strings are read as hjson reads them.
+// Whatever hjson also refuses is copied unchanged from there on, so nlohmann's strict JSON error
+// (line and column mapped back to the file, json_source_byte) says what is wrong. A key given twice
+// in one object is refused, naming both lines (DeepSpeed's dict_raise_error_on_duplicate_keys).
+// Newlines are kept, so every line number stays right.
+class HjsonToJson {
   public:
-    HjsonScan(std::string& text, const std::string& name) : t_(text), name_(name) {}
+    HjsonToJson(const std::string& text, const std::string& name) : s_(text), name_(name) { out_.reserve(text.size() + 64); }
 
     Status run() {
-        while (i_ < t_.size()) {
-            const char c = t_[i_];
-            if (c == '"') {
-                if (auto e = string_token()) return e;
-                continue;
+        while (i_ < s_.size() && !raw_) {
+            const char c = s_[i_];
+            if (hjson_space(c)) {
+                line_ += c == '\n';
+                out_ += c;
+                ++i_;
+            } else if (!comment()) {
+                if (auto e = token(c)) return e;
             }
-            if (comment()) continue;
-            if (c == '{' || c == '[') frames_.push_back({c == '{', {}});
-            if ((c == '}' || c == ']') && !frames_.empty()) frames_.pop_back();
-            if (c == ',' && closes_next()) t_[i_] = ' ';   // hjson's trailing comma
-            if (c == ':' && !frames_.empty() && frames_.back().object && last_string_end_ != std::string::npos &&
-                only_space_between(last_string_end_, i_)) {
-                if (auto e = key(last_string_, last_string_line_)) return e;
-            }
-            if (c == '\n') ++line_;
-            ++i_;
+            sync();
         }
+        if (raw_) out_.append(s_, i_, std::string::npos);
         return std::nullopt;
+    }
+    const std::string& json() const { return out_; }
+    // The byte of the source that the JSON's byte `b` came from (for error positions).
+    size_t source_byte(size_t b) const {
+        auto it = std::upper_bound(shifts_.begin(), shifts_.end(), std::make_pair(b, LONG_MAX));
+        long delta = it == shifts_.begin() ? 0 : std::prev(it)->second;
+        long at = static_cast<long>(b) - delta;
+        return static_cast<size_t>(std::clamp<long>(at, 0, static_cast<long>(s_.size())));
     }
 
   private:
+    enum class Want { Value, Key, Colon, After };
     struct Frame {
         bool object;
         std::unordered_map<std::string, int> keys;   // key -> the line it was first given on
     };
-    // A JSON string; its raw text (escapes as written) is what keys are compared by.
-    Status string_token() {
-        size_t j = i_ + 1;
-        while (j < t_.size() && t_[j] != '"') j += t_[j] == '\\' ? 2 : 1;
-        if (j >= t_.size()) {   // unterminated: nlohmann says where; the scan is done
-            i_ = t_.size();
+
+    Status token(char c) {
+        if (want_ == Want::After) {
+            if (frames_.empty()) return copy_rest();   // after the root value: nlohmann says "extra data"
+            if (c == ',') {
+                out_ += closes_next() ? ' ' : ',';   // hjson's trailing comma
+                ++i_;
+                want_ = frames_.back().object ? Want::Key : Want::Value;
+                return std::nullopt;
+            }
+            if (c == '}' || c == ']') return close(c);
+            out_ += ',';   // the next member on its own line (or after a string): hjson needs no comma
+            want_ = frames_.back().object ? Want::Key : Want::Value;
+        }
+        if (want_ == Want::Colon) {
+            if (c != ':') return copy_rest();
+            out_ += ':';
+            ++i_;
+            want_ = Want::Value;
             return std::nullopt;
         }
-        last_string_.assign(t_, i_ + 1, j - i_ - 1);
-        last_string_line_ = line_;
-        last_string_end_ = j + 1;
-        i_ = j + 1;
+        return want_ == Want::Key ? key(c) : value(c);
+    }
+    Status copy_rest() {
+        raw_ = true;
         return std::nullopt;
     }
-    // #, // and /* */ outside strings (hjson's three comment forms), blanked.
-    bool comment() {
-        const bool hash = t_[i_] == '#', line = t_.compare(i_, 2, "//") == 0, block = t_.compare(i_, 2, "/*") == 0;
-        if (!hash && !line && !block) return false;
-        size_t end = block ? t_.find("*/", i_ + 2) : t_.find('\n', i_);
-        end = end == std::string::npos ? t_.size() : block ? end + 2 : end;
-        for (size_t k = i_; k < end; ++k)
-            if (t_[k] == '\n') ++line_;
-            else t_[k] = ' ';
-        i_ = end;
-        return true;
+    Status close(char c) {
+        if (frames_.empty() || frames_.back().object != (c == '}')) return copy_rest();
+        frames_.pop_back();
+        out_ += c;
+        ++i_;
+        want_ = Want::After;
+        return std::nullopt;
     }
-    bool closes_next() {
-        size_t j = i_ + 1;
-        while (j < t_.size()) {
-            const char c = t_[j];
-            if (c == ' ' || c == '\t' || c == '\r' || c == '\n') ++j;
-            else if (c == '#' || t_.compare(j, 2, "//") == 0 || t_.compare(j, 2, "/*") == 0) {
-                size_t end = c == '#' || t_[j + 1] == '/' ? t_.find('\n', j) : t_.find("*/", j + 2);
-                if (end == std::string::npos) return false;
-                j = t_[end] == '*' ? end + 2 : end;
-            } else {
-                return c == '}' || c == ']';
-            }
+    Status key(char c) {
+        if (c == '}') return close(c);
+        std::string body;
+        if (c == '"' || c == '\'') {
+            if (!quoted(c, body)) return copy_rest();
+        } else if (!quoteless_key(body)) {
+            return copy_rest();
         }
-        return false;
-    }
-    bool only_space_between(size_t from, size_t to) const {
-        for (size_t k = from; k < to; ++k)
-            if (t_[k] != ' ' && t_[k] != '\t' && t_[k] != '\r' && t_[k] != '\n') return false;
-        return true;
-    }
-    // runtime/config_utils.py dict_raise_error_on_duplicate_keys: "Duplicate keys in DeepSpeed config".
-    Status key(const std::string& k, int line) {
-        auto [it, fresh] = frames_.back().keys.emplace(k, line);
-        last_string_end_ = std::string::npos;
+        want_ = Want::Colon;
+        // runtime/config_utils.py dict_raise_error_on_duplicate_keys: "Duplicate keys in DeepSpeed config".
+        auto [it, fresh] = frames_.back().keys.emplace(body, line_);
         if (fresh) return std::nullopt;
-        return Error{name_, "", "line " + std::to_string(line) + ": key \"" + k + "\" given twice in one object (first on line " +
+        return Error{name_, "", "line " + std::to_string(line_) + ": key \"" + body + "\" given twice in one object (first on line " +
                                     std::to_string(it->second) + "); DeepSpeed's config loader refuses duplicate keys"};
     }
+    Status value(char c) {
+        if (c == '{' || c == '[') {
+            frames_.push_back({c == '{', {}});
+            out_ += c;
+            ++i_;
+            want_ = c == '{' ? Want::Key : Want::Value;
+            return std::nullopt;
+        }
+        if (c == ']') return close(c);
+        std::string body;
+        want_ = Want::After;
+        if (s_.compare(i_, 3, "'''") == 0) return multiline() ? std::nullopt : copy_rest();
+        if (c == '"' || c == '\'') return quoted(c, body) ? std::nullopt : copy_rest();
+        if (frames_.empty() || c == '}' || c == ',' || c == ':') return copy_rest();   // not a value: strict JSON's error
+        quoteless_value();
+        return std::nullopt;
+    }
 
-    std::string& t_;
+    // A "..." or '...' string from i_, written as a JSON string; `body` is what is written between
+    // the quotes. False when it does not end (nlohmann then says where).
+    bool quoted(char q, std::string& body) {
+        size_t j = i_ + 1;
+        for (; j < s_.size() && s_[j] != q; ++j) {
+            char ch = s_[j];
+            if (ch == '\\' && j + 1 < s_.size()) {
+                ch = s_[++j];
+                if (ch == '\'') body += '\'';   // hjson's \' (not JSON's)
+                else body += '\\', body += ch;
+            } else if (ch == '"') {
+                body += "\\\"";   // inside '...'
+            } else {
+                body += ch;
+            }
+        }
+        if (j >= s_.size()) return false;
+        out_ += '"' + body + '"';
+        i_ = j + 1;
+        return true;
+    }
+    // hjson-py scanKeyName: up to ':', whitespace only just before it.
+    bool quoteless_key(std::string& body) {
+        size_t j = i_, last = i_;
+        for (; j < s_.size() && s_[j] != ':'; ++j) {
+            const char ch = s_[j];
+            if (ch == '{' || ch == '}' || ch == '[' || ch == ']' || ch == ',') return false;
+            if (!hjson_space(ch)) {
+                if (last != j) return false;   // whitespace inside the name
+                last = j + 1;
+            }
+        }
+        if (j >= s_.size() || last == i_) return false;
+        body = json_string_body(s_.substr(i_, last - i_));
+        out_ += '"' + body + '"';
+        i_ = last;   // the spaces before ':' are copied as they are
+        return true;
+    }
+    void quoteless_value();
+    bool multiline();
+    bool comment();
+    bool closes_next() const;
+    // Records where the JSON's bytes stop lining up with the source's (after each token).
+    void sync() {
+        long d = static_cast<long>(out_.size()) - static_cast<long>(i_);
+        if (shifts_.empty() ? d != 0 : shifts_.back().second != d) shifts_.push_back({out_.size(), d});
+    }
+
+    const std::string& s_;
     const std::string& name_;
+    std::string out_;
     size_t i_ = 0;
     int line_ = 1;
+    bool raw_ = false;   // from here on the source is copied as it is
+    Want want_ = Want::Value;
     std::vector<Frame> frames_;
-    std::string last_string_;
-    int last_string_line_ = 0;
-    size_t last_string_end_ = std::string::npos;
+    std::vector<std::pair<size_t, long>> shifts_;   // (JSON byte, JSON byte - source byte from there on)
 };
+
+// The end of NUMBER_RE's match at `b` ([\t ]*-?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?[\t ]*), or npos.
+size_t hjson_number_end(const std::string& s, size_t b) {
+    auto digit = [&](size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '9'; };
+    size_t k = b;
+    if (k < s.size() && s[k] == '-') ++k;
+    if (!digit(k)) return std::string::npos;
+    if (s[k] == '0') ++k;
+    else
+        while (digit(k)) ++k;
+    if (k < s.size() && s[k] == '.' && digit(k + 1))
+        for (++k; digit(k);) ++k;
+    if (k < s.size() && (s[k] == 'e' || s[k] == 'E')) {
+        size_t e = k + 1;
+        if (e < s.size() && (s[e] == '+' || s[e] == '-')) ++e;
+        if (digit(e))
+            for (k = e; digit(k);) ++k;
+    }
+    while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) ++k;
+    return k;
+}
+
+// hjson-py scantfnns: a keyword or number ends at the first , } ] # // /* that leaves exactly one;
+// anything else is a string to the end of the line.
+void HjsonToJson::quoteless_value() {
+    const size_t begin = i_, number_end = hjson_number_end(s_, begin);
+    const char first = s_[begin];
+    for (size_t end = begin;; ++end) {
+        const char ch = end < s_.size() ? s_[end] : '\n';
+        const bool eol = ch == '\r' || ch == '\n';
+        const bool comment_next = ch == '/' && end + 1 < s_.size() && (s_[end + 1] == '/' || s_[end + 1] == '*');
+        if (!eol && ch != ',' && ch != '}' && ch != ']' && ch != '#' && !comment_next) continue;
+        size_t last = end;
+        while (last > begin && (s_[last - 1] == ' ' || s_[last - 1] == '\t' || s_[last - 1] == '\f' || s_[last - 1] == '\v')) --last;
+        auto is = [&](const char* word, size_t n) { return last - begin == n && s_.compare(begin, n, word) == 0; };
+        const bool keyword = (first == 'n' && is("null", 4)) || (first == 't' && is("true", 4)) || (first == 'f' && is("false", 5));
+        if (keyword || number_end == end) {
+            out_.append(s_, begin, end - begin);
+            i_ = end;
+            return;
+        }
+        if (eol) {   // (no substring before this: a line of many commas stays linear)
+            out_ += '"' + json_string_body(s_.substr(begin, last - begin)) + '"';
+            // The trimmed tail as spaces: \f and \v are not hjson's whitespace between tokens
+            // (left to the main loop, a value of only "\f" never moved on: found by fuzz_ds_config).
+            out_.append(end - last, ' ');
+            i_ = end;
+            return;
+        }
+    }
+}
+
+// hjson-py mlscanstring: '''...''', each line's indent up to the opening quotes' column dropped,
+// one newline after the opening and before the closing quotes dropped.
+bool HjsonToJson::multiline() {
+    const size_t line_start = i_ == 0 ? std::string::npos : s_.rfind('\n', i_ - 1);
+    const size_t indent = line_start == std::string::npos ? i_ : i_ - line_start - 1;
+    auto skip_indent = [&](size_t k, size_t n) {
+        for (; k < s_.size() && n > 0 && (s_[k] == ' ' || s_[k] == '\t' || s_[k] == '\r'); --n) ++k;
+        return k;
+    };
+    size_t j = skip_indent(i_ + 3, std::string::npos);
+    if (j < s_.size() && s_[j] == '\n') j = skip_indent(j + 1, indent);
+    std::string text;
+    int newlines = 0, quotes = 0;
+    for (; j < s_.size() && quotes < 3; ++j) {
+        const char ch = s_[j];
+        if (ch == '\'') {
+            ++quotes;
+            continue;
+        }
+        text.append(static_cast<size_t>(quotes), '\'');
+        quotes = 0;
+        if (ch == '\n') {
+            text += '\n';
+            ++newlines;
+            j = skip_indent(j + 1, indent) - 1;
+        } else if (ch != '\r') {
+            text += ch;
+        }
+    }
+    if (quotes < 3) return false;   // "Bad multiline string": strict JSON's error at the quotes
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    out_ += '"' + json_string_body(text) + '"';
+    out_.append(static_cast<size_t>(newlines), '\n');   // the line numbers after it stay right
+    line_ += newlines;
+    i_ = j;
+    return true;
+}
+
+// #, // and /* */ outside strings (hjson's three comment forms, getNext), as spaces.
+bool HjsonToJson::comment() {
+    const bool hash = s_[i_] == '#', line = s_.compare(i_, 2, "//") == 0, block = s_.compare(i_, 2, "/*") == 0;
+    if (!hash && !line && !block) return false;
+    size_t end = block ? s_.find("*/", i_ + 2) : s_.find('\n', i_);
+    end = end == std::string::npos ? s_.size() : block ? end + 2 : end;
+    for (size_t k = i_; k < end; ++k) {
+        line_ += s_[k] == '\n';
+        out_ += s_[k] == '\n' ? '\n' : ' ';
+    }
+    i_ = end;
+    return true;
+}
+
+bool HjsonToJson::closes_next() const {
+    size_t j = i_ + 1;
+    while (j < s_.size()) {
+        const char c = s_[j];
+        if (hjson_space(c)) ++j;
+        else if (c == '#' || s_.compare(j, 2, "//") == 0 || s_.compare(j, 2, "/*") == 0) {
+            size_t end = c == '#' || s_[j + 1] == '/' ? s_.find('\n', j) : s_.find("*/", j + 2);
+            if (end == std::string::npos) return false;
+            j = s_[end] == '*' ? end + 2 : end;
+        } else {
+            return c == '}' || c == ']';
+        }
+    }
+    return false;
+}
 
 }  // namespace
 
 Result<Json> parse_hjson_text(const std::string& text, const std::string& name) {
-    std::string plain = text;
-    if (auto e = HjsonScan(plain, name).run()) return *e;
-    return parse_json_text(plain, name);
+    HjsonToJson scan(text, name);
+    if (auto e = scan.run()) return *e;
+    return parse_json_located(scan.json(), name, text, [&](size_t b) { return scan.source_byte(b); });
 }
 
 Result<std::string> read_text_file(const std::string& path, const std::string& what) {

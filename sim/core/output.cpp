@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ext/stdio_filebuf.h>
@@ -18,6 +19,36 @@ namespace zerosim {
 namespace {
 
 std::string errno_text(int err) { return err == 0 ? "unknown error" : std::strerror(err); }
+
+// The interrupt report (install_interrupt_report): only async-signal-safe calls (write, unlink,
+// _exit) on data set before the signal can come; the temporary's name is copied in whole before
+// the pointer to it is published.
+const char* g_interrupt_program = nullptr;
+char g_temporary[4096];
+volatile sig_atomic_t g_temporary_set = 0;
+
+void put_text(const char* s) {
+    size_t n = 0;
+    while (s[n]) ++n;
+    ssize_t w = ::write(2, s, n);
+    (void)w;
+}
+
+void on_interrupt(int sig) {
+    if (g_temporary_set) unlink(g_temporary);
+    put_text(g_interrupt_program);
+    put_text(sig == SIGINT ? ": error: interrupted (SIGINT, Ctrl-C); no output is left half written\n"
+                           : ": error: stopped (SIGTERM); no output is left half written\n");
+    _exit(kExitRuntimeFault);
+}
+
+// Marks `path` as the temporary to remove on an interrupt ("" : none).
+void set_interrupt_temporary(const std::string& path) {
+    g_temporary_set = 0;
+    if (path.empty() || path.size() >= sizeof g_temporary) return;
+    std::memcpy(g_temporary, path.c_str(), path.size() + 1);
+    g_temporary_set = 1;
+}
 
 // The permissions a plain create gets (0666 less the umask); mkstemp makes 0600.
 mode_t created_mode() {
@@ -187,19 +218,24 @@ int write_output(const std::string& program, const std::string& path, const std:
     int fd = mkstemp(tmpl.data());
     if (fd < 0) return print_input_error(program, Error{path, flag, "cannot open for writing"});
     fchmod(fd, created_mode());
+    set_interrupt_temporary(tmpl);   // a Ctrl-C while writing removes it (on_interrupt)
     int err = 0;
     try {
         err = write_to_fd(fd, write);
     } catch (...) {
+        set_interrupt_temporary("");
         unlink(tmpl.c_str());   // out of memory while writing: no temporary left behind
         throw;
     }
     if (err) {
+        set_interrupt_temporary("");
         unlink(tmpl.c_str());
         return fault("cannot write", err);
     }
-    if (rename(tmpl.c_str(), path.c_str()) != 0) {
-        err = errno;
+    int renamed = rename(tmpl.c_str(), path.c_str());
+    err = errno;
+    set_interrupt_temporary("");
+    if (renamed != 0) {
         unlink(tmpl.c_str());
         return fault("cannot replace", err);
     }
@@ -221,6 +257,15 @@ int check_standard_output(const std::string& program) {
 
 Status check_writable(const std::string& path, const std::string& flag) {
     return check_output_path("zerosim", path, flag, {});
+}
+
+void install_interrupt_report(const char* program) {
+    g_interrupt_program = program;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
 }
 
 }  // namespace zerosim

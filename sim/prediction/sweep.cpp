@@ -4,6 +4,7 @@
 #include "prediction/gathered_budget.hpp"
 
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -455,9 +456,17 @@ Status start_sweep_workers(const SweepSpec& spec, const SweepInputs& inputs, con
         int fds[2];
         if (pipe(fds) != 0) return Error{"", "", "cannot create a pipe for the sweep workers"};
         std::fflush(nullptr);
+        const pid_t sweep_pid = getpid();
         pid_t pid = fork();
         if (pid < 0) return Error{"", "", "cannot start sweep worker processes"};
         if (pid == 0) {
+            // A worker dies quietly with the sweep: Ctrl-C reaches the whole process group and the
+            // sweep alone reports it (core/output.hpp install_interrupt_report); a sweep that ends
+            // any other way (SIGKILL) takes its workers with it instead of leaving them computing.
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != sweep_pid) _exit(1);   // the sweep had already gone before prctl
             close(fds[0]);
             FILE* out = fdopen(fds[1], "w");
             for (size_t i = static_cast<size_t>(w); i < points.size(); i += static_cast<size_t>(jobs)) {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "formats/measured_logs.hpp"
+#include "core/json_input.hpp"
 #include "inputs/ds_config.hpp"
 #include "test_helpers.hpp"
 
@@ -43,4 +44,17 @@ TEST(FuzzRegressions, ACommOpLineWithoutItsSpaceIsAnErrorNotACrash) {
 TEST(FuzzRegressions, AnUnterminatedStringInAConfigIsAnErrorNotAHang) {
     auto c = zerosim::parse_ds_config("ds.json", "{\"zero_optimization\": {\"stage\": 3, \"x");
     EXPECT_FALSE(c.ok());
+}
+
+// Found by fuzz_ds_config after quoteless hjson values (issue 33): a value of only form feeds
+// (whitespace to Python's strip, not to hjson's tokenizer) left the scan where it was, forever.
+// hjson-py reads it as the empty string; the input is the fuzzer's, shortened.
+TEST(FuzzRegressions, AQuotelessValueOfOnlyFormFeedsIsReadNotAHang) {
+    auto doc = zerosim::parse_hjson_text("{\n a: \f\f\n b: x\f \n}", "ds.json");
+    ASSERT_TRUE(doc.ok()) << doc.error().what();
+    EXPECT_EQ(doc.value().dump(), R"({"a":"","b":"x"})");
+    // The fuzzer's own input: an array, then bytes 0xff, form feeds and NULs; refused, not a hang.
+    std::string found = "{\n a: [\n  {b: 2}\n\xff\xff\f\f\f\fe";
+    found += std::string(1, '\0') + "\f\f\x1c\f\r\f\f\xff\xff\f\f\x01" + std::string(3, '\0') + "\f\f ]\n}";
+    EXPECT_FALSE(zerosim::parse_ds_config("ds.json", found).ok());
 }

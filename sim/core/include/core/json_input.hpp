@@ -41,9 +41,12 @@ Result<Json> read_json_file(const std::string& path);
 // text (an object of 100k keys too); a key given twice keeps its last value.
 Result<Json> parse_json_text(const std::string& text, const std::string& name);
 // A DeepSpeed config as DeepSpeed reads it (runtime/config.py: hjson.load with
-// object_pairs_hook=dict_raise_error_on_duplicate_keys): hjson's comments (#, //, /* */) and
-// trailing commas accepted; a key given twice in one object refused, naming both lines. The rest
-// of hjson (quoteless keys and strings, commas left out) is not read: malformed JSON, as before.
+// object_pairs_hook=dict_raise_error_on_duplicate_keys), by hjson-py's rules: comments (#, //,
+// /* */), trailing and left-out commas, keys without quotes, quoteless values (a number, true,
+// false or null when that is all up to the next , } ] or comment; else a string to the end of the
+// line), 'single-quoted' and '''multi-line''' strings. A key given twice in one object is refused,
+// naming both lines. What hjson also refuses gets strict JSON's error, placed in the file as given.
+// Not read: a root object without its braces (DeepSpeed's configs have them).
 Result<Json> parse_hjson_text(const std::string& text, const std::string& name);
 
 // A view of one JSON value with its file and its path inside the file.
