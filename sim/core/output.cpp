@@ -264,8 +264,14 @@ void install_interrupt_report(const char* program) {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    for (int sig : {SIGINT, SIGTERM}) {
+        // A signal ignored on entry stays ignored: a shell starts background jobs (`zerosim ... &`)
+        // and nohup its commands with SIGINT ignored, so a Ctrl-C meant for the foreground job
+        // must not end them.
+        struct sigaction was;
+        if (sigaction(sig, nullptr, &was) == 0 && was.sa_handler == SIG_IGN) continue;
+        sigaction(sig, &sa, nullptr);
+    }
 }
 
 }  // namespace zerosim

@@ -463,8 +463,8 @@ Status start_sweep_workers(const SweepSpec& spec, const SweepInputs& inputs, con
             // A worker dies quietly with the sweep: Ctrl-C reaches the whole process group and the
             // sweep alone reports it (core/output.hpp install_interrupt_report); a sweep that ends
             // any other way (SIGKILL) takes its workers with it instead of leaving them computing.
-            signal(SIGINT, SIG_DFL);
-            signal(SIGTERM, SIG_DFL);
+            for (int sig : {SIGINT, SIGTERM})
+                if (signal(sig, SIG_DFL) == SIG_IGN) signal(sig, SIG_IGN);   // ignored stays ignored (a background sweep)
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (getppid() != sweep_pid) _exit(1);   // the sweep had already gone before prctl
             close(fds[0]);

@@ -4,6 +4,7 @@
 #include "timing/offload_time.hpp"
 
 #include <simgrid/s4u.hpp>
+#include <csignal>
 
 #include <algorithm>
 #include <cmath>
@@ -43,7 +44,14 @@ RankHosts& platform() {
         static char arg0[] = "zerosim";
         static char arg1[] = "--log=root.thres:critical";
         static char* argv[] = {arg0, arg1, nullptr};
+        // SimGrid's EngineImpl::initialize installs its own Ctrl-C handler (it prints "CTRL-C
+        // pressed" and exits 1; src/kernel/EngineImpl.cpp inthandler): the process's own
+        // disposition is put back (zerosim's interrupt report, exit 3; ignored in a background
+        // job; the default in a sweep worker).
+        struct sigaction before;
+        sigaction(SIGINT, nullptr, &before);
         auto* e = simgrid::s4u::Engine::get_instance(&argc, argv);
+        sigaction(SIGINT, &before, nullptr);
         (void)e;
         // CM02 is the plain max-min flow model: no TCP factors, so a flow alone on a link of
         // capacity C moves B bytes in exactly B / C seconds; latencies are modelled by zerosim.

@@ -83,6 +83,8 @@ Job start_bench(const std::string& name, const std::string& timeout) {
     j.pid = fork();
     if (j.pid == 0) {
         setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);   // a test run in the background (ctest ... &) has SIGINT ignored
+        signal(SIGTERM, SIG_DFL);
         int fd = open(j.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         dup2(fd, 2);

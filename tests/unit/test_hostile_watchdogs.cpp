@@ -69,7 +69,7 @@ struct Sweep {
 
 // Starts a long sweep with two workers in its own process group (as a shell job is), stderr to a
 // file, the CSV to -o; waits until both workers run.
-Sweep start_long_sweep(const std::string& name) {
+Sweep start_long_sweep(const std::string& name, bool sigint_ignored = false) {
     Sweep s;
     s.dir = std::string(ZEROSIM_ARTIFACTS_DIR) + "/hostile-watchdogs/" + name;
     std::filesystem::remove_all(s.dir);
@@ -86,6 +86,10 @@ Sweep start_long_sweep(const std::string& name) {
     s.pid = fork();
     if (s.pid == 0) {
         setpgid(0, 0);
+        // As a terminal's foreground job gets them: a test run in the background (ctest ... &)
+        // has SIGINT ignored, and zerosim rightly keeps an ignored SIGINT ignored.
+        signal(SIGINT, sigint_ignored ? SIG_IGN : SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 2);
         std::vector<char*> argv;
@@ -191,4 +195,16 @@ TEST(HostileWatchdogs, InterruptToTheSweepAloneTakesItsWorkersWithIt) {
     double seconds = 0;
     const int rc = wait_for(s, std::chrono::seconds(3), &seconds);
     expect_interrupt_named(s, workers, rc, seconds);
+}
+
+// A background job of a shell (`zerosim sweep ... &`) starts with SIGINT ignored: a Ctrl-C meant
+// for the foreground job must not end it.
+TEST(HostileWatchdogs, AnIgnoredInterruptStaysIgnored) {
+    Sweep s = start_long_sweep("sigint-ignored", true);
+    ASSERT_EQ(children_of(s.pid).size(), 2u) << slurp(s.err_path());
+    ASSERT_EQ(kill(-s.pid, SIGINT), 0);
+    double seconds = 0;
+    const int rc = wait_for(s, std::chrono::seconds(1), &seconds);   // kills it when still running
+    EXPECT_EQ(rc, -1) << "ended by an ignored SIGINT:\n" << slurp(s.err_path());
+    EXPECT_EQ(slurp(s.err_path()).find("interrupted"), std::string::npos);
 }

@@ -65,8 +65,9 @@ int check_standard_output(const std::string& program);
 // codes": an interrupt is a runtime fault), "PROGRAM: error: interrupted (SIGINT, Ctrl-C); no output
 // is left half written" (or "stopped (SIGTERM)"), after removing the temporary of a write_output in
 // progress; outputs already renamed into place stay whole. Without it the shell reports only "130".
-// `program` must outlive the process (a literal). Child processes that should die quietly (the
-// sweep's workers) restore SIG_DFL.
+// `program` must outlive the process (a literal). A signal ignored on entry (a background job of
+// a shell, nohup) stays ignored. Child processes that should die quietly (the sweep's workers)
+// restore SIG_DFL.
 void install_interrupt_report(const char* program);
 
 // An output path must be usable before minutes of work go into it (check_output_path without
