@@ -189,6 +189,10 @@ static void write_checked_line(std::ostream& err, const std::vector<nlohmann::js
             elements += n;
             ops += n > 0 ? 1 : 0;
         }
+    if (ops == 0) {   // --no-verify, or a schedule without a result to check: say so, not "checked"
+        err << "zerorun: no op result was checked\n";
+        return;
+    }
     err << "zerorun: results checked: " << elements << " elements of " << ops << " op results on " << ranks.size()
         << (ranks.size() == 1 ? " rank" : " ranks") << ", every one as expected\n";
 }
