@@ -5,6 +5,7 @@
 //
 //   cli_case_runner --case FILE --work DIR --src SOURCE_DIR --shared SHARED_DIR --zerosim BIN
 //                   [--zerorun BIN] [--update]
+//   cli_case_runner --readme README.md --work DIR --src SOURCE_DIR --shared SHARED_DIR --zerosim BIN
 //
 // The working directory DIR/cwd holds links named as the tests name their inputs: inputs ->
 // tests/cli/inputs, configs, topologies, fixtures -> tests/fixtures, reference -> SHARED/reference.
@@ -114,6 +115,51 @@ Case parse_case(const std::string& path) {
     return c;
 }
 
+// The README as a test (--readme): every indented example that starts with "$ " and is followed by
+// output lines is a step whose stdout and stderr together (as a terminal shows them) must be those
+// lines exactly. A command is its "$" line and the lines a backslash at the end continues to; its output ends at a
+// blank or unindented line or the next "$". "zerosim SUB ... ARGS" repeats the previous command's
+// arguments, as the README abbreviates a command shown just before. An output line "..." alone
+// stands for lines left out (any number); every other shown line is exact and in order, with
+// nothing between it and its neighbours. Examples without output are not run (they write files,
+// or stand for a user's own inputs).
+Case parse_readme(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) fail_usage("cannot read " + path);
+    Case c;
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    const std::string indent = "    ";
+    std::string previous;   // the last command, joined, for "..."
+    for (size_t i = 0; i < lines.size(); ++i) {
+        if (!starts_with(lines[i], indent + "$ ")) continue;
+        Step s;
+        s.line = static_cast<int>(i + 1);
+        std::string joined;
+        for (bool more = true; more && i < lines.size(); ++i) {
+            std::string part = lines[i].substr(std::min(lines[i].size(), indent.size()));
+            if (s.command.empty()) part = part.substr(2);
+            more = !part.empty() && part.back() == '\\';
+            joined += (joined.empty() ? "" : " ") + (more ? part.substr(0, part.size() - 1) : part);
+            s.command.push_back(part);
+        }
+        if (size_t dots = joined.find(" ... "); dots != std::string::npos) {
+            size_t sub_end = previous.find(' ', previous.find(' ') + 1);
+            if (previous.empty() || sub_end == std::string::npos) fail_usage(path + ":" + std::to_string(s.line) + ": '...' with no command before");
+            joined = joined.substr(0, dots + 1) + previous.substr(sub_end + 1) + joined.substr(dots + 4);
+        }
+        previous = joined;
+        for (; i < lines.size() && starts_with(lines[i], indent) && !starts_with(lines[i], indent + "$ "); ++i)
+            s.out.push_back({false, lines[i].substr(indent.size())});
+        --i;   // the loop's ++i comes back to the line that ended the output
+        if (s.out.empty()) continue;
+        s.command = {"{ " + joined + " ; } 2>&1"};
+        c.steps.push_back(std::move(s));
+    }
+    if (c.steps.empty()) fail_usage(path + ": no example with shown output");
+    return c;
+}
+
 std::vector<std::string> split_lines(const std::string& text) {
     std::vector<std::string> lines;
     size_t start = 0;
@@ -137,6 +183,44 @@ bool matches(const Expect& e, const std::string& actual) {
     } catch (const std::regex_error&) {
         return false;
     }
+}
+
+// The README's comparison: the shown lines, where "..." stands for any run of lines; "" when the
+// output is as shown, else what was shown and what was printed. The runs between the "..." are
+// matched leftmost, the last one at the end unless a "..." follows it.
+std::string excerpt_diff(const std::vector<Expect>& shown, const std::vector<std::string>& act) {
+    std::vector<std::vector<std::string>> runs(1);
+    for (const auto& e : shown) {
+        if (e.text == "...") runs.emplace_back();
+        else runs.back().push_back(e.text);
+    }
+    auto at = [&](size_t pos, const std::vector<std::string>& run) {
+        if (pos + run.size() > act.size()) return false;
+        for (size_t k = 0; k < run.size(); ++k)
+            if (act[pos + k] != run[k]) return false;
+        return true;
+    };
+    size_t pos = 0;
+    bool ok = true;
+    for (size_t r = 0; ok && r < runs.size(); ++r) {
+        const bool first = r == 0, last = r + 1 == runs.size();
+        if (first || last) {   // anchored: at the start, or (a last run) at the end
+            size_t where = first ? 0 : act.size() < runs[r].size() ? act.size() + 1 : act.size() - runs[r].size();
+            ok = where >= pos && at(where, runs[r]) && (!first || !last || where + runs[r].size() == act.size());
+            pos = where + runs[r].size();
+            continue;
+        }
+        while (pos + runs[r].size() <= act.size() && !at(pos, runs[r])) ++pos;
+        ok = at(pos, runs[r]);
+        pos += runs[r].size();
+    }
+    if (ok) return "";
+    std::ostringstream out;
+    out << "--- shown in the README (\"...\": lines left out)\n";
+    for (const auto& e : shown) out << "  " << e.text << "\n";
+    out << "+++ printed\n";
+    for (const auto& l : act) out << "  " << l << "\n";
+    return out.str();
 }
 
 std::string expect_text(const Expect& e) { return (e.pattern ? "~" : "") + e.text; }
@@ -297,9 +381,12 @@ int main(int argc, char** argv) {
         else if (starts_with(a, "--") && i + 1 < argc) opt[a.substr(2)] = argv[++i];
         else fail_usage("unknown argument " + a);
     }
+    const bool readme = opt.count("readme") > 0;
+    if (readme && update) fail_usage("--update does not write the README: edit it by hand");
+    if (readme) opt["case"] = opt["readme"];
     for (const char* need : {"case", "work", "src", "shared", "zerosim"})
-        if (!opt.count(need)) fail_usage(std::string("missing --") + need);
-    Case c = parse_case(opt["case"]);
+        if (!opt.count(need)) fail_usage(std::string("missing --") + need + (std::string(need) == "case" ? " or --readme" : ""));
+    Case c = readme ? parse_readme(opt["readme"]) : parse_case(opt["case"]);
 
     fs::path work = fs::absolute(opt["work"]), cwd = work / "cwd", bin = work / "bin";
     fs::remove_all(work);
@@ -311,6 +398,7 @@ int main(int argc, char** argv) {
     link(src / "topologies", cwd / "topologies");
     link(src / "tests/fixtures", cwd / "fixtures");
     link(shared / "reference", cwd / "reference");
+    link(shared, work / "shared");   // the README's own spelling, ../shared/reference/...
     link(fs::absolute(opt["zerosim"]), bin / "zerosim");
     if (opt.count("zerorun")) link(fs::absolute(opt["zerorun"]), bin / "zerorun");
     const char* path = std::getenv("PATH");
@@ -325,7 +413,8 @@ int main(int argc, char** argv) {
         fs::path out = work / ("stdout." + std::to_string(k)), err = work / ("stderr." + std::to_string(k));
         int code = run_command(command, cwd, out, err);
         auto out_lines = split_lines(read_all(out)), err_lines = without_sanitizer_notices(split_lines(read_all(err)));
-        std::string diff = unified_diff(s.out, out_lines, "stdout") + unified_diff(s.err, err_lines, "stderr");
+        std::string diff = readme ? excerpt_diff(s.out, out_lines) + unified_diff(s.err, err_lines, "stderr")
+                                  : unified_diff(s.out, out_lines, "stdout") + unified_diff(s.err, err_lines, "stderr");
         if (code != s.exit_code) diff += "exit code: expected " + std::to_string(s.exit_code) + ", got " + std::to_string(code) + "\n";
         if (update) {
             s.exit_code = code;

@@ -20,49 +20,25 @@
 #include <vector>
 
 #include "runtime_test_helpers.hpp"
+#include "support/child_processes.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-long parent_of(pid_t pid) {
-    std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
-    size_t close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos) return -1;
-    std::istringstream rest(stat.substr(close_paren + 1));
-    char state = 0;
-    long ppid = -1;
-    rest >> state >> ppid;
-    return state == 'Z' ? -1 : ppid;
-}
+using child_processes::Clock;
+using child_processes::parent_of;
+using child_processes::slurp;
 
 // The zerorun processes below `root` (mpirun's ranks, at any depth), by their executable.
 std::vector<pid_t> ranks_under(pid_t root) {
-    std::vector<pid_t> out;
     const std::string exe = std::filesystem::canonical(ZERORUN_BINARY).string();
-    DIR* d = opendir("/proc");
-    if (!d) return out;
-    while (dirent* e = readdir(d)) {
-        pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-        if (pid <= 0) continue;
+    return child_processes::processes_where([&](pid_t pid) {
         char link[PATH_MAX];
         ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), link, sizeof link - 1);
-        if (n <= 0 || std::string(link, static_cast<size_t>(n)) != exe) continue;
+        if (n <= 0 || std::string(link, static_cast<size_t>(n)) != exe) return false;
         for (long p = parent_of(pid); p > 1; p = parent_of(static_cast<pid_t>(p)))
-            if (p == root) {
-                out.push_back(pid);
-                break;
-            }
-    }
-    closedir(d);
-    return out;
+            if (p == root) return true;
+        return false;
+    });
 }
 
 struct Job {
@@ -102,19 +78,10 @@ Job start_bench(const std::string& name, const std::string& timeout) {
 
 // mpirun's exit code within `bound` (-1: still running, then the whole job is killed).
 int wait_for(const Job& j, std::chrono::seconds bound, double* seconds) {
-    auto t0 = Clock::now();
-    int st = 0;
-    while (Clock::now() - t0 < bound) {
-        if (waitpid(j.pid, &st, WNOHANG) == j.pid) {
-            *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    for (pid_t r : ranks_under(j.pid)) kill(r, SIGKILL);
-    kill(-j.pid, SIGKILL);
-    waitpid(j.pid, &st, 0);
-    return -1;
+    return child_processes::wait_bounded(j.pid, bound, seconds, [&] {
+        for (pid_t r : ranks_under(j.pid)) kill(r, SIGKILL);
+        kill(-j.pid, SIGKILL);
+    });
 }
 
 bool have_mpirun() { return access(ZERORUN_MPIEXEC, X_OK) == 0; }

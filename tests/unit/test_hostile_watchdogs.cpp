@@ -21,36 +21,16 @@
 #include <thread>
 #include <vector>
 
+#include "support/child_processes.hpp"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using child_processes::Clock;
+using child_processes::slurp;
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-// The pids whose parent is `parent` (from /proc/PID/stat's fourth field), zombies left out.
+// The pids whose parent is `parent`, zombies left out.
 std::vector<pid_t> children_of(pid_t parent) {
-    std::vector<pid_t> out;
-    DIR* d = opendir("/proc");
-    if (!d) return out;
-    while (dirent* e = readdir(d)) {
-        pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-        if (pid <= 0) continue;
-        std::string stat = slurp("/proc/" + std::string(e->d_name) + "/stat");
-        size_t close_paren = stat.rfind(')');
-        if (close_paren == std::string::npos) continue;
-        std::istringstream rest(stat.substr(close_paren + 1));
-        char state = 0;
-        long ppid = 0;
-        rest >> state >> ppid;
-        if (ppid == parent && state != 'Z') out.push_back(pid);
-    }
-    closedir(d);
-    return out;
+    return child_processes::processes_where([&](pid_t pid) { return child_processes::parent_of(pid) == parent; });
 }
 
 // A process that still runs (exists and is not a zombie).
@@ -110,18 +90,7 @@ Sweep start_long_sweep(const std::string& name, bool sigint_ignored = false) {
 // Waits up to `bound` for the sweep to end; its exit code, 128 + signal if killed, -1 if it was
 // still running (then it is killed, so no test leaves it behind).
 int wait_for(const Sweep& s, std::chrono::seconds bound, double* seconds) {
-    auto t0 = Clock::now();
-    int st = 0;
-    while (Clock::now() - t0 < bound) {
-        if (waitpid(s.pid, &st, WNOHANG) == s.pid) {
-            *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    kill(-s.pid, SIGKILL);
-    waitpid(s.pid, &st, 0);
-    return -1;
+    return child_processes::wait_bounded(s.pid, bound, seconds, [&] { kill(-s.pid, SIGKILL); });
 }
 
 void expect_worker_fault_ends_sweep(int sig, const std::string& said) {
