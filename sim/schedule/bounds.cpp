@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "schedule/ir.hpp"
 #include "schedule/partition.hpp"
@@ -165,7 +167,7 @@ Status size_refusal(int64_t ops, int64_t bytes, bool exact, size_t params, const
                     int64_t grad_accum) {
     auto shape = [&] {
         std::ostringstream o;
-        o << opt.steps << " step(s) x " << grad_accum << " micro-step(s) on " << world << " rank(s), " << params
+        o << (opt.steps_in_run > 0 ? opt.steps_in_run : opt.steps) << " step(s) x " << grad_accum << " micro-step(s) on " << world << " rank(s), " << params
           << " parameters";
         return o.str();
     };
@@ -198,6 +200,13 @@ Status size_refusal(int64_t ops, int64_t bytes, bool exact, size_t params, const
 
 Status check_schedule_size(const Model& m, const DsConfig& cfg, const ScheduleOptions& opt, int64_t grad_accum) {
     ScheduleSize s = estimate_schedule_size(m, cfg, opt, grad_accum);
+    if (!opt.count_while_building) return size_refusal(s.ops, s.bytes, false, m.params.size(), opt, opt.world, grad_accum);
+    ScheduleOptions slack = opt;
+    slack.max_ops = opt.max_ops > kMax / kEstimateSlack ? kMax : opt.max_ops * kEstimateSlack;
+    slack.max_bytes = opt.max_bytes > kMax / kEstimateSlack ? kMax : opt.max_bytes * kEstimateSlack;
+    auto refused = size_refusal(s.ops, s.bytes, false, m.params.size(), slack, opt.world, grad_accum);
+    if (!refused) return std::nullopt;
+    // The message names the caller's limit, not the slack's.
     return size_refusal(s.ops, s.bytes, false, m.params.size(), opt, opt.world, grad_accum);
 }
 
@@ -208,6 +217,22 @@ int64_t op_memory_estimate(const Op& op) {
 
 Status check_counted_size(int64_t ops, int64_t bytes, size_t params, const ScheduleMeta& meta, const ScheduleOptions& opt) {
     return size_refusal(ops, bytes, true, params, opt, meta.world, meta.grad_accum);
+}
+
+Status check_building_size(int64_t ops, int64_t bytes, size_t params, int step, int micro, const ScheduleMeta& meta,
+                           const ScheduleOptions& opt) {
+    if (ops <= opt.max_ops && bytes <= opt.max_bytes) return std::nullopt;
+    Error e = *size_refusal(ops, bytes, true, params, opt, meta.world, meta.grad_accum);
+    // Counted up to where building stopped: the whole schedule has more still.
+    const std::string where = " by step " + std::to_string(step) + (micro >= 0 ? ", micro-step " + std::to_string(micro) : "") +
+                              ", counted as built";
+    // "would have N ops (" -> "would have more than N ops by step S ... (", and so for the memory.
+    const std::pair<std::string, std::string> more[] = {{"the schedule would have ", "the schedule would have more than "},
+                                                        {"the schedule would take about ", "the schedule would take more than "}};
+    for (const auto& [was, is] : more)
+        if (e.message.rfind(was, 0) == 0) e.message = is + e.message.substr(was.size());
+    if (size_t paren = e.message.find(" ("); paren != std::string::npos) e.message.insert(paren, where);
+    return e;
 }
 
 }  // namespace zerosim

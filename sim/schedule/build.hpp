@@ -79,6 +79,11 @@ struct Build {
     Op& backward(int module);
     Op& optimizer_step(int group, int64_t elements);
     bool is_boundary() const { return micro == batch.grad_accum - 1; }
+    // Under ScheduleOptions::count_while_building, after each micro-step and step: true (with
+    // `failure` set to the refusal) once the ops built pass the limits; the generators stop there.
+    bool past_size_limit();
+    size_t counted_ops = 0;      // ops whose memory is in counted_bytes
+    int64_t counted_bytes = 0;
     bool overflows(int s) const;
     // A module's parameters in the order their gradients become ready within its backward
     // (backward_plan explains: bias before weight for a Linear, weight before bias for a LayerNorm).

@@ -373,6 +373,7 @@ void generate_pipeline(Build& b) {
     for (int step = 0; step < b.opt.steps; ++step) {
         b.step = step;
         pipe_train_batch(b, st, *zero, plan);
+        if (b.past_size_limit()) return;
     }
 }
 

@@ -243,7 +243,8 @@ Result<Schedule> build_whole(const Model& model, const DsConfig& cfg, const Sche
     if (opt.layout.is_3d() || !model.parallel.moe.empty()) return detail::build_rank_schedule(model, cfg, opt);
     auto batch = resolve_batch(cfg, opt.world);
     if (!batch) return batch.error();
-    // Bounded work: the size is known from the inputs; refuse before building what cannot fit.
+    // Bounded work: the size is known from the inputs; refuse before building what cannot fit (or,
+    // counting while building, once what is built passes the limits: Build::past_size_limit).
     if (auto e = check_schedule_size(model, cfg, opt, batch->grad_accum)) return *e;
     detail::Build b{model, cfg, opt, batch.value(), 0, {}, -1, -1, Phase::Init, std::nullopt, nullptr, 0, 0, {}};
     if (auto e = detail::start_schedule(b)) return *e;
@@ -278,6 +279,14 @@ Status start_schedule(Build& b) {
     set_checkpoint_regions(b);
     // ZeRO++ / MiCS groups and DeepSpeed's refusals of their settings (stage3_variants.hpp).
     return detail::setup_zero_variants(b);
+}
+
+bool Build::past_size_limit() {
+    if (!opt.count_while_building) return false;
+    if (failure) return true;
+    for (; counted_ops < out.ops.size(); ++counted_ops) counted_bytes += op_memory_estimate(out.ops[counted_ops]);
+    failure = check_building_size(static_cast<int64_t>(out.ops.size()), counted_bytes, model.params.size(), step, micro, out.meta, opt);
+    return failure.has_value();
 }
 
 Result<Schedule> finish_schedule(Build& b) {

@@ -413,8 +413,10 @@ void generate_stage012(Build& b) {
         for (int micro = 0; micro < b.batch.grad_accum; ++micro) {
             b.micro = micro;
             s->micro_step(plan);
+            if (b.past_size_limit()) return;
         }
         s->optimizer_step(step);
+        if (b.past_size_limit()) return;
     }
 }
 

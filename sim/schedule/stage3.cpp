@@ -510,8 +510,10 @@ void generate_stage3(Build& b) {
         for (int micro = 0; micro < b.batch.grad_accum; ++micro) {
             b.micro = micro;
             s.micro_step(fwd, bwd, ready_at_node);
+            if (b.past_size_limit()) return;
         }
         s.optimizer_step(step);
+        if (b.past_size_limit()) return;
     }
 }
 

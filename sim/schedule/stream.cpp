@@ -206,30 +206,34 @@ ScheduleStream::Count ScheduleStream::count() const {
     return c;
 }
 
-namespace {
-
-bool size_refused(const Error& e) { return e.field == "--max-ops" || e.field == "--max-memory"; }
-
-// The caller's own limits against the run's estimate: the refusal of a run past them before any
-// of it is built (`fallback` should the estimate pass after all).
-Error estimate_refusal(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt, const Error& fallback) {
-    auto whole = detail::build_whole(model, cfg, opt);
-    return whole.ok() ? fallback : whole.error();
-}
-
-}  // namespace
-
 Result<ScheduleStream> ScheduleStream::open(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt,
                                             bool whole_in_memory) {
-    // Built under the default limits at least, the work any schedule may take unasked, so that the
-    // caller's limits meet the exact count below rather than the estimate's bound.
+    // Built under the default limits at least, the work any schedule may take unasked, and counted
+    // while built (bounds.hpp check_schedule_size), so that the caller's limits meet the exact count
+    // below rather than the estimate's bound.
     ScheduleOptions guarded = opt;
     guarded.max_ops = std::max(opt.max_ops, kDefaultMaxOps);
     guarded.max_bytes = std::max(opt.max_bytes, kDefaultMaxScheduleBytes);
+    // Counted while built: the estimate's upper bound can be several times the real count (a stage-3
+    // micro-step's gathers are bounded per module call, most calls gather in one), and a template
+    // within the limits must not be refused by it.
+    guarded.count_while_building = true;
     const bool long_run = opt.steps > kTemplateSteps && opt.overflow_steps.empty();
-    if (long_run) guarded.steps = kTemplateSteps;
+    // A run whose template would have to be counted while built (its estimate past the limits) and
+    // whose whole estimate is far past them is refused at once; a template within them is built and
+    // counts the run exactly, however long (a 3D rank's program is estimated on its own model, by
+    // the builder).
+    if (long_run) {
+        auto batch = resolve_batch(cfg, opt.world);
+        ScheduleOptions first = guarded;
+        first.steps = kTemplateSteps;
+        first.count_while_building = false;
+        if (batch && !opt.layout.is_3d() && model.parallel.moe.empty() && check_schedule_size(model, cfg, first, batch->grad_accum))
+            if (auto e = check_schedule_size(model, cfg, guarded, batch->grad_accum)) return *e;
+        guarded.steps = kTemplateSteps;
+        guarded.steps_in_run = opt.steps;
+    }
     auto built = detail::build_whole(model, cfg, guarded);
-    if (!built && size_refused(built.error())) return estimate_refusal(model, cfg, opt, built.error());
     if (!built) return built.error();
     const size_t params = built->params.size();
     std::optional<ScheduleStream> stream;
@@ -237,7 +241,6 @@ Result<ScheduleStream> ScheduleStream::open(const Model& model, const DsConfig& 
     if (long_run && !stream) {   // no step like the next: the whole run
         guarded.steps = opt.steps;
         built = detail::build_whole(model, cfg, guarded);
-        if (!built && size_refused(built.error())) return estimate_refusal(model, cfg, opt, built.error());
         if (!built) return built.error();
     }
     if (!stream) stream = StreamBuilder::whole(std::move(built).value());

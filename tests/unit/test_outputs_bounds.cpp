@@ -232,6 +232,56 @@ TEST(ScheduleBounds, HandCountsOfTheRealScheduleAndOfTheEstimate) {
     EXPECT_EQ(e2.ops, 38);
 }
 
+// build_schedule (through ScheduleStream::open) counts while it builds: the stage-2 schedule above
+// has 28 ops against an estimate of 38, and a limit between the two builds it; a limit below 28
+// refuses it by the exact count (no "up to").
+TEST(ScheduleBounds, AScheduleTheEstimateOverstatesIsBuiltAndCountedExactly) {
+    Model m = two_param_model();
+    DsConfig c2 = config(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
+                             "zero_optimization": {"stage": 2}})");
+    ScheduleOptions o;
+    o.world = 2;
+    o.steps = 2;
+    ASSERT_EQ(estimate_schedule_size(m, c2, o, 2).ops, 38);
+    o.max_ops = 30;
+    auto built = build_schedule(m, c2, o);
+    ASSERT_TRUE(built.ok()) << built.error().what();
+    EXPECT_EQ(built->ops.size(), 28u);
+    o.max_ops = 27;
+    auto refused = build_schedule(m, c2, o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().field, "--max-ops");
+    EXPECT_NE(refused.error().message.find("the schedule would have 28 ops (2 step(s) x 2 micro-step(s) on 2 rank(s), 2 parameters)"),
+              std::string::npos)
+        << refused.error().message;
+}
+
+// The refusal of a schedule counted while built (past the default limits, where the builder stops):
+// "more than", where it stopped, the run's steps rather than the template's.
+TEST(ScheduleBounds, ARefusalWhileBuildingSaysMoreThanAndWhere) {
+    ScheduleOptions o;
+    o.world = 8;
+    o.steps = 6;
+    o.steps_in_run = 50;
+    o.max_ops = 5000000;
+    ScheduleMeta meta;
+    meta.world = 8;
+    meta.grad_accum = 400;
+    EXPECT_FALSE(check_building_size(5000000, 1000, 723, 5, 78, meta, o).has_value());
+    auto e = check_building_size(5001655, 1000, 723, 5, 78, meta, o);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->field, "--max-ops");
+    EXPECT_EQ(e->message,
+              "the schedule would have more than 5001655 ops by step 5, micro-step 78, counted as built (50 step(s) x 400 "
+              "micro-step(s) on 8 rank(s), 723 parameters), past the limit of 5000000; raise --max-ops to build it anyway");
+    o.max_bytes = 1 << 20;
+    auto mem = check_building_size(10, int64_t{3} << 20, 723, 0, -1, meta, o);
+    ASSERT_TRUE(mem.has_value());
+    EXPECT_EQ(mem->field, "--max-memory");
+    EXPECT_EQ(mem->message.rfind("the schedule would take more than 3.0 MiB for 10 ops by step 0, counted as built (50 step(s)", 0), 0u)
+        << mem->message;
+}
+
 TEST(ScheduleBounds, NeverBelowTheRealCountOnEveryShippedConfig) {
     auto model = load_model(test::config("models/tiny-gpt.json"));
     ASSERT_TRUE(model.ok());

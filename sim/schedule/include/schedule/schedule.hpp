@@ -26,6 +26,11 @@ struct ScheduleOptions {
     int64_t gpus_per_node = 0;
  int64_t max_ops = kDefaultMaxOps;               // refuse a schedule estimated past these (bounds.hpp)
     int64_t max_bytes = kDefaultMaxScheduleBytes;
+    // Past the estimate's limits, build anyway and count while building: refused only once the ops
+    // built pass max_ops or max_bytes (ScheduleStream::open builds its template so, since the
+    // estimate's upper bound can be several times the real count).
+    bool count_while_building = false;
+    int steps_in_run = 0;   // where `steps` are a template's (schedule/stream.hpp): the run's, for messages
     // 3D parallelism (--pp, --tp, --sp, --ep): layout.world is set from `world` by build_schedule.
     // With any axis above 1 the schedule is rank `rank`'s program (docs/zero-comm.md "ZeRO inside 3D").
     ParallelLayout layout;

@@ -34,8 +34,8 @@ class ScheduleStream {
     static ScheduleStream of(const Schedule& s);
     // The schedule build_schedule would build, as a template where it repeats (see above), else
     // whole. Built under the default limits at least (bounds.hpp: the work any schedule may take
-    // unasked; past them refused by the estimate, as before), then refused past opt.max_ops by its
-    // exact count, and past opt.max_bytes by what the whole schedule would take where
+    // unasked), counted while built (refused at once only by an estimate past kEstimateSlack times
+    // them), then refused past opt.max_ops by its exact count, and past opt.max_bytes by what the whole schedule would take where
     // `whole_in_memory`, else by what the stream holds.
     static Result<ScheduleStream> open(const Model& model, const DsConfig& cfg, const ScheduleOptions& opt,
                                        bool whole_in_memory = false);
