@@ -2,8 +2,11 @@
 // stage and setting. What a reader needs to tell the series apart and read values off: ticks in
 // engineering units, a y range that shows the differences (its start said when it is not 0),
 // log-scale ranks, the Okabe-Ito colour-blind-safe palette with a dash pattern and a marker shape
-// per series (so identical series, such as stages 1 and 2 of one model, stay visible), legends in
-// words ("stage 2, dgx-h100"), and hollow crossed markers where the rank does not fit its GPU.
+// per series (so identical series, such as stages 1 and 2 of one model, stay visible; with several
+// topologies the colour is the stage and settings and the dash and marker the topology, so twelve
+// series read as four colours in three styles), legends in words ("stage 2, dgx-h100") grouped by
+// topology, a GPU-memory line per GPU size, notes wrapped under each title, and hollow crossed
+// markers where the rank does not fit its GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -69,8 +72,12 @@ std::string tick_label(double v, AxisUnit u) {
 using prediction_detail::html_escape;
 
 struct Series {
-    std::string label;
+    std::string label;      // "stage 2, dgx-h100, reduce_bucket_size=5e8"
+    std::string topology;   // "dgx-h100"
     std::vector<const SweepResult*> points;
+    // Colour: the series' stage and settings, the same on every topology. Style (dash and marker):
+    // its topology where the sweep has several, else the same as the colour.
+    size_t colour = 0, style = 0;
 };
 
 double memory_gib(const SweepResult& r) {
@@ -94,24 +101,53 @@ std::vector<Series> sweep_plot_series(const SweepSpec& spec, const std::vector<S
         char key[32];
         std::snprintf(key, sizeof key, "%04zu", r.point.index);   // first point's grid order
         auto it = std::find_if(by_key.begin(), by_key.end(), [&](const auto& kv) { return kv.second.label == label; });
-        if (it == by_key.end()) it = by_key.emplace(topo + "\x01" + std::to_string(r.point.stage) + "\x01" + key, Series{label, {}}).first;
+        if (it == by_key.end())
+            it = by_key.emplace(topo + "\x01" + std::to_string(r.point.stage) + "\x01" + key, Series{label, topo, {}}).first;
         it->second.points.push_back(&r);
     }
     std::vector<Series> series;
+    std::vector<std::string> withins, topologies;   // first-seen order
+    auto index_of = [](std::vector<std::string>& seen, const std::string& v) {
+        auto it = std::find(seen.begin(), seen.end(), v);
+        if (it != seen.end()) return static_cast<size_t>(it - seen.begin());
+        seen.push_back(v);
+        return seen.size() - 1;
+    };
     for (auto& [k, s] : by_key) {
         std::sort(s.points.begin(), s.points.end(), [](auto* a, auto* b) { return a->world < b->world; });
+        std::string within = s.label;
+        within.erase(within.find(", " + s.topology), 2 + s.topology.size());
+        s.colour = index_of(withins, within);
+        s.style = index_of(topologies, s.topology);
         series.push_back(std::move(s));
     }
+    if (topologies.size() == 1)
+        for (auto& s : series) s.style = s.colour;
     return series;
 }
 
-// What both panels share: the page's sizes, the ranks' log-scale x axis, the GPU's memory, and
-// each series' line width and marker size.
+// A GPU's memory as a line on the memory panel: one per distinct size, with the topologies that have it.
+struct GpuLine {
+    double gib = 0;
+    std::string topologies;   // "aws-p4d, gcp-a3-ultra"
+};
+
+// What both panels share: the page's sizes (the panels' top margin T grows with their notes), the
+// ranks' log-scale x axis, the GPUs' memory, and each series' line width and marker size.
 struct SweepPlotFrame {
     double W = 920, H = 360, L = 90, R = 24, T = 46, B = 56, legend_row = 22;
     double pw = W - L - R, ph = H - T - B;
-    double wmin = 1e300, wmax = 0, gpu_gib = 0;
+    double wmin = 1e300, wmax = 0;
+    std::vector<GpuLine> gpus;   // by size, ascending
     double n_series = 1;
+    size_t n_topologies = 1;
+
+    // Room for `lines` lines of notes under a panel's title (the first at y0 + 40, 15 px apart).
+    void make_room_for_notes(size_t lines) {
+        T = 30 + 16 * static_cast<double>(std::max<size_t>(1, lines));
+        H = T + 258 + B;
+        ph = H - T - B;
+    }
 
     // 4% of the width either side, so the end markers sit inside the frame.
     double x_of(double w) const {
@@ -125,12 +161,24 @@ struct SweepPlotFrame {
 
 SweepPlotFrame sweep_plot_frame(const std::vector<Series>& series) {
     SweepPlotFrame f;
+    std::map<int64_t, std::vector<std::string>> gpus;   // bytes -> topologies
     for (const auto& s : series)
         for (const auto* r : s.points) {
             f.wmin = std::min(f.wmin, static_cast<double>(r->world));
             f.wmax = std::max(f.wmax, static_cast<double>(r->world));
-            f.gpu_gib = std::max(f.gpu_gib, static_cast<double>(r->gpu_memory_bytes) / static_cast<double>(int64_t{1} << 30));
+            if (r->gpu_memory_bytes <= 0) continue;
+            auto& names = gpus[r->gpu_memory_bytes];
+            if (std::find(names.begin(), names.end(), s.topology) == names.end()) names.push_back(s.topology);
         }
+    for (const auto& [bytes, names] : gpus) {
+        GpuLine g{static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30), ""};
+        for (const auto& n : names) g.topologies += (g.topologies.empty() ? "" : ", ") + n;
+        f.gpus.push_back(g);
+    }
+    std::vector<std::string> topologies;
+    for (const auto& s : series)
+        if (std::find(topologies.begin(), topologies.end(), s.topology) == topologies.end()) topologies.push_back(s.topology);
+    f.n_topologies = std::max<size_t>(1, topologies.size());
     if (f.wmax <= 0) f.wmin = f.wmax = 1;
     const bool one_world = f.wmax == f.wmin;
     if (one_world) f.wmin /= 2, f.wmax *= 2;
@@ -155,7 +203,8 @@ SweepYAxis sweep_y_axis(const std::vector<Series>& series, SweepValue value, con
     double lo = 1e300, hi = -1e300;
     for (const auto& s : series)
         for (const auto* r : s.points) lo = std::min(lo, value(*r)), hi = std::max(hi, value(*r));
-    if (!is_time && f.gpu_gib > 0) hi = std::max(hi, f.gpu_gib), lo = std::min(lo, f.gpu_gib);
+    if (!is_time)
+        for (const auto& g : f.gpus) hi = std::max(hi, g.gib), lo = std::min(lo, g.gib);
     if (hi < lo) lo = 0, hi = 1;
     // Start at 0 unless the values sit far above it: then a range around them shows the
     // differences, and the plot says where the axis starts.
@@ -200,8 +249,6 @@ void sweep_panel_axes_svg(std::ostream& out, const SweepPlotFrame& f, const Swee
         double yb = y0 + T + ph;
         out << "<path class='axis-break' d='M" << L - 6 << "," << yb - 4 << " l12,-5 M" << L - 6 << "," << yb + 1
             << " l12,-5' stroke='#333' stroke-width='1.5'/>";
-        out << "<text class='zero-note' x='" << L + pw << "' y='" << y0 + 24 << "' text-anchor='end' fill='#333'>y axis starts at "
-            << tick_label(ya.ylo, unit) << " " << unit.name << ", not 0</text>\n";
     }
 }
 
@@ -222,12 +269,14 @@ std::string sweep_identical_series(const std::vector<Series>& series, SweepValue
     return same;
 }
 
-// Each series' line and markers in the panel whose top is at y0, clipped to the plot area.
+// Each series' line and markers in the panel whose top is at y0, clipped to the plot area. The
+// markers of points that do not fit come last, on top: a series identical in this panel but on a
+// larger GPU (memory per rank is the same on every topology) must not hide them.
 void sweep_series_svg(std::ostream& out, const SweepPlotFrame& f, const SweepYAxis& ya, const std::vector<Series>& series,
                       SweepValue value, double y0) {
     out << "<g clip-path='url(#plot-area)' transform='translate(0," << y0 << ")'>\n";
     for (size_t k = 0; k < series.size(); ++k) {
-        const char* c = kColours[k % 8];
+        const char* c = kColours[series[k].colour % 8];
         std::string d;
         for (const auto* r : series[k].points) {
             char seg[64];
@@ -236,58 +285,118 @@ void sweep_series_svg(std::ostream& out, const SweepPlotFrame& f, const SweepYAx
             d += seg;
         }
         out << "<path class='series' data-series='" << k << "' d='" << d << "' fill='none' stroke='" << c
-            << "' stroke-width='" << f.line_width(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/>\n";
-        for (const auto* r : series[k].points) {
-            const double x = f.x_of(static_cast<double>(r->world)), y = ya.y_of(value(*r), y0, f) - y0;
-            const bool no = r->fits == "no";
-            out << "<path class='marker " << (no ? "nofit" : "fit") << "' data-series='" << k << "' d='"
-                << marker_path(static_cast<int>(k), x, y, f.marker_radius(k)) << "' fill='" << (no ? "white" : c) << "' stroke='" << c
-                << "' stroke-width='1.5'/>";
-            if (no)
-                out << "<path class='cross' d='M" << x - 3 << "," << y - 3 << " L" << x + 3 << "," << y + 3 << " M" << x - 3 << ","
-                    << y + 3 << " L" << x + 3 << "," << y - 3 << "' stroke='" << c << "' stroke-width='1.2'/>";
-            out << "\n";
-        }
+            << "' stroke-width='" << f.line_width(k) << "' stroke-dasharray='" << kDashes[series[k].style % 5] << "'/>\n";
     }
+    for (bool nofit : {false, true})
+        for (size_t k = 0; k < series.size(); ++k) {
+            const char* c = kColours[series[k].colour % 8];
+            for (const auto* r : series[k].points) {
+                if ((r->fits == "no") != nofit) continue;
+                const double x = f.x_of(static_cast<double>(r->world)), y = ya.y_of(value(*r), y0, f) - y0;
+                out << "<path class='marker " << (nofit ? "nofit" : "fit") << "' data-series='" << k << "' d='"
+                    << marker_path(static_cast<int>(series[k].style), x, y, f.marker_radius(k)) << "' fill='" << (nofit ? "white" : c)
+                    << "' stroke='" << c << "' stroke-width='1.5'/>";
+                if (nofit)
+                    out << "<path class='cross' d='M" << x - 3 << "," << y - 3 << " L" << x + 3 << "," << y + 3 << " M" << x - 3 << ","
+                        << y + 3 << " L" << x + 3 << "," << y - 3 << "' stroke='" << c << "' stroke-width='1.2'/>";
+                out << "\n";
+            }
+        }
     out << "</g>";
 }
 
-// One panel, its top at y0: `value` of every series against ranks, with the GPU's memory as a
-// line on the memory panel.
+// The notes under a panel's title, wrapped to its width: where the y axis starts when not at 0,
+// and the series that coincide.
+std::vector<std::string> sweep_panel_notes(const SweepPlotFrame& f, const std::vector<Series>& series, SweepValue value, bool from_zero,
+                                           bool is_time) {
+    const SweepYAxis ya = sweep_y_axis(series, value, f, from_zero, is_time);
+    const AxisUnit unit = is_time ? time_unit(ya.yhi) : memory_unit(ya.yhi);
+    std::vector<std::string> notes;
+    if (ya.ylo > 0) notes.push_back("y axis starts at " + tick_label(ya.ylo, unit) + " " + unit.name + ", not 0");
+    const std::string same = sweep_identical_series(series, value);
+    if (!same.empty()) notes.push_back("identical: " + same);
+    // About 6.6 px per character at 12 px sans-serif: lines of the panel's width, cut after "; "
+    // or else at a space.
+    const size_t width = static_cast<size_t>(f.pw / 6.6);
+    std::vector<std::string> lines;
+    for (std::string rest : notes) {
+        while (rest.size() > width) {
+            size_t cut = rest.rfind("; ", width);
+            cut = cut != std::string::npos && cut > width / 2 ? cut + 1 : rest.rfind(' ', width);
+            if (cut == std::string::npos || cut == 0) cut = width;
+            lines.push_back(rest.substr(0, cut));
+            rest = rest.substr(rest[cut] == ' ' ? cut + 1 : cut);
+        }
+        lines.push_back(rest);
+    }
+    return lines;
+}
+
+// The GPUs' memory on the memory panel: a line per size, labelled at its right end with the
+// topologies that have it; labels of lines closer than a line of text move apart.
+void sweep_gpu_lines_svg(std::ostream& out, const SweepPlotFrame& f, const SweepYAxis& ya, double y0, AxisUnit unit) {
+    double last_label = -1e300;
+    for (auto g = f.gpus.rbegin(); g != f.gpus.rend(); ++g) {   // top down
+        const double y = ya.y_of(g->gib, y0, f);
+        const double label = std::max(y - 5, last_label + 13);
+        last_label = label;
+        out << "<line class='gpu-memory' x1='" << f.L << "' x2='" << f.L + f.pw << "' y1='" << y << "' y2='" << y
+            << "' stroke='#b00' stroke-dasharray='6 3'/><text class='gpu-memory-label' x='" << f.L + f.pw - 4 << "' y='" << label
+            << "' text-anchor='end' fill='#b00' stroke='white' stroke-width='3' paint-order='stroke'>GPU memory " << tick_label(g->gib, unit) << " " << unit.name << ": "
+            << html_escape(g->topologies) << "</text>\n";
+    }
+}
+
+// One panel, its top at y0: `value` of every series against ranks, its notes under the title, and
+// the GPUs' memory as lines on the memory panel.
 void sweep_panel_svg(std::ostream& out, const SweepPlotFrame& f, const std::vector<Series>& series, const char* id, double y0,
                      const std::string& title, SweepValue value, bool from_zero, bool is_time) {
     const SweepYAxis ya = sweep_y_axis(series, value, f, from_zero, is_time);
     const AxisUnit unit = is_time ? time_unit(ya.yhi) : memory_unit(ya.yhi);
     out << "<g class='panel' id='" << id << "'>\n";
     sweep_panel_axes_svg(out, f, ya, y0, title, unit, is_time);
-    const std::string same = sweep_identical_series(series, value);
-    if (!same.empty())
-        out << "<text class='same-note' x='" << f.L + f.pw << "' y='" << y0 + 40 << "' text-anchor='end' fill='#333'>identical: "
-            << html_escape(same) << "</text>\n";
-    if (!is_time && f.gpu_gib > 0) {
-        const double y_gpu = ya.y_of(f.gpu_gib, y0, f);
-        out << "<line class='gpu-memory' x1='" << f.L << "' x2='" << f.L + f.pw << "' y1='" << y_gpu << "' y2='" << y_gpu
-            << "' stroke='#b00' stroke-dasharray='6 3'/><text x='" << f.L + f.pw - 4 << "' y='" << y_gpu - 5
-            << "' text-anchor='end' fill='#b00'>GPU memory " << tick_label(f.gpu_gib, unit) << " " << unit.name << "</text>\n";
-    }
+    const auto notes = sweep_panel_notes(f, series, value, from_zero, is_time);
+    for (size_t i = 0; i < notes.size(); ++i)
+        out << "<text class='note' x='" << f.L << "' y='" << y0 + 40 + 15 * static_cast<double>(i) << "' fill='#333'>"
+            << html_escape(notes[i]) << "</text>\n";
+    if (!is_time) sweep_gpu_lines_svg(out, f, ya, y0, unit);
     sweep_series_svg(out, f, ya, series, value, y0);
     out << "</g>\n";
 }
 
-// The legend under the panels: each series' line, marker and label, and what a hollow crossed
-// marker means.
+// The legend's rows: each series, and where the sweep has several topologies, a heading before
+// each topology's series (its GPU memory beside it).
+size_t sweep_legend_rows(const SweepPlotFrame& f, const std::vector<Series>& series) {
+    size_t rows = series.size() + 1;   // and the hollow-marker note
+    for (size_t k = 0; f.n_topologies > 1 && k < series.size(); ++k) rows += k == 0 || series[k].topology != series[k - 1].topology;
+    return rows;
+}
+
+// The legend under the panels: each series' line, marker and label (grouped by topology when
+// there are several: the colour is the stage and settings, the dash and marker the topology),
+// and what a hollow crossed marker means.
 void sweep_legend_svg(std::ostream& out, const SweepPlotFrame& f, const std::vector<Series>& series) {
     const double L = f.L;
     out << "<g class='legend'>\n";
+    double y = 2 * f.H + 24;
     for (size_t k = 0; k < series.size(); ++k) {
-        double y = 2 * f.H + 24 + f.legend_row * static_cast<double>(k);
-        const char* c = kColours[k % 8];
+        if (f.n_topologies > 1 && (k == 0 || series[k].topology != series[k - 1].topology)) {
+            std::string gpu;
+            for (const auto& g : f.gpus)
+                if ((", " + g.topologies + ",").find(", " + series[k].topology + ",") != std::string::npos)
+                    gpu = " (GPU memory " + tick_label(g.gib, AxisUnit{"GiB", 1}) + " GiB)";
+            out << "<text class='legend-group' x='" << L << "' y='" << y + 4 << "' font-weight='bold'>"
+                << html_escape(series[k].topology + gpu) << "</text>\n";
+            y += f.legend_row;
+        }
+        const char* c = kColours[series[k].colour % 8];
+        const int shape = static_cast<int>(series[k].style);
         out << "<g class='entry' data-series='" << k << "'><line x1='" << L << "' x2='" << L + 36 << "' y1='" << y << "' y2='" << y
-            << "' stroke='" << c << "' stroke-width='" << f.line_width(k) << "' stroke-dasharray='" << kDashes[k % 5] << "'/><path d='"
-            << marker_path(static_cast<int>(k), L + 18, y, 4.5) << "' fill='" << c << "' stroke='" << c << "'/><text x='" << L + 46
+            << "' stroke='" << c << "' stroke-width='" << f.line_width(k) << "' stroke-dasharray='" << kDashes[series[k].style % 5]
+            << "'/><path d='" << marker_path(shape, L + 18, y, 4.5) << "' fill='" << c << "' stroke='" << c << "'/><text x='" << L + 46
             << "' y='" << y + 4 << "'>" << html_escape(series[k].label) << "</text></g>\n";
+        y += f.legend_row;
     }
-    double y = 2 * f.H + 24 + f.legend_row * static_cast<double>(series.size());
     out << "<g class='entry-note'><path d='" << marker_path(0, L + 18, y, 4.5) << "' fill='white' stroke='#555'/><path d='M"
         << L + 15 << "," << y - 3 << " L" << L + 21 << "," << y + 3 << " M" << L + 15 << "," << y + 3 << " L" << L + 21 << "," << y - 3
         << "' stroke='#555'/><text x='" << L + 46 << "' y='" << y + 4
@@ -299,8 +408,10 @@ void sweep_legend_svg(std::ostream& out, const SweepPlotFrame& f, const std::vec
 
 void write_sweep_svg(std::ostream& out, const SweepSpec& spec, const std::vector<SweepResult>& rows) {
     const std::vector<Series> series = sweep_plot_series(spec, rows);
-    const SweepPlotFrame f = sweep_plot_frame(series);
-    const double total_h = 2 * f.H + 40 + f.legend_row * static_cast<double>(series.size() + 2);
+    SweepPlotFrame f = sweep_plot_frame(series);
+    f.make_room_for_notes(std::max(sweep_panel_notes(f, series, sweep_step_ms, false, true).size(),
+                                   sweep_panel_notes(f, series, memory_gib, true, false).size()));
+    const double total_h = 2 * f.H + 40 + f.legend_row * static_cast<double>(sweep_legend_rows(f, series) + 1);
     out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << f.W << "' height='" << total_h << "' viewBox='0 0 " << f.W << " "
         << total_h << "' font-family='sans-serif' font-size='12'>\n";
     out << "<defs><clipPath id='plot-area'><rect x='" << f.L << "' y='" << f.T << "' width='" << f.W - f.L - f.R << "' height='"

@@ -2,7 +2,8 @@
 // run in the page measures what was drawn and writes it into the DOM, which --dump-dom returns.
 // Checked: each panel has its axis labels and tick labels, every series is in the legend and the
 // legend is inside the picture, no line or marker lies outside its panel's frame, ticks never in
-// e-notation. A screenshot is kept (build/test-artifacts/sweep-plot.png).
+// e-notation, no text cut at the picture's edge or drawn over a title or note, one GPU-memory line
+// per GPU size. A screenshot is kept (build/test-artifacts/sweep-plot.png).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -40,6 +41,23 @@ for (const e of entries) {
   if (b.width > 0 && b.left >= svg.left && b.right <= svg.right && b.top >= svg.top && b.bottom <= svg.bottom) visible++;
 }
 out.push('legend entries=' + entries.length + ' visible=' + visible);
+// Every text inside the picture (nothing clipped at its edges), and no panel's title, notes or GPU
+// labels overlapping one another.
+let clipped = 0, overlaps = 0;
+for (const t of document.querySelectorAll('text')) {
+  const b = t.getBoundingClientRect();
+  if (b.left < svg.left - near || b.right > svg.right + near || b.top < svg.top - near || b.bottom > svg.bottom + near) clipped++;
+}
+for (const p of document.querySelectorAll('g.panel')) {
+  const boxes = [...p.querySelectorAll('text.title, text.note, text.gpu-memory-label')].map(e => e.getBoundingClientRect());
+  for (let i = 0; i < boxes.length; i++)
+    for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i], b = boxes[j];
+      if (a.left < b.right - near && b.left < a.right - near && a.top < b.bottom - near && b.top < a.bottom - near) overlaps++;
+    }
+}
+out.push('texts clipped=' + clipped + ' overlapping=' + overlaps + ' gpu lines=' + document.querySelectorAll('line.gpu-memory').length +
+         ' notes=' + document.querySelectorAll('text.note').length);
 document.body.insertAdjacentHTML('beforeend', '<pre id="measured">' + out.join('\n') + '</pre>');
 </script>)";
 
@@ -48,9 +66,11 @@ TEST(PlotRender, AxesLegendAndFramesInHeadlessChromium) {
     ASSERT_FALSE(browser.empty()) << "Chromium is needed for this test: apt-get install chromium (scripts/test.sh does)";
     std::string root = std::string(ZEROSIM_CONFIGS_DIR) + "/..";
     std::string svg = zerosim::test::temp_file("render-sweep.svg", "");
-    // Four series: two stages x two bucket sizes, on 8 and 16 ranks.
+    // Eight series: two stages x two bucket sizes on two topologies whose GPUs differ (A100 80 GB,
+    // A100 40 GB), on 8 and 16 ranks; the notes say which series coincide (the bucket size changes
+    // neither panel here), long enough to wrap.
     auto r = run_zerosim("sweep --deepspeed 0.14.2 --model " + q(zerosim::test::reference("deepspeed-v0.14.2-cpu/model.json")) +
-                         " --topology " + q(root + "/topologies/dgx-a100.json") +
+                         " --topology " + q(root + "/topologies/dgx-a100.json") + " --topology " + q(root + "/topologies/aws-p4d.json") +
                          " --stages 1,3 --nodes 1,2 --set zero_optimization.reduce_bucket_size=50000,500000000 --jobs 2 -o /dev/null"
                          " --plot " + q(svg));
     ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -76,9 +96,16 @@ TEST(PlotRender, AxesLegendAndFramesInHeadlessChromium) {
         EXPECT_GE(std::stoi(m[2]), 3) << panel;
         EXPECT_EQ(m[3], "2") << panel;             // both axis labels
         EXPECT_EQ(m[4], "0") << panel << ": drawn outside the frame";
-        EXPECT_EQ(m[5], "4") << panel;
+        EXPECT_EQ(m[5], "8") << panel;
     }
-    EXPECT_NE(measured.find("legend entries=4 visible=4"), std::string::npos) << measured;
+    EXPECT_NE(measured.find("legend entries=8 visible=8"), std::string::npos) << measured;
+    std::smatch t;
+    ASSERT_TRUE(std::regex_search(measured, t, std::regex("texts clipped=([0-9]+) overlapping=([0-9]+) gpu lines=([0-9]+) notes=([0-9]+)")))
+        << measured;
+    EXPECT_EQ(t[1], "0") << "a text cut at the picture's edge:\n" << measured;
+    EXPECT_EQ(t[2], "0") << "a title, note or GPU label drawn over another:\n" << measured;
+    EXPECT_EQ(t[3], "2") << "one GPU-memory line per GPU size (80 GB and 40 GB)";
+    EXPECT_GE(std::stoi(t[4]), 3) << "the identical series named, wrapped over lines:\n" << measured;
 
     std::filesystem::create_directories(ZEROSIM_ARTIFACTS_DIR);
     std::string png = std::string(ZEROSIM_ARTIFACTS_DIR) + "/sweep-plot.png";
