@@ -29,6 +29,14 @@ FitEstimate fit_with_host(const MemoryEstimate& states, const ActivationEstimate
     return f;
 }
 
+FitEstimate schedule_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const FitOptions& fit) {
+    const auto& meta = s.meta;
+    // A saved schedule built with --activation-checkpointing says so itself (its backward holds the recompute).
+    const auto act = estimate_activations(model, meta.seq_len, meta.micro_batch, cfg.model_dtype,
+                                          fit.activation_checkpointing || cfg.activation_checkpointing || meta.activation_checkpointing);
+    return fit_with_host(estimate_memory(model, cfg, s), act, fit, meta.world);
+}
+
 Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,
                                    const std::optional<MeasuredMemory>& measured, const std::string& measured_path,
                                    const FitOptions& fit, int64_t gpus_per_node) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "analysis/memory_report.hpp"
 #include "analysis/memory.hpp"
 #include "core/number_list.hpp"
 #include "core/output.hpp"
@@ -228,16 +229,8 @@ void add_activation_checkpointing(CLI::App* sub, bool& flag) {
 }
 
 FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpointing) {
-    const auto& meta = in.schedule.meta;
-    // A saved schedule built with --activation-checkpointing says so itself (its backward holds the recompute).
-    auto act = estimate_activations(in.model, meta.seq_len, meta.micro_batch, in.cfg.model_dtype,
-                                    activation_checkpointing || in.cfg.activation_checkpointing || meta.activation_checkpointing);
-    const MemoryEstimate mem = estimate_memory(in.model, in.cfg, in.schedule);
-    FitEstimate fit = estimate_fit(mem.total(), act, t.gpu_memory_gb);
-    // Offloaded states: every rank of a node keeps its own in the node's RAM.
-    fit.host_per_node = mem.category("host") * std::min<int64_t>(t.gpus_per_node, meta.world);
-    fit.host_bytes = static_cast<int64_t>(t.host_memory_gb * 1e9);
-    return fit;
+    return schedule_fit(in.model, in.cfg, in.schedule,
+                        FitOptions{activation_checkpointing, 0, t.gpu_memory_gb, t.name, t.host_memory_gb, t.gpus_per_node});
 }
 
 void add_what_if(CLI::App* sub, std::string& name) {

@@ -29,6 +29,10 @@ struct NeedArgs {
     std::string pp, tp, sp, ep;   // --solve layout's candidates (comma lists)
     bool activation_checkpointing = false;
     TrainerArgs trainer;   // a Trainer config's "auto" values (inputs/trainer_auto.hpp)
+    // predict's flags, taken at every probe
+    std::string what_if, overflow_steps, max_memory;
+    int64_t max_ops = kDefaultMaxOps;
+    FabricArgs fabric;
 };
 
 // --solve layout's candidate lists: the flags', else 1,2,4,8 pipeline stages and tensor ranks up to a node.
@@ -79,6 +83,27 @@ Result<std::pair<double, double>> parse_range(const std::string& text) {
     }
 }
 
+// What predict takes, applied at every probe (--solve layout takes checkpointing and fabric mode through
+// the sweep's points; the rest are refused there by name).
+Status need_predict_flags(const NeedArgs& a, NeedProblem& p) {
+    p.activation_checkpointing = a.activation_checkpointing;
+    p.what_if = a.what_if;
+    if (auto e = fabric_sweep_options(a.fabric, p.fabric)) return e;
+    auto steps = parse_int_list(a.overflow_steps, "--overflow-steps", "step numbers");
+    if (!steps) return steps.error();
+    p.overflow_steps = steps.value();
+    p.max_ops = a.max_ops;
+    if (!a.max_memory.empty()) {
+        auto cap = parse_size(a.max_memory, "--max-memory");
+        if (!cap) return cap.error();
+        p.max_bytes = cap.value();
+    }
+    if (!p.what_if.empty())
+        std::cerr << "zerosim: note: --what-if " << printable(p.what_if)
+                  << ": every probe times a schedule DeepSpeed does not send (docs/what-if.md)\n";
+    return std::nullopt;
+}
+
 int run_need(const NeedArgs& a) {
     const bool layout = a.solve == "layout";
     if (layout && (a.exposed_below >= 0 || a.step_below >= 0))
@@ -121,12 +146,16 @@ int run_need(const NeedArgs& a) {
     p.target = a.exposed_below >= 0 ? NeedTarget::ExposedPercent : NeedTarget::StepMs;
     p.target_value = a.exposed_below >= 0 ? a.exposed_below : a.step_below;
     p.tolerance = a.tolerance;
+    if (auto e = need_predict_flags(a, p)) return input_error(*e);
     if (!a.range.empty()) {
         auto r = parse_range(a.range);
         if (!r) return input_error(r.error());
         p.lo = r->first, p.hi = r->second;
     }
     if (layout) {
+        // A layout point is a sweep's (prediction/sweep_layout.cpp): no what-if or overflow schedule there.
+        for (auto [flag, given] : {std::pair{"--what-if", !a.what_if.empty()}, std::pair{"--overflow-steps", !a.overflow_steps.empty()}})
+            if (given) return input_error(Error{"", flag, "is not taken by --solve layout (its points are sweep's 3D points)"});
         auto candidates = layout_candidates(a, p.topology, p.cfg);
         if (!candidates) return input_error(candidates.error());
         auto found = solve_layout(p, candidates.value());
@@ -174,6 +203,11 @@ Command add_need(CLI::App& app) {
     add_deepspeed_flag(sub, a->deepspeed);
     add_nccl_flag(sub, a->nccl);
     add_trainer_flags(sub, a->trainer);
+    add_what_if(sub, a->what_if);
+    add_fabric_flags(sub, a->fabric);
+    sub->add_option("--overflow-steps", a->overflow_steps, "fp16: comma-separated steps (0-based) whose gradients overflow");
+    sub->add_option("--max-ops", a->max_ops, "Refuse a probe's schedule past this many ops")->capture_default_str()->check(integer_in(1));
+    sub->add_option("--max-memory", a->max_memory, "Refuse a probe's schedule estimated to take more memory than this (default 4G)");
     return {sub, [a] {
                 if (a->solve == "nodes" && a->nodes > 0)
                     return input_error(Error{"", "--nodes", "--solve nodes searches the node count; leave --nodes out"});

@@ -3,16 +3,19 @@
 #include <algorithm>
 
 #include "analysis/memory.hpp"
+#include "analysis/memory_report.hpp"
 
 namespace zerosim {
 
 int64_t gathered_parameter_budget(const Model& model, const DsConfig& cfg, const Schedule& s, const Topology& t) {
     if (s.meta.stage != 3 || t.gpu_memory_gb <= 0) return INT64_MAX;
-    MemoryEstimate m = estimate_memory(model, cfg, s);
-    int64_t rest = 0;
-    for (const auto& item : m.items)
-        if (item.name != "gathered parameters (peak)") rest += item.bytes;
-    return std::max<int64_t>(0, static_cast<int64_t>(t.gpu_memory_gb * 1e9) - rest);
+    // The fit line's memory (schedule_fit: model states on the device, activations, the framework's
+    // reserve) without the gathered parameters it counts at their peak: what the GPU holds beside them.
+    const FitEstimate fit = schedule_fit(model, cfg, s, FitOptions{false, 0, t.gpu_memory_gb, t.name, 0, 0});
+    int64_t gathered = 0;
+    for (const auto& item : estimate_memory(model, cfg, s).items)
+        if (item.name == "gathered parameters (peak)") gathered += item.bytes;
+    return std::max<int64_t>(0, fit.gpu_bytes - (fit.total() - gathered));
 }
 
 }  // namespace zerosim

@@ -6,8 +6,11 @@
 #include <map>
 #include <optional>
 
+#include "analysis/memory_report.hpp"
 #include "prediction/gathered_budget.hpp"
+#include "prediction/what_if_compare.hpp"
 #include "schedule/schedule.hpp"
+#include "schedule/what_if.hpp"
 #include "timing/engine.hpp"
 
 namespace zerosim {
@@ -95,15 +98,22 @@ Result<NeedPoint> need_evaluate(const NeedProblem& p, double x) {
     }
     auto scaled = scale_to_nodes(t, nodes);
     if (!scaled) return scaled.error();
+    const Topology& topo = scaled.value();
     ScheduleOptions o;
-    o.world = scaled->total_gpus();
+    o.world = topo.total_gpus();
     o.steps = p.steps;
     o.seq_len = p.seq_len;
     o.zero_init = p.zero_init && cfg.zero.stage == 3;
+    o.activation_checkpointing = p.activation_checkpointing;
+    o.overflow_steps = p.overflow_steps;
+    o.max_ops = p.max_ops;
+    o.max_bytes = p.max_bytes;
+    o.gpus_per_node = topo.gpus_per_node;   // qgZ's node groups, as predict gives them
     auto s = build_schedule(p.model, cfg, o);
     if (!s) return s.error();
-    auto pred = simulate(s.value(), scaled.value(), TimingMode::Overlapped,
-                         gathered_parameter_budget(p.model, cfg, s.value(), scaled.value()));
+    if (!p.what_if.empty())   // refused by name where it does not apply to the stage
+        if (auto changed = apply_what_if(p.what_if, s.value()); !changed) return changed.error();
+    auto pred = simulate_point(s.value(), topo, gathered_parameter_budget(p.model, cfg, s.value(), topo), p.fabric);
     if (!pred) return pred.error();
     const StepTiming& last = pred->steps.back();
     NeedPoint pt;
@@ -114,6 +124,10 @@ Result<NeedPoint> need_evaluate(const NeedProblem& p, double x) {
     pt.comm_ms = last.comm_s * 1e3;
     pt.exposed_ms = last.exposed_comm_s * 1e3;
     attribute_exposed(s.value(), pred.value(), last.step, pt);
+    // Predict's fit line at this probe (a what-if's own model states, as predict shows them).
+    pt.fit = schedule_fit(p.model, cfg, s.value(),
+                          FitOptions{p.activation_checkpointing, 0, topo.gpu_memory_gb, topo.name, topo.host_memory_gb, topo.gpus_per_node});
+    pt.fit.model_states = what_if_model_state_bytes(s.value(), pt.fit.model_states);
     return pt;
 }
 
@@ -294,6 +308,10 @@ void write_need_text(std::ostream& out, const NeedProblem& p, const NeedAnswer& 
                   a.at.step_ms, a.at.exposed_ms, a.at.exposed_percent(), a.at.binding.empty() ? "none" : a.at.binding.c_str(),
                   a.at.binding_exposed_ms);
     out << line;
+    out << "  " << fit_sentence(a.at.fit) << "\n";
+    if (a.at.fit.known() && !a.at.fit.fits())
+        out << "  warning: at the answer a rank does not fit its GPU: the answer is for memory it does not have "
+               "(--activation-checkpointing, offload or more ranks change it)\n";
     if (p.quantity == NeedQuantity::Nodes && !a.allowed_nodes.empty())
         out << "  search: bisection over the " << a.allowed_nodes.size() << " node counts in " << a.lo << ".." << a.hi
             << " whose world train_batch_size " << *p.cfg.train_batch << " allows, exact; " << a.predictions << " predictions\n";
@@ -305,15 +323,16 @@ void write_need_text(std::ostream& out, const NeedProblem& p, const NeedAnswer& 
     if (!a.monotone)
         out << "  warning: the metric is not monotone over this curve; the answer is one crossing of the target, "
                "there may be others\n";
-    std::snprintf(line, sizeof line, "%14s %7s %12s %12s %12s %10s  %s\n", bw ? "GB/s per GPU" : need_quantity_unit(p.quantity),
-                  "ranks", "step ms", "comm ms", "exposed ms", "exposed %", "binding collective (ms outside compute)");
+    std::snprintf(line, sizeof line, "%14s %7s %12s %12s %12s %10s %9s %5s  %s\n", bw ? "GB/s per GPU" : need_quantity_unit(p.quantity),
+                  "ranks", "step ms", "comm ms", "exposed ms", "exposed %", "GiB/rank", "fits", "binding collective (ms outside compute)");
     out << line;
     for (const auto& c : a.curve) {
         char x[32];
         std::snprintf(x, sizeof x, bw ? "%.3g" : "%.0f", c.x);
-        std::snprintf(line, sizeof line, "%14s %7lld %12.1f %12.1f %12.1f %10.2f  %s (%.1f)%s\n", x, static_cast<long long>(c.world),
-                      c.step_ms, c.comm_ms, c.exposed_ms, c.exposed_percent(), c.binding.empty() ? "none" : c.binding.c_str(),
-                      c.binding_exposed_ms, c.x == a.answer ? "  <- answer" : "");
+        std::snprintf(line, sizeof line, "%14s %7lld %12.1f %12.1f %12.1f %10.2f %9.2f %5s  %s (%.1f)%s\n", x,
+                      static_cast<long long>(c.world), c.step_ms, c.comm_ms, c.exposed_ms, c.exposed_percent(),
+                      static_cast<double>(c.fit.total()) / static_cast<double>(int64_t{1} << 30), c.fit.verdict().c_str(),
+                      c.binding.empty() ? "none" : c.binding.c_str(), c.binding_exposed_ms, c.x == a.answer ? "  <- answer" : "");
         out << line;
     }
 }

@@ -31,6 +31,7 @@ Result<LayoutAnswer> solve_layout(const NeedProblem& p, const LayoutCandidates& 
     spec.steps = p.steps;
     spec.seq_len = p.seq_len;
     spec.activation_checkpointing = c.activation_checkpointing;
+    spec.fabric = p.fabric;   // --fabric and its what-ifs, as sweep's layout points take them
     LayoutAnswer a;
     for (int64_t pp : c.pp)
         for (int64_t tp : c.tp)

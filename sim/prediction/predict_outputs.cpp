@@ -72,22 +72,39 @@ void write_step_summary(std::ostream& out, const PredictReport& r, const std::st
     const double memory = static_cast<double>(gathered_peak_by_memory_model(r.schedule));
     std::snprintf(line, sizeof line, "%sgathered parameters per step, GiB (memory model's peak %.3f):\n", prefix.c_str(), memory / gib);
     out << line;
-    std::snprintf(line, sizeof line, "%s%-6s %12s %16s\n", prefix.c_str(), "step", "peak", "gathered ahead");
+    const Prediction& p = r.overlapped;
+    const bool bounded = p.gathered_budget_bytes < INT64_MAX;
+    std::snprintf(line, sizeof line, "%s%-6s %12s %16s%s\n", prefix.c_str(), "step", "peak", "gathered ahead",
+                  bounded ? "   host waited ms" : "");
     out << line;
     for (const auto& st : r.overlapped.steps) {
-        std::snprintf(line, sizeof line, "%s%-6d %12.3f %16.3f\n", prefix.c_str(), st.step,
-                      static_cast<double>(st.gathered_peak_bytes) / gib, static_cast<double>(st.gathered_ahead_peak_bytes) / gib);
+        std::snprintf(line, sizeof line, "%s%-6d %12.3f %16.3f", prefix.c_str(), st.step, static_cast<double>(st.gathered_peak_bytes) / gib,
+                      static_cast<double>(st.gathered_ahead_peak_bytes) / gib);
         out << line;
+        if (bounded) {
+            std::snprintf(line, sizeof line, " %17.3f", st.allocator_stall_s * 1e3);
+            out << line;
+        }
+        out << "\n";
     }
-    const Prediction& p = r.overlapped;
     std::snprintf(line, sizeof line, "%sgathered buffers not yet reusable, at most %.3f GiB", prefix.c_str(),
                   static_cast<double>(p.resident_peak_bytes) / gib);
     out << line;
-    if (p.gathered_budget_bytes < INT64_MAX) {
-        std::snprintf(line, sizeof line, " (room on the GPU %.3f GiB; host stalled %.3f ms for it)",
+    // The room is the fit line's: the GPU less what it counts beside the gathered parameters
+    // (prediction/gathered_budget.hpp). The host's waits for it are simulated time, in the step
+    // times above: it waits while the GPU runs the work issued before (a wait is for that work to
+    // end), so a wait costs the step only where the GPU runs out of work meanwhile.
+    if (bounded && p.gathered_budget_bytes == 0)
+        std::snprintf(line, sizeof line,
+                      "; no room for them beside the fit line's other memory (the rank does not fit), so every gather waited for "
+                      "the buffers before it to be freed: the host waited %.3f ms in all, inside the step times above",
+                      p.allocator_stall_s * 1e3);
+    else if (bounded)
+        std::snprintf(line, sizeof line,
+                      " of the %.3f GiB the GPU has beside the fit line's other memory; the host waited %.3f ms in all for room, "
+                      "inside the step times above",
                       static_cast<double>(p.gathered_budget_bytes) / gib, p.allocator_stall_s * 1e3);
-        out << line;
-    }
+    if (bounded) out << line;
     out << "\n";
 }
 

@@ -358,12 +358,11 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     r.comm_ms = last.comm_s * 1e3;
     r.exposed_ms = last.exposed_comm_s * 1e3;
     r.wire_bytes = wire_bytes_per_rank(s.value(), spec.steps - 1);
-    r.memory_bytes = what_if_model_state_bytes(s.value(), estimate_memory(model, cfg, s.value()).total());
-    const FitEstimate fit = estimate_fit(
-        r.memory_bytes,
-        estimate_activations(model, s->meta.seq_len, s->meta.micro_batch, cfg.model_dtype,
-                             spec.activation_checkpointing || cfg.activation_checkpointing),
-        topo.gpu_memory_gb);
+    // The fit line's fit (analysis/memory_report.hpp schedule_fit), with a what-if's own model states.
+    FitEstimate fit = schedule_fit(model, cfg, s.value(),
+                                   FitOptions{spec.activation_checkpointing, 0, topo.gpu_memory_gb, topo.name, topo.host_memory_gb,
+                                              topo.gpus_per_node});
+    fit.model_states = r.memory_bytes = what_if_model_state_bytes(s.value(), fit.model_states);
     r.activation_bytes = fit.activations;
     r.gpu_memory_bytes = fit.gpu_bytes;
     r.fits = fit.verdict();

@@ -47,6 +47,14 @@ struct FitOptions {
 // The fit of a rank's model states and activations (analysis/fit.hpp), with its node's offloaded
 // states (the "host" items times the ranks per node) against the node's RAM.
 FitEstimate fit_with_host(const MemoryEstimate& states, const ActivationEstimate& a, const FitOptions& fit, int64_t world);
+// The one fit of a data-parallel rank running `s` (not a 3D layout: layout_fit below): its model
+// states (estimate_memory, the peak gathered parameters among them at stage 3), one micro batch's
+// activations at the schedule's sequence length and micro batch (checkpointed where `fit`, the
+// config or the schedule says so) and the framework's reserve against the GPU, and its node's
+// offloaded states against the node's RAM. What predict's and report's fit line, sweep's fits
+// column, need's every probe and stage 3's gathered-parameter budget (prediction/gathered_budget.hpp)
+// all read.
+FitEstimate schedule_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const FitOptions& fit);
 
 struct MemoryReport {
     std::string model_name;

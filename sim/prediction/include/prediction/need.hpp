@@ -10,9 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fit.hpp"
 #include "core/error.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
+#include "prediction/sweep_network.hpp"
+#include "schedule/bounds.hpp"
 #include "timing/topology.hpp"
 
 namespace zerosim {
@@ -38,6 +41,13 @@ struct NeedProblem {
     double target_value = 5;      // percent, or milliseconds
     double lo = 0, hi = 0;        // the range searched (0, 0: the quantity's default range)
     double tolerance = 0.01;      // relative, on the quantity (nodes: exact)
+    // What predict takes too, at every probe: checkpointing (the recomputed forward in the step, the
+    // activations in the fit), a what-if schedule, fabric mode, fp16 overflow steps, the op limits.
+    bool activation_checkpointing = false;
+    std::string what_if;
+    SweepFabric fabric;
+    std::vector<int> overflow_steps;
+    int64_t max_ops = kDefaultMaxOps, max_bytes = kDefaultMaxScheduleBytes;
 };
 
 // One prediction at value x of the quantity.
@@ -51,6 +61,7 @@ struct NeedPoint {
     std::string binding;
     double binding_exposed_ms = 0;
     double uncovered_ms = 0;       // every collective's time outside compute, summed (streams may overlap)
+    FitEstimate fit;               // the probe's memory per rank against its GPU (predict's fit line)
 };
 
 enum class NeedOutcome {
