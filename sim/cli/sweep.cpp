@@ -27,6 +27,39 @@ struct SweepArgs {
     FabricArgs fabric;
 };
 
+// What every point of the sweep assumes unless a --set changes it, said once before the run: the
+// batch, dtype and sequence length (issue 32: a sweep without --ds-config named neither), and per
+// topology the figures no measurement fitted (predict's "assumed" note).
+Status note_sweep_assumptions(const SweepSpec& spec, const SweepInputs& in) {
+    Json doc = in.ds_config;
+    if (!doc.contains("train_micro_batch_size_per_gpu") && !doc.contains("train_batch_size")) doc["train_micro_batch_size_per_gpu"] = 1;
+    const std::string source = spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config;
+    auto cfg = parse_ds_config(source, doc.dump(), spec.release);
+    if (!cfg) return cfg.error();
+    std::ostringstream batch;
+    if (cfg->train_batch && !cfg->micro_batch)
+        batch << "train_batch_size " << *cfg->train_batch << " (micro batch and accumulation per world)";
+    else
+        batch << "micro batch " << cfg->micro_batch.value_or(1) << " per GPU, gradient accumulation "
+              << (cfg->train_batch ? std::string("from train_batch_size ") + std::to_string(*cfg->train_batch)
+                                   : std::to_string(cfg->grad_accum.value_or(1)));
+    const int64_t seq = spec.seq_len > 0 ? spec.seq_len : in.model.default_seq_len > 0 ? in.model.default_seq_len : 1024;
+    std::cerr << "zerosim: note: every point: " << batch.str() << ", " << dtype_name(cfg->model_dtype) << ", sequence length " << seq
+              << (spec.seq_len > 0 ? " (--seq-len)" : in.model.default_seq_len > 0 ? " (the model's)" : " (the default; the model gives none)")
+              << (spec.ds_config.empty() ? "; DeepSpeed's defaults, no --ds-config" : "; from " + printable(spec.ds_config, 256))
+              << "\n";
+    ScheduleMeta meta;   // what assumed_figures reads: the highest stage swept, the config's offload
+    meta.stage = spec.stages.empty() ? 0 : *std::max_element(spec.stages.begin(), spec.stages.end());
+    meta.offload_optimizer = cfg->zero.offload_optimizer;
+    meta.offload_param = cfg->zero.offload_param;
+    for (const auto& path : spec.topologies) {
+        const Topology& t = in.topologies.at(path);
+        const std::string assumed = assumed_line(t, assumed_figures(t, meta));
+        if (!assumed.empty()) std::cerr << "zerosim: note: " << printable(assumed) << "\n";
+    }
+    return std::nullopt;
+}
+
 int run_sweep_cmd(SweepArgs& a) {
     SweepSpec& spec = a.spec;
     if (auto e = apply_sweep_flags(a.flags, spec)) return input_error(*e);
@@ -71,6 +104,7 @@ int run_sweep_cmd(SweepArgs& a) {
     for (const auto& [why, count] : dropped)
         std::cerr << "zerosim: note: " << count << " point(s) left out: " << why << "\n";
     if (all.empty()) return input_error(Error{"", "--topology/--stages/--nodes", "the grid is empty: nothing to predict"});
+    if (auto e = note_sweep_assumptions(spec, inputs.value())) return input_error(*e);
     auto points = shard_points(all, spec.shard, spec.shards);
     spec.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto rows = run_sweep(spec, inputs.value(), points, sweep_progress(stderr, isatty(2)));
