@@ -33,8 +33,7 @@ struct SweepArgs {
 Status note_sweep_assumptions(const SweepSpec& spec, const SweepInputs& in) {
     Json doc = in.ds_config;
     if (!doc.contains("train_micro_batch_size_per_gpu") && !doc.contains("train_batch_size")) doc["train_micro_batch_size_per_gpu"] = 1;
-    const std::string source = spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config;
-    auto cfg = parse_ds_config(source, doc.dump(), spec.release);
+    auto cfg = parse_ds_config(spec.config_source(), doc.dump(), spec.release);
     if (!cfg) return cfg.error();
     std::ostringstream batch;
     if (cfg->train_batch && !cfg->micro_batch)
@@ -46,7 +45,8 @@ Status note_sweep_assumptions(const SweepSpec& spec, const SweepInputs& in) {
     const int64_t seq = spec.seq_len > 0 ? spec.seq_len : in.model.default_seq_len > 0 ? in.model.default_seq_len : 1024;
     std::cerr << "zerosim: note: every point: " << batch.str() << ", " << dtype_name(cfg->model_dtype) << ", sequence length " << seq
               << (spec.seq_len > 0 ? " (--seq-len)" : in.model.default_seq_len > 0 ? " (the model's)" : " (the default; the model gives none)")
-              << (spec.ds_config.empty() ? "; DeepSpeed's defaults, no --ds-config" : "; from " + printable(spec.ds_config, 256))
+              << (spec.ds_config.empty() && spec.neox_config.empty() ? "; DeepSpeed's defaults, no --ds-config"
+                                                                     : "; from " + printable(spec.config_source(), 256))
               << "\n";
     ScheduleMeta meta;   // what assumed_figures reads: the highest stage swept, the config's offload
     meta.stage = spec.stages.empty() ? 0 : *std::max_element(spec.stages.begin(), spec.stages.end());
@@ -58,6 +58,33 @@ Status note_sweep_assumptions(const SweepSpec& spec, const SweepInputs& in) {
         if (!assumed.empty()) std::cerr << "zerosim: note: " << printable(assumed) << "\n";
     }
     return std::nullopt;
+}
+
+// The model and the config: --model (with --ds-config or DeepSpeed's defaults), or GPT-NeoX's YAML.
+Status sweep_config_flags(const SweepSpec& spec) {
+    if (spec.neox_config.empty() && spec.model.empty()) return Error{"", "--model", "required (or --neox-config FILE.yml, a GPT-NeoX config)"};
+    if (!spec.neox_config.empty() && !spec.model.empty())
+        return Error{"", "--model", "not with --neox-config (the GPT-NeoX config describes the model)"};
+    if (!spec.neox_config.empty() && !spec.ds_config.empty())
+        return Error{"", "--ds-config", "not with --neox-config (the GPT-NeoX config holds the DeepSpeed keys)"};
+    if (spec.neox_config.empty() && spec.vocab_size > 0)
+        return Error{"", "--vocab-size", "goes with --neox-config (a model file gives its own vocabulary)"};
+    return std::nullopt;
+}
+
+// A GPT-NeoX config's layout where --pp and --tp leave it (a sweep may vary them: the flags' lists
+// then replace the file's sizes, said in a note), its pipeline engine and partition method.
+void neox_layout(const SweepInputs& in, SweepSpec& spec) {
+    const std::string src = printable(spec.config_source(), 256);
+    const int64_t pipe = std::max<int64_t>(in.neox_pipe, 1);
+    if (spec.pp == std::vector<int64_t>{1}) spec.pp = {pipe};
+    else if (spec.pp != std::vector<int64_t>{pipe})
+        std::cerr << "zerosim: note: " << src << ": --pp replaces pipe-parallel-size " << in.neox_pipe << "\n";
+    if (spec.tp == std::vector<int64_t>{1}) spec.tp = {in.neox_tensor};
+    else if (spec.tp != std::vector<int64_t>{in.neox_tensor})
+        std::cerr << "zerosim: note: " << src << ": --tp replaces model-parallel-size " << in.neox_tensor << "\n";
+    spec.pipe_engine = in.neox_pipe >= 1;
+    spec.pp_partition = in.neox_partition;
 }
 
 int run_sweep_cmd(SweepArgs& a) {
@@ -79,9 +106,11 @@ int run_sweep_cmd(SweepArgs& a) {
             std::cerr << "zerosim: note: --what-if " << spec.what_if << ": stage 3 points are NOT DeepSpeed's schedule: "
                          "PyTorch FSDP's, a unit per transformer block (docs/what-if.md)\n";
     }
+    if (auto e = sweep_config_flags(spec)) return input_error(*e);
     // Inputs are read once, here, so that a bad file is one clear error, not one per point.
     auto inputs = load_sweep_inputs(spec);
     if (!inputs) return input_error(inputs.error());
+    if (inputs->neox_pipe >= 0) neox_layout(*inputs, spec);
     for (auto& [path, topo] : inputs.value().topologies)
         if (auto e = apply_nccl_flag(a.nccl, topo)) return input_error(*e);
     if (auto e = check_sweep_values(spec, inputs.value())) return input_error(*e);
@@ -94,13 +123,14 @@ int run_sweep_cmd(SweepArgs& a) {
         if (cfg->sequence_parallel_size > 0 && spec.sp == std::vector<int64_t>{1}) spec.sp = {cfg->sequence_parallel_size};
     }
     std::vector<std::string> files = spec.topologies;
-    files.push_back(spec.model);
+    if (spec.neox_config.empty()) files.push_back(spec.model);
+    files.insert(files.end(), spec.neox_config.begin(), spec.neox_config.end());
     if (!spec.ds_config.empty()) files.push_back(spec.ds_config);
     std::vector<OutputPath> outputs{{a.output, "-o"}};
     if (!a.plot.empty()) outputs.push_back({a.plot, "--plot"});
     if (auto e = check_command_outputs(outputs, files)) return input_error(*e);
     std::map<std::string, size_t> dropped;   // layouts DeepSpeed cannot run, by reason
-    auto all = runnable_layouts(sweep_points(spec), inputs.value(), dropped);
+    auto all = runnable_layouts(sweep_points(spec), inputs.value(), dropped, spec.pipe_engine);
     for (const auto& [why, count] : dropped)
         std::cerr << "zerosim: note: " << count << " point(s) left out: " << why << "\n";
     if (all.empty()) return input_error(Error{"", "--topology/--stages/--nodes", "the grid is empty: nothing to predict"});
@@ -131,7 +161,14 @@ int run_sweep_cmd(SweepArgs& a) {
 Command add_sweep(CLI::App& app) {
     auto a = std::make_shared<SweepArgs>();
     auto* sub = app.add_subcommand("sweep", "Predict a grid of stages, node counts, topologies and DeepSpeed settings");
-    sub->add_option("--model", a->spec.model, "Hugging Face config.json or parameter-list JSON")->required();
+    sub->add_option("--model", a->spec.model, "Hugging Face config.json or parameter-list JSON (or --neox-config)");
+    sub->add_option("--neox-config", a->spec.neox_config,
+                    "GPT-NeoX YAML config(s), merged in order: the model, pipe-parallel-size, model-parallel-size and the "
+                    "DeepSpeed keys, in place of --model and --ds-config (docs/neox.md); --pp and --tp lists replace its layout")
+        ->expected(1, -1);
+    sub->add_option("--vocab-size", a->spec.vocab_size,
+                    "With --neox-config: the tokenizer's vocabulary size (the YAML names only the tokenizer), padded as GPT-NeoX pads it")
+        ->check(integer_in(1));
     sub->add_option("--ds-config", a->spec.ds_config, "DeepSpeed config (default: DeepSpeed's defaults, micro batch 1)");
     add_deepspeed_flag(sub, a->deepspeed);
     sub->add_option("--topology", a->flags.topologies, "Topology files (repeat or comma-separate)")->required();

@@ -32,6 +32,7 @@
 #include "prediction/sweep_network.hpp"
 #include "analysis/memory.hpp"
 #include "inputs/model.hpp"
+#include "inputs/neox_config.hpp"
 #include "schedule/schedule.hpp"
 #include "timing/topology.hpp"
 
@@ -214,7 +215,7 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
 }
 
 std::vector<SweepPoint> runnable_layouts(const std::vector<SweepPoint>& points, const SweepInputs& in,
-                                         std::map<std::string, size_t>& dropped) {
+                                         std::map<std::string, size_t>& dropped, bool pipe_engine) {
     std::vector<SweepPoint> out;
     for (const SweepPoint& p : points) {
         const auto t = in.topologies.find(p.topology);
@@ -225,7 +226,7 @@ std::vector<SweepPoint> runnable_layouts(const std::vector<SweepPoint>& points, 
             why = "pp x tp x sp does not divide the world";
         else if (world > 0 && (world / cut) % p.ep != 0)
             why = "ep does not divide the data-parallel ranks";
-        else if (p.pp > 1 && p.stage > 1)
+        else if ((p.pp > 1 || pipe_engine) && p.stage > 1)
             why = "a pipeline runs ZeRO stage 0 or 1 only (DeepSpeed's PipelineEngine asserts it)";
         if (why) {
             ++dropped[why];
@@ -245,9 +246,19 @@ std::vector<SweepPoint> shard_points(const std::vector<SweepPoint>& all, int sha
 
 Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec) {
     SweepInputs in;
-    auto model = load_model(spec.model);
-    if (!model) return model.error();
-    in.model = std::move(model).value();
+    if (!spec.neox_config.empty()) {
+        auto n = load_neox_config(spec.neox_config, spec.vocab_size, spec.release);
+        if (!n) return n.error();
+        in.model = std::move(n->model);
+        in.ds_config = std::move(n->ds_config_doc);
+        in.neox_pipe = n->pipe;
+        in.neox_tensor = n->tensor;
+        in.neox_partition = n->partition_method;
+    } else {
+        auto model = load_model(spec.model);
+        if (!model) return model.error();
+        in.model = std::move(model).value();
+    }
     if (!spec.ds_config.empty()) {
         auto d = read_ds_config_document(spec.ds_config);
         if (!d) return d.error();
@@ -265,7 +276,7 @@ Status check_sweep_values(const SweepSpec& spec, const SweepInputs& in) {
     Json base = in.ds_config;
     if (!base.contains("train_micro_batch_size_per_gpu") && !base.contains("train_batch_size"))
         base["train_micro_batch_size_per_gpu"] = 1;
-    const std::string source = spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config;
+    const std::string source = spec.config_source();
     for (const auto& set : spec.settings) {
         if (is_network_key(set.key)) continue;   // parse_sweep_setting checked them
         for (const auto& v : set.values) {
@@ -324,7 +335,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     // The grid's stage is written before parsing, so keys read at stage 3 only (ZeRO++ hpZ/qwZ/qgZ,
     // MiCS: ds_config_keys.cpp refuses them below stage 3) are checked at the point's own stage.
     if (!stage_set) set_path(doc, "zero_optimization.stage", static_cast<int64_t>(p.stage));
-    auto parsed = parse_ds_config(spec.ds_config.empty() ? "(DeepSpeed defaults)" : spec.ds_config, doc.dump(), spec.release);
+    auto parsed = parse_ds_config(spec.config_source(), doc.dump(), spec.release);
     if (!parsed) return fail(parsed.error());
     const DsConfig cfg = stage_set ? parsed.value() : parsed->with_stage(p.stage);
     const Model& model = in.model;
@@ -342,7 +353,7 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     o.activation_checkpointing = spec.activation_checkpointing;
     o.gpus_per_node = topo.gpus_per_node;                 // qgZ's node groups (device_count())
     if (auto e = layout_from_config(spec, cfg, r.point)) return fail(*e);
-    if (r.point.is_3d()) {
+    if (r.point.is_3d() || spec.pipe_engine) {   // a GPT-NeoX pipeline runs DeepSpeed's engine at one stage too
         predict_layout_point(spec, model, cfg, topo, r.point, r);
         return r;
     }

@@ -44,6 +44,18 @@ struct SweepSpec {
     SweepFabric fabric;               // --fabric (prediction/sweep_network.hpp)
     // --pp, --tp, --sp, --ep: the layouts (each combination that divides a point's world).
     std::vector<int64_t> pp{1}, tp{1}, sp{1}, ep{1};
+    // --neox-config FILE.yml ... (with --vocab-size): GPT-NeoX's configs in place of --model and
+    // --ds-config (docs/neox.md); their layout is the sweep's --pp and --tp unless those are given.
+    std::vector<std::string> neox_config;
+    int64_t vocab_size = 0;
+    // A GPT-NeoX config's pipeline: DeepSpeed's pipeline engine even at one stage, its stages cut by
+    // pipe-partition-method ("parameters", "uniform" or "type:REGEX").
+    bool pipe_engine = false;
+    std::string pp_partition = "parameters";
+    // The config's name in messages: the DeepSpeed config, the first GPT-NeoX file, or DeepSpeed's defaults.
+    std::string config_source() const {
+        return !neox_config.empty() ? neox_config.front() : ds_config.empty() ? "(DeepSpeed defaults)" : ds_config;
+    }
     bool has_layouts() const { return pp != std::vector<int64_t>{1} || tp != std::vector<int64_t>{1} ||
                                       sp != std::vector<int64_t>{1} || ep != std::vector<int64_t>{1}; }
 };
@@ -99,6 +111,10 @@ std::vector<SweepPoint> shard_points(const std::vector<SweepPoint>& all, int sha
 struct SweepInputs {
     Model model;
     Json ds_config = Json::object();           // the user's config, or {} for DeepSpeed's defaults
+    // From --neox-config: pipe-parallel-size (-1: no GPT-NeoX config), model-parallel-size and
+    // pipe-partition-method, for the front end to make the sweep's layout.
+    int64_t neox_pipe = -1, neox_tensor = 1;
+    std::string neox_partition;
     std::map<std::string, Topology> topologies;  // by path, as the file says (nodes set per point)
 };
 Result<SweepInputs> load_sweep_inputs(const SweepSpec& spec);
@@ -111,9 +127,10 @@ Status check_sweep_values(const SweepSpec& spec, const SweepInputs& in);
 Result<std::vector<SweepResult>> run_sweep(const SweepSpec& spec, const SweepInputs& inputs, const std::vector<SweepPoint>& points,
                                            const std::function<void(size_t, size_t)>& progress);
 // The points whose layout DeepSpeed can run: pp x tp x sp dividing the point's world, ep the data
-// ranks, a pipeline at ZeRO stage 0 or 1 (engine.py asserts it). `dropped` counts the others by reason.
+// ranks, a pipeline at ZeRO stage 0 or 1 (engine.py asserts it; `pipe_engine`: every point runs the
+// pipeline engine, a GPT-NeoX config's). `dropped` counts the others by reason.
 std::vector<SweepPoint> runnable_layouts(const std::vector<SweepPoint>& points, const SweepInputs& in,
-                                         std::map<std::string, size_t>& dropped);
+                                         std::map<std::string, size_t>& dropped, bool pipe_engine = false);
 // One point in this process (what each worker runs).
 SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const SweepPoint& p);
 // A point of a 3D layout (sweep_layout.cpp): the pipeline's stages simulated together.
