@@ -46,6 +46,10 @@ struct HfConfig {
     int64_t count_either(const char* key, const char* alias, int64_t fallback) const;
     // true/false, or `fallback` when absent; null refused.
     bool flag_or(const char* key, bool fallback) const;
+    // A probability (a dropout rate): a number in [0, 1], or `fallback` when absent; null refused.
+    double probability_or(const char* key, double fallback) const;
+    // A string (an activation function's name), or `fallback` when absent or null.
+    std::string string_or(const char* key, const std::string& fallback) const;
     // A list of layer indices (Qwen-MoE's mlp_only_layers); absent or null: empty.
     std::vector<int64_t> index_list(const char* key) const;
     void divisible(int64_t a, const char* a_key, int64_t b, const char* b_key) const;

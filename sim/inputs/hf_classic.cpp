@@ -11,6 +11,32 @@ namespace zerosim::hf {
 
 namespace {
 
+// A classic block, for what it stores per token for backward (Model::activations).
+struct ClassicBlock {
+    int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+    int norms = 2;
+    bool shared_input = false;   // attention and MLP read one norm's output (Falcon's parallel block, one norm)
+    bool relu = false;           // OPT's ReLU saves its output, the second linear's input: stored once
+    int dropout_masks = 0;       // residual dropouts with a rate above 0: a 1-byte mask of h each
+};
+
+// Korthikanti et al. 2022 §4.1's accounting, item by item, for the family's own block, per token in
+// 16-bit bytes; FlashAttention (SDPA), so no s x s scores or their dropout mask: each norm's input
+// 2h; the attention's input 2h, Q, K and V 2(q + 2 kv), the output projection's input 2q; the MLP's
+// input 2h (none of its own where it is the attention's), the activation's input 2F and the second
+// linear's input 2F (ReLU: 2F once); the masks. GPT's block (MHA, F = 4h, two dropouts) gives the
+// paper's 34 h. Whole on every tensor rank (§4.2.1): the norms' and the two blocks' inputs and the masks.
+void classic_layer_activations(HfBuilder& b, const ClassicBlock& k) {
+    const long double h = static_cast<long double>(k.hidden), q = static_cast<long double>(k.heads) * k.head_dim,
+                      kv = static_cast<long double>(k.kv_heads) * k.head_dim, F = static_cast<long double>(k.ffn);
+    const long double norms = 2 * h * k.norms, mlp_in = k.shared_input ? 0 : 2 * h, masks = h * k.dropout_masks;
+    const long double attention = 2 * h + 2 * (q + 2 * kv) + 2 * q, mlp = mlp_in + (k.relu ? 2 * F : 4 * F);
+    b.layer_activations(norms + attention + mlp + masks, norms + 2 * h + mlp_in + masks);
+    b.m.activations.formula = std::to_string(k.norms) + " norms' inputs 2h each, attention 2h + 2(q + 2 kv) + 2q (q = heads x head_dim, "
+                              "kv = kv_heads x head_dim), MLP " + (k.shared_input ? "" : "2h + ") + (k.relu ? "2F (ReLU)" : "4F") +
+                              " (F = its width)" + (k.dropout_masks ? ", " + std::to_string(k.dropout_masks) + " dropout mask(s) h" : "");
+}
+
 // FalconModel: word_embeddings, h.N (self_attention, mlp, then the norms), ln_f; lm_head tied by
 // default. Defaults are FalconConfig's (falcon-7b's shape).
 void build_falcon(const HfConfig& c, HfBuilder& b) {
@@ -49,6 +75,10 @@ void build_falcon(const HfConfig& c, HfBuilder& b) {
         b.linear(m + ".dense_h_to_4h", H, ffn, bias);
         b.linear(m + ".dense_4h_to_h", ffn, H, bias);
         for (const auto& n : norms) b.norm(h + "." + n, H, true);
+        // FalconDecoderLayer: dropout_add of hidden_dropout once after the parallel block, else after
+        // the attention and after the MLP (FalconConfig's default rate: 0).
+        const int masks = c.probability_or("hidden_dropout", 0.0) > 0 ? (parallel ? 1 : 2) : 0;
+        classic_layer_activations(b, {H, nh, kv, hd, ffn, static_cast<int>(norms.size()), parallel && norms.size() == 1, false, masks});
         b.enter(h);
         if (!parallel) b.call(h + ".input_layernorm");
         for (const auto& n : norms)
@@ -87,6 +117,9 @@ void opt_layer(const HfConfig& c, HfBuilder& b, const std::string& h, int64_t H,
     b.linear(h + ".fc1", H, F, bias);
     b.linear(h + ".fc2", F, H, bias);
     if (affine) b.norm(h + ".final_layer_norm", H, true);
+    // OPTDecoderLayer: dropout after the attention and after fc2 (OPTConfig's 0.1); activation_function relu.
+    const int masks = c.probability_or("dropout", 0.1) > 0 ? 2 : 0;
+    classic_layer_activations(b, {H, nh, nh, H / nh, F, 2, false, c.string_or("activation_function", "relu") == "relu", masks});
     b.enter(h);
     if (before) b.call(h + ".self_attn_layer_norm");
     b.enter(a);
@@ -168,6 +201,9 @@ void build_bloom(const HfConfig& c, HfBuilder& b) {
         b.norm(h + ".post_attention_layernorm", H, true);
         b.linear(m + ".dense_h_to_4h", H, 4 * H, true);
         b.linear(m + ".dense_4h_to_h", 4 * H, H, true);
+        // BloomBlock: dropout_add of hidden_dropout after the attention and after the MLP (BloomConfig's 0).
+        const int masks = c.probability_or("hidden_dropout", 0.0) > 0 ? 2 : 0;
+        classic_layer_activations(b, {H, nh, nh, H / nh, 4 * H, 2, false, false, masks});
         b.enter(h);
         b.call(h + ".input_layernorm");
         b.enter(a);
@@ -218,6 +254,9 @@ void build_gpt_bigcode(const HfConfig& c, HfBuilder& b) {
         b.norm(h + ".ln_2", E, true);
         b.linear(m + ".c_fc", E, I, true);
         b.linear(m + ".c_proj", I, E, true);
+        // GPTBigCodeAttention's resid_dropout and GPTBigCodeMLP's dropout (GPTBigCodeConfig's 0.1).
+        const int masks = c.probability_or("resid_pdrop", 0.1) > 0 ? 2 : 0;
+        classic_layer_activations(b, {E, nh, kv, hd, I, 2, false, false, masks});
         b.enter(h);
         b.call(h + ".ln_1");
         b.enter(a);

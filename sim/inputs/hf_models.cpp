@@ -50,6 +50,18 @@ bool HfConfig::flag_or(const char* key, bool fallback) const {
     return f.as_bool();
 }
 
+double HfConfig::probability_or(const char* key, double fallback) const {
+    if (!root.has(key)) return fallback;
+    auto f = root.at(key);
+    if (f.is_null()) f.fail_here("expected a probability from 0 to 1, found null (leave the key out for the model's default)");
+    return f.as_number_in(0, 1);
+}
+
+std::string HfConfig::string_or(const char* key, const std::string& fallback) const {
+    if (!root.has(key) || root.at(key).is_null()) return fallback;
+    return root.at(key).as_string();
+}
+
 std::vector<int64_t> HfConfig::index_list(const char* key) const {
     std::vector<int64_t> out;
     if (!root.has(key) || root.at(key).is_null()) return out;
