@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "command.hpp"
+#include "inputs/neox_config.hpp"
 #include "core/number_list.hpp"
 #include "prediction/need.hpp"
 #include "prediction/need_layout.hpp"
@@ -31,6 +32,8 @@ struct NeedArgs {
     TrainerArgs trainer;   // a Trainer config's "auto" values (inputs/trainer_auto.hpp)
     // predict's flags, taken at every probe
     std::string what_if, overflow_steps, max_memory;
+    std::vector<std::string> neox_config;   // GPT-NeoX's YAML in place of --model and --ds-config
+    int64_t vocab_size = 0;
     int64_t max_ops = kDefaultMaxOps;
     FabricArgs fabric;
 };
@@ -104,6 +107,40 @@ Status need_predict_flags(const NeedArgs& a, NeedProblem& p) {
     return std::nullopt;
 }
 
+// --model and --ds-config (a Trainer config's "auto" filled from the flags), or a GPT-NeoX config,
+// whose layout only --solve layout searches.
+Result<std::pair<Model, DsConfig>> need_model_and_config(const NeedArgs& a, Release release, bool layout,
+                                                         std::optional<NeoxInputs>& neox) {
+    if (!a.neox_config.empty()) {
+        for (auto [flag, given] : {std::pair{"--model", !a.model.empty()}, std::pair{"--ds-config", !a.ds_config.empty()}})
+            if (given) return Error{"", flag, "not with --neox-config (the GPT-NeoX config holds the model and the DeepSpeed keys)"};
+        auto n = load_neox_config(a.neox_config, a.vocab_size, release);
+        if (!n) return n.error();
+        if (!layout && (n->pipe >= 1 || n->tensor > 1))
+            return Error{n->ds_config.source, n->pipe >= 1 ? "pipe-parallel-size" : "model-parallel-size",
+                         "--solve " + a.solve + " predicts data parallelism alone; --solve layout searches a GPT-NeoX config's layouts"};
+        neox = std::move(n).value();
+        return std::pair{neox->model, neox->ds_config};
+    }
+    if (a.vocab_size > 0) return Error{"", "--vocab-size", "goes with --neox-config (a model file gives its own vocabulary)"};
+    for (auto [flag, value] : {std::pair{"--model", &a.model}, std::pair{"--ds-config", &a.ds_config}})
+        if (value->empty()) return Error{"", flag, "required (or --neox-config FILE.yml, a GPT-NeoX config)"};
+    auto model = load_model(a.model);   // first: its hidden size fills a Trainer config's buckets
+    if (!model) return model.error();
+    auto cfg = load_trainer_ds_config(a.ds_config, release, a.trainer, model.value());
+    if (!cfg) return cfg.error();
+    return std::pair{std::move(model).value(), std::move(cfg).value()};
+}
+
+// The files need read, which -o may never name.
+std::vector<std::string> need_input_files(const NeedArgs& a) {
+    std::vector<std::string> files{a.topology};
+    for (const std::string* f : {&a.ds_config, &a.model})
+        if (!f->empty()) files.push_back(*f);
+    files.insert(files.end(), a.neox_config.begin(), a.neox_config.end());
+    return files;
+}
+
 int run_need(const NeedArgs& a) {
     const bool layout = a.solve == "layout";
     if (layout && (a.exposed_below >= 0 || a.step_below >= 0))
@@ -117,10 +154,11 @@ int run_need(const NeedArgs& a) {
                                                "data parallelism alone"});
     auto release = resolve_release(a.deepspeed);
     if (!release) return input_error(release.error());
-    auto model = load_model(a.model);   // first: its hidden size fills a Trainer config's buckets
-    if (!model) return input_error(model.error());
-    auto cfg = load_trainer_ds_config(a.ds_config, release.value(), a.trainer, model.value());
-    if (!cfg) return input_error(cfg.error());
+    std::optional<NeoxInputs> neox;
+    auto inputs = need_model_and_config(a, release.value(), layout, neox);
+    if (!inputs) return input_error(inputs.error());
+    Result<Model> model = std::move(inputs->first);
+    Result<DsConfig> cfg = std::move(inputs->second);
     warn_ds_config("zerosim", cfg.value());
     // The other solves predict data parallelism alone: a config that asks for tensor or sequence
     // parallelism is refused by its key rather than solved as if it did not.
@@ -146,6 +184,10 @@ int run_need(const NeedArgs& a) {
     p.target = a.exposed_below >= 0 ? NeedTarget::ExposedPercent : NeedTarget::StepMs;
     p.target_value = a.exposed_below >= 0 ? a.exposed_below : a.step_below;
     p.tolerance = a.tolerance;
+    if (neox) {
+        p.pipe_engine = neox->pipe >= 1;
+        p.pp_partition = neox->partition_method;
+    }
     if (auto e = need_predict_flags(a, p)) return input_error(*e);
     if (!a.range.empty()) {
         auto r = parse_range(a.range);
@@ -160,12 +202,12 @@ int run_need(const NeedArgs& a) {
         if (!candidates) return input_error(candidates.error());
         auto found = solve_layout(p, candidates.value());
         if (!found) return input_error(found.error());
-        return emit(a.output, {a.ds_config, a.model, a.topology},
+        return emit(a.output, need_input_files(a),
                     [&](std::ostream& out) { write_layout_answer(out, p, found.value()); });
     }
     auto answer = solve_need(p);
     if (!answer) return input_error(answer.error());
-    return emit(a.output, {a.ds_config, a.model, a.topology}, [&](std::ostream& out) { write_need_text(out, p, answer.value()); });
+    return emit(a.output, need_input_files(a), [&](std::ostream& out) { write_need_text(out, p, answer.value()); });
 }
 
 }  // namespace
@@ -174,8 +216,15 @@ Command add_need(CLI::App& app) {
     auto a = std::make_shared<NeedArgs>();
     auto* sub = app.add_subcommand(
         "need", "Solve for the inter-node bandwidth, node count or bucket size at which exposed communication or step time meets a target");
-    sub->add_option("--ds-config", a->ds_config, "DeepSpeed config JSON")->required();
-    sub->add_option("--model", a->model, "Hugging Face config.json or a parameter-list JSON")->required();
+    sub->add_option("--ds-config", a->ds_config, "DeepSpeed config JSON (or --neox-config)");
+    sub->add_option("--model", a->model, "Hugging Face config.json or a parameter-list JSON (or --neox-config)");
+    sub->add_option("--neox-config", a->neox_config,
+                    "GPT-NeoX YAML config(s), merged in order, in place of --model and --ds-config (docs/neox.md); its "
+                    "pipeline and tensor layout are searched by --solve layout")
+        ->expected(1, -1);
+    sub->add_option("--vocab-size", a->vocab_size,
+                    "With --neox-config: the tokenizer's vocabulary size, padded as GPT-NeoX pads it")
+        ->check(integer_in(1));
     sub->add_option("--topology", a->topology, "Topology JSON (its node design)")->required();
     sub->add_option("--nodes", a->nodes, "Nodes (default: the file's; not with --solve nodes)")->check(integer_in(1));
     sub->add_option("--solve", a->solve,

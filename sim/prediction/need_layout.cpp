@@ -32,6 +32,8 @@ Result<LayoutAnswer> solve_layout(const NeedProblem& p, const LayoutCandidates& 
     spec.seq_len = p.seq_len;
     spec.activation_checkpointing = c.activation_checkpointing;
     spec.fabric = p.fabric;   // --fabric and its what-ifs, as sweep's layout points take them
+    spec.pipe_engine = p.pipe_engine;
+    spec.pp_partition = p.pp_partition;
     LayoutAnswer a;
     for (int64_t pp : c.pp)
         for (int64_t tp : c.tp)

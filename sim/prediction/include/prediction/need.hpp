@@ -48,6 +48,10 @@ struct NeedProblem {
     SweepFabric fabric;
     std::vector<int> overflow_steps;
     int64_t max_ops = kDefaultMaxOps, max_bytes = kDefaultMaxScheduleBytes;
+    // A GPT-NeoX config (--solve layout): DeepSpeed's pipeline engine at every candidate, even at one
+    // stage, cut by its pipe-partition-method.
+    bool pipe_engine = false;
+    std::string pp_partition = "parameters";
 };
 
 // One prediction at value x of the quantity.
