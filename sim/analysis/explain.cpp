@@ -235,6 +235,20 @@ void write_explain_intro(std::ostream& out, const ScheduleMeta& meta, int last) 
            "broadcast and reduce (n-1)/n x size; the ZeRO paper's 2Ψ and 3Ψ count the same way.\n\n";
 }
 
+// Activation checkpointing changes what is sent: the recomputed forwards in backward (compute.recompute)
+// run the modules' hooks again, so at stage 3 a parameter released after its forward is fetched again.
+void write_recompute_note(std::ostream& out, const Schedule& s, int last) {
+    int64_t recomputes = 0;
+    for (const Op& op : s.ops)
+        if (op.rule == RuleId::ComputeRecompute && op.step == last) ++recomputes;
+    if (recomputes == 0) return;
+    out << "Activation checkpointing: " << recomputes << " checkpointed module forward(s) run again in backward in step " << last
+        << " (compute.recompute)" << (s.meta.stage == 3 ? ", their parameters gathered again where released after the forward; "
+                                                          "the all_gather counts below include those fetches"
+                                                        : "; no collective of their own at this stage")
+        << ".\n\n";
+}
+
 std::map<int, StepOps> step_ops_by_step(const ScheduleMeta& meta, const std::vector<const Op*>& ops) {
     std::map<int, StepOps> steps;
     for (auto* op : ops) {
@@ -437,6 +451,7 @@ std::string explain_schedule(const Model& model, const DsConfig& cfg, const Sche
     const auto& meta = s.meta;
     const int last = meta.steps - 1;
     write_explain_intro(out, meta, last);
+    write_recompute_note(out, s, last);
     out << explain_layout(model, cfg, s);
     // Per rule, in the order rules first appear.
     const CollectivesByRule by = collectives_by_rule(s);

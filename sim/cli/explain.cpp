@@ -10,6 +10,9 @@ Command add_explain(CLI::App& app) {
     auto* sub = app.add_subcommand("explain", "Why each collective is there, what the config keys do, paper volume vs DeepSpeed");
     add_schedule_inputs(sub, *a, true);
     add_schedule_limits(sub, *a);
+    // What changes the schedule it explains: zero.Init's start and the recompute's fetches in backward.
+    add_zero_init(sub, *a);
+    add_activation_checkpointing(sub, a->activation_checkpointing);
     add_saved_schedule(sub, *a);
     return {sub, [a, sub] {
                 auto in = load_schedule_inputs(sub, *a, true);

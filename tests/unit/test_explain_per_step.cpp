@@ -4,6 +4,8 @@
 // parameters on n = 4 ranks, Ψ x 4 bytes x (n-1)/n = 2,001,408 B = 1.91 MiB.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "analysis/explain.hpp"
 #include "inline_inputs.hpp"
 #include "inputs/ds_config.hpp"
@@ -75,6 +77,35 @@ TEST(ExplainPerStep, SentencesAgreeWithTheirNumbers) {
     EXPECT_EQ(t.find("bf16 or fp32 training removes it"), std::string::npos) << t;
     ASSERT_NE(t.find("step.overflow_check"), std::string::npos) << "bf16 with check_grad_overflow sends it: " << t;
     EXPECT_NE(t.find("bf16.check_grad_overflow (its default from DeepSpeed v0.19.3) sends it under bf16"), std::string::npos) << t;
+}
+
+}  // namespace
+}  // namespace zerosim
+
+namespace zerosim {
+namespace {
+
+// explain takes --activation-checkpointing, as the schedule it explains depends on it, and says what
+// it adds: Llama-2-7B's 32 decoder layers each run their 9 modules with parameters (q, k, v, o, gate,
+// up, down and the two norms) again in backward: 288 recomputed forwards per step, and at stage 3 more
+// all_gathers in step 0 than without (the recompute's fetches).
+TEST(ExplainPerStep, CheckpointingIsTakenAndSaid) {
+    const std::string args = "explain --ds-config " + test::q(test::config("deepspeed/zero3.json")) + " --model " +
+                             test::q(test::config("models/llama-2-7b.json")) + " --world 8 --seq-len 1024";
+    auto plain = test::run_zerosim(args);
+    auto ckpt = test::run_zerosim(args + " --activation-checkpointing");
+    ASSERT_EQ(plain.exit_code, 0) << plain.out;
+    ASSERT_EQ(ckpt.exit_code, 0) << ckpt.out;
+    EXPECT_EQ(plain.out.find("Activation checkpointing:"), std::string::npos) << plain.out;
+    EXPECT_NE(ckpt.out.find("Activation checkpointing: 288 checkpointed module forward(s) run again in backward in step 1"),
+              std::string::npos)
+        << ckpt.out;
+    auto step0_gathers = [](const std::string& out) {
+        std::smatch m;
+        return std::regex_search(out, m, std::regex("step 0: ([0-9]+) x all_gather_into_tensor")) ? std::stoll(m[1]) : -1LL;
+    };
+    EXPECT_GT(step0_gathers(ckpt.out), step0_gathers(plain.out));
+    EXPECT_GT(step0_gathers(plain.out), 0);
 }
 
 }  // namespace
