@@ -29,12 +29,16 @@ FitEstimate fit_with_host(const MemoryEstimate& states, const ActivationEstimate
     return f;
 }
 
-FitEstimate schedule_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const FitOptions& fit) {
+FitEstimate schedule_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const FitOptions& fit, const MemoryEstimate& states) {
     const auto& meta = s.meta;
     // A saved schedule built with --activation-checkpointing says so itself (its backward holds the recompute).
     const auto act = estimate_activations(model, meta.seq_len, meta.micro_batch, cfg.model_dtype,
                                           fit.activation_checkpointing || cfg.activation_checkpointing || meta.activation_checkpointing);
-    return fit_with_host(estimate_memory(model, cfg, s), act, fit, meta.world);
+    return fit_with_host(states, act, fit, meta.world);
+}
+
+FitEstimate schedule_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const FitOptions& fit) {
+    return schedule_fit(model, cfg, s, fit, estimate_memory(model, cfg, s));
 }
 
 Result<MemoryReport> memory_report(const Model& model, const DsConfig& cfg, int64_t world, const std::vector<int>& stages,

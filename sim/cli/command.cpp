@@ -164,13 +164,6 @@ static Result<int64_t> flag_or_key(int64_t flag, const char* name, int64_t key, 
 static Status apply_layout_flags(const ScheduleArgs& a, const DsConfig& cfg, ScheduleOptions& opt);
 
 // --pp-partition's word (module.py _partition_layers' partition_method); "" = parameters.
-static void set_pp_partition(const std::string& how, ScheduleOptions& opt) {
-    opt.pp_partition = how == "uniform" ? PipePartition::Uniform
-                       : how.rfind("type:", 0) == 0 ? PipePartition::Type
-                                                    : PipePartition::Parameters;
-    opt.pp_partition_type = opt.pp_partition == PipePartition::Type ? how.substr(5) : "";
-}
-
 Status refuse_layout(const ParallelLayout& L) {
     if (!L.is_3d()) return std::nullopt;
     return Error{"", L.pipe > 1 ? "--pp" : L.tensor > 1 ? "--tp" : L.sequence > 1 ? "--sp" : "--ep",
@@ -197,7 +190,7 @@ static Status apply_layout_flags(const ScheduleArgs& a, const DsConfig& cfg, Sch
     opt.layout.sequence = sp.value();
     opt.layout.expert = a.ep;
     opt.rank = a.rank;
-    set_pp_partition(a.pp_partition, opt);
+    opt.set_pipe_partition(a.pp_partition);
     return std::nullopt;
 }
 
@@ -286,15 +279,14 @@ static Status apply_neox_layout(const ScheduleArgs& a, const NeoxInputs& n, Sche
     opt.layout.pipe = std::max<int64_t>(n.pipe, 1);
     opt.layout.pipe_engine = n.pipe >= 1;
     opt.layout.tensor = n.tensor;
-    if (a.pp_partition.empty()) set_pp_partition(n.partition_method, opt);
+    if (a.pp_partition.empty()) opt.set_pipe_partition(n.partition_method);
     if (n.partition_method != "parameters" && n.partition_method != "uniform" && n.partition_method.rfind("type:", 0) != 0)
         return Error{src, "pipe-partition-method", "expected parameters, uniform or type:REGEX, found '" + n.partition_method + "'"};
     return std::nullopt;
 }
 
-// The config and the model: --ds-config and --model, or a GPT-NeoX config (with its layout).
-static Status load_config_and_model(const ScheduleArgs& a, Release release, std::optional<DsConfig>& cfg,
-                                    std::optional<Model>& model, std::optional<NeoxInputs>& neox) {
+Status load_config_and_model(const ScheduleArgs& a, Release release, std::optional<DsConfig>& cfg, std::optional<Model>& model,
+                             std::optional<NeoxInputs>& neox) {
     if (!a.neox_config.empty()) {
         auto n = load_neox_config(a.neox_config, a.vocab_size, release);
         if (!n) return n.error();
@@ -304,7 +296,7 @@ static Status load_config_and_model(const ScheduleArgs& a, Release release, std:
         return std::nullopt;
     }
     if (a.vocab_size > 0) return Error{"", "--vocab-size", "goes with --neox-config (a model file gives its own vocabulary)"};
-    for (const auto& [flag, value] : {std::pair{"--ds-config", &a.ds_config}, std::pair{"--model", &a.model}})
+    for (const auto& [flag, value] : {std::pair{"--model", &a.model}, std::pair{"--ds-config", &a.ds_config}})
         if (value->empty()) return Error{"", flag, "required (or --neox-config FILE.yml, a GPT-NeoX config)"};
     auto m = load_model(a.model);   // first: its hidden size fills a Trainer config's buckets
     if (!m) return m.error();

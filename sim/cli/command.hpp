@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/json_input.hpp"
 #include "core/output.hpp"
+#include "inputs/neox_config.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "inputs/trainer_auto.hpp"
@@ -165,6 +166,10 @@ std::vector<std::string> schedule_input_files(const ScheduleArgs& a);
 // Model states (analysis/memory.hpp) + activations + reserve of the inputs' schedule against the
 // topology's GPU; the flag or the config's activation_checkpointing section turns checkpointing on.
 FitEstimate fit_of(const Inputs& in, const Topology& t, bool activation_checkpointing);
+// The config and the model: --model and --ds-config (a Trainer config's "auto" filled from a.trainer),
+// or a GPT-NeoX config (a.neox_config, a.vocab_size), whose other keys (the layout) `neox` keeps.
+Status load_config_and_model(const ScheduleArgs& a, Release release, std::optional<DsConfig>& cfg, std::optional<Model>& model,
+                             std::optional<NeoxInputs>& neox);
 
 
 // What predict and report compute: the topology (--nodes applied), the inputs on its world (--world,

@@ -107,29 +107,24 @@ Status need_predict_flags(const NeedArgs& a, NeedProblem& p) {
     return std::nullopt;
 }
 
-// --model and --ds-config (a Trainer config's "auto" filled from the flags), or a GPT-NeoX config,
-// whose layout only --solve layout searches.
-Result<std::pair<Model, DsConfig>> need_model_and_config(const NeedArgs& a, Release release, bool layout,
-                                                         std::optional<NeoxInputs>& neox) {
-    if (!a.neox_config.empty()) {
+// --model and --ds-config, or a GPT-NeoX config (command.hpp load_config_and_model), whose layout only
+// --solve layout searches.
+Status need_model_and_config(const NeedArgs& a, Release release, bool layout, std::optional<DsConfig>& cfg,
+                             std::optional<Model>& model, std::optional<NeoxInputs>& neox) {
+    if (!a.neox_config.empty())
         for (auto [flag, given] : {std::pair{"--model", !a.model.empty()}, std::pair{"--ds-config", !a.ds_config.empty()}})
             if (given) return Error{"", flag, "not with --neox-config (the GPT-NeoX config holds the model and the DeepSpeed keys)"};
-        auto n = load_neox_config(a.neox_config, a.vocab_size, release);
-        if (!n) return n.error();
-        if (!layout && (n->pipe >= 1 || n->tensor > 1))
-            return Error{n->ds_config.source, n->pipe >= 1 ? "pipe-parallel-size" : "model-parallel-size",
-                         "--solve " + a.solve + " predicts data parallelism alone; --solve layout searches a GPT-NeoX config's layouts"};
-        neox = std::move(n).value();
-        return std::pair{neox->model, neox->ds_config};
-    }
-    if (a.vocab_size > 0) return Error{"", "--vocab-size", "goes with --neox-config (a model file gives its own vocabulary)"};
-    for (auto [flag, value] : {std::pair{"--model", &a.model}, std::pair{"--ds-config", &a.ds_config}})
-        if (value->empty()) return Error{"", flag, "required (or --neox-config FILE.yml, a GPT-NeoX config)"};
-    auto model = load_model(a.model);   // first: its hidden size fills a Trainer config's buckets
-    if (!model) return model.error();
-    auto cfg = load_trainer_ds_config(a.ds_config, release, a.trainer, model.value());
-    if (!cfg) return cfg.error();
-    return std::pair{std::move(model).value(), std::move(cfg).value()};
+    ScheduleArgs files;
+    files.model = a.model;
+    files.ds_config = a.ds_config;
+    files.neox_config = a.neox_config;
+    files.vocab_size = a.vocab_size;
+    files.trainer = a.trainer;
+    if (auto e = load_config_and_model(files, release, cfg, model, neox)) return e;
+    if (neox && !layout && (neox->pipe >= 1 || neox->tensor > 1))
+        return Error{neox->ds_config.source, neox->pipe >= 1 ? "pipe-parallel-size" : "model-parallel-size",
+                     "--solve " + a.solve + " predicts data parallelism alone; --solve layout searches a GPT-NeoX config's layouts"};
+    return std::nullopt;
 }
 
 // The files need read, which -o may never name.
@@ -154,12 +149,11 @@ int run_need(const NeedArgs& a) {
                                                "data parallelism alone"});
     auto release = resolve_release(a.deepspeed);
     if (!release) return input_error(release.error());
+    std::optional<DsConfig> cfg;
+    std::optional<Model> model;
     std::optional<NeoxInputs> neox;
-    auto inputs = need_model_and_config(a, release.value(), layout, neox);
-    if (!inputs) return input_error(inputs.error());
-    Result<Model> model = std::move(inputs->first);
-    Result<DsConfig> cfg = std::move(inputs->second);
-    warn_ds_config("zerosim", cfg.value());
+    if (auto e = need_model_and_config(a, release.value(), layout, cfg, model, neox)) return input_error(*e);
+    warn_ds_config("zerosim", *cfg);
     // The other solves predict data parallelism alone: a config that asks for tensor or sequence
     // parallelism is refused by its key rather than solved as if it did not.
     if (!layout && (cfg->autotp_size > 1 || cfg->sequence_parallel_size > 1))

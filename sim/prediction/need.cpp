@@ -6,7 +6,6 @@
 #include <map>
 #include <optional>
 
-#include "analysis/memory_report.hpp"
 #include "prediction/gathered_budget.hpp"
 #include "prediction/what_if_compare.hpp"
 #include "schedule/schedule.hpp"
@@ -124,10 +123,7 @@ Result<NeedPoint> need_evaluate(const NeedProblem& p, double x) {
     pt.comm_ms = last.comm_s * 1e3;
     pt.exposed_ms = last.exposed_comm_s * 1e3;
     attribute_exposed(s.value(), pred.value(), last.step, pt);
-    // Predict's fit line at this probe (a what-if's own model states, as predict shows them).
-    pt.fit = schedule_fit(p.model, cfg, s.value(),
-                          FitOptions{p.activation_checkpointing, 0, topo.gpu_memory_gb, topo.name, topo.host_memory_gb, topo.gpus_per_node});
-    pt.fit.model_states = what_if_model_state_bytes(s.value(), pt.fit.model_states);
+    pt.fit = point_fit(p.model, cfg, s.value(), topo, p.activation_checkpointing);   // predict's fit line at this probe
     return pt;
 }
 

@@ -369,11 +369,8 @@ SweepResult predict_point(const SweepSpec& spec, const SweepInputs& in, const Sw
     r.comm_ms = last.comm_s * 1e3;
     r.exposed_ms = last.exposed_comm_s * 1e3;
     r.wire_bytes = wire_bytes_per_rank(s.value(), spec.steps - 1);
-    // The fit line's fit (analysis/memory_report.hpp schedule_fit), with a what-if's own model states.
-    FitEstimate fit = schedule_fit(model, cfg, s.value(),
-                                   FitOptions{spec.activation_checkpointing, 0, topo.gpu_memory_gb, topo.name, topo.host_memory_gb,
-                                              topo.gpus_per_node});
-    fit.model_states = r.memory_bytes = what_if_model_state_bytes(s.value(), fit.model_states);
+    const FitEstimate fit = point_fit(model, cfg, s.value(), topo, spec.activation_checkpointing);
+    r.memory_bytes = fit.model_states;
     r.activation_bytes = fit.activations;
     r.gpu_memory_bytes = fit.gpu_bytes;
     r.fits = fit.verdict();

@@ -63,10 +63,7 @@ void predict_layout_point(const SweepSpec& spec, const Model& model, const DsCon
     o.gpus_per_node = topo.gpus_per_node;
     o.layout.pipe = p.pp;
     o.layout.pipe_engine = spec.pipe_engine;
-    o.pp_partition = spec.pp_partition == "uniform" ? PipePartition::Uniform
-                     : spec.pp_partition.rfind("type:", 0) == 0 ? PipePartition::Type
-                                                              : PipePartition::Parameters;
-    o.pp_partition_type = o.pp_partition == PipePartition::Type ? spec.pp_partition.substr(5) : "";
+    o.set_pipe_partition(spec.pp_partition);
     o.layout.tensor = p.tp;
     o.layout.sequence = p.sp;
     o.layout.expert = p.ep;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/explain.hpp"
+#include "analysis/memory_report.hpp"
 #include "schedule/mesh.hpp"
 #include "schedule/what_if_fsdp.hpp"
 
@@ -15,6 +16,13 @@ namespace zerosim {
 
 int64_t what_if_model_state_bytes(const Schedule& s, int64_t deepspeed_bytes) {
     return is_fsdp_schedule(s) ? fsdp_model_state_bytes(s) : deepspeed_bytes;
+}
+
+FitEstimate point_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const Topology& t, bool activation_checkpointing) {
+    FitEstimate fit = schedule_fit(model, cfg, s,
+                                   FitOptions{activation_checkpointing, 0, t.gpu_memory_gb, t.name, t.host_memory_gb, t.gpus_per_node});
+    fit.model_states = what_if_model_state_bytes(s, fit.model_states);
+    return fit;
 }
 
 // Bytes per GPU through its node's NICs for the collectives of `step`: NCCL's rings and trees cross

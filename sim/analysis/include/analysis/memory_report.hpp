@@ -55,6 +55,8 @@ FitEstimate fit_with_host(const MemoryEstimate& states, const ActivationEstimate
 // column, need's every probe and stage 3's gathered-parameter budget (prediction/gathered_budget.hpp)
 // all read.
 FitEstimate schedule_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const FitOptions& fit);
+// The same with the rank's states already estimated (estimate_memory(model, cfg, s)).
+FitEstimate schedule_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const FitOptions& fit, const MemoryEstimate& states);
 
 struct MemoryReport {
     std::string model_name;

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "analysis/fit.hpp"
+#include "inputs/ds_config.hpp"
+#include "inputs/model.hpp"
 #include "schedule/ir.hpp"
 #include "timing/engine.hpp"
 
@@ -32,6 +34,10 @@ double nic_bytes_per_gpu(const Schedule& s, int step, int64_t gpus_per_node);
 // (schedule/what_if_fsdp.hpp), else `deepspeed_bytes` (analysis/memory.hpp's, which a
 // reduce-scatter what-if does not change).
 int64_t what_if_model_state_bytes(const Schedule& s, int64_t deepspeed_bytes);
+// A data-parallel rank's fit on topology `t` (analysis/memory_report.hpp schedule_fit with the
+// topology's GPU, node RAM and GPUs per node), its model states a what-if's own where `s` is one:
+// sweep's columns and need's probes.
+FitEstimate point_fit(const Model& model, const DsConfig& cfg, const Schedule& s, const Topology& t, bool activation_checkpointing);
 
 // One side's figures; `fit` carries the activations, reserve and GPU (its model states are taken
 // from what_if_model_state_bytes).

@@ -41,6 +41,14 @@ struct ScheduleOptions {
     bool activation_checkpointing = false;
     PipePartition pp_partition = PipePartition::Parameters;
     std::string pp_partition_type;   // PipePartition::Type: the regular expression after "type:"
+    // pp_partition and pp_partition_type from DeepSpeed's partition_method spelling: "uniform",
+    // "type:REGEX", else "parameters" (--pp-partition, GPT-NeoX's pipe-partition-method).
+    void set_pipe_partition(const std::string& how) {
+        pp_partition = how == "uniform" ? PipePartition::Uniform
+                       : how.rfind("type:", 0) == 0 ? PipePartition::Type
+                                                    : PipePartition::Parameters;
+        pp_partition_type = pp_partition == PipePartition::Type ? how.substr(5) : "";
+    }
 };
 
 // The module calls (Model::calls names) whose forward backward runs again: the model's own
