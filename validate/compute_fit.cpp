@@ -6,6 +6,7 @@
 
 #include "stats.hpp"
 #include "timing/engine.hpp"
+#include "timing/phase_spans.hpp"
 
 namespace zerosim {
 
@@ -15,22 +16,16 @@ struct Spans {
     double fwd_ms = 0, bwd_ms = 0;
 };
 
-// The compute stream's span of each phase in the last step's first micro step (its compute
-// segments, first start to last end: waits for gathers inside it count, as the events see them).
+// What the wall-clock timers would read (timing/phase_spans.hpp) in the last step's first micro
+// step: the forward, and the backward's inner part (loss.backward()), which the fit compares with
+// bwd_inner_microstep where the log has it.
 Result<Spans> predicted_spans(const Schedule& s, const Topology& t) {
     auto p = simulate(s, t, TimingMode::Overlapped);
     if (!p) return p.error();
     const int last = s.meta.steps - 1;
-    double fa = 1e300, fb = -1e300, ba = 1e300, bb = -1e300;
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-        const Op& op = s.ops[i];
-        if (op.kind != OpKind::Compute || op.step != last || op.micro != 0) continue;
-        const OpTiming& ti = p->ops[i];
-        if (op.phase == Phase::Forward) fa = std::min(fa, ti.start_s), fb = std::max(fb, ti.end_s);
-        if (op.phase == Phase::Backward) ba = std::min(ba, ti.start_s), bb = std::max(bb, ti.end_s);
-    }
-    if (fb < fa || bb < ba) return Error{s.meta.model_file, "", "the schedule has no forward and backward compute to compare"};
-    return Spans{(fb - fa) * 1e3, (bb - ba) * 1e3};
+    for (const MicroStepSpans& m : micro_step_spans(s, p.value()))
+        if (m.step == last && m.micro == 0 && m.fwd_ms > 0 && m.bwd_inner_ms > 0) return Spans{m.fwd_ms, m.bwd_inner_ms};
+    return Error{s.meta.model_file, "", "the schedule has no forward and backward compute to compare"};
 }
 
 }  // namespace

@@ -19,6 +19,16 @@ struct PredictArgs {
     bool no_summary = false;
 };
 
+// The run's own figures, as its config makes it print them (formats/wall_clock_log.hpp).
+PredictReport::OwnFigures own_figures(const DsConfig& cfg, const ScheduleMeta& m) {
+    PredictReport::OwnFigures f;
+    const int64_t data = m.layout.is_3d() ? m.layout.data() : m.world;
+    f.timers = cfg.wall_clock_breakdown || cfg.flops_profiler;
+    f.steps_per_print = cfg.steps_per_print_resolved();
+    f.train_batch = m.micro_batch * std::max<int64_t>(1, m.grad_accum) * data;
+    return f;
+}
+
 int run_predict(const CLI::App* sub, PredictArgs& a) {
     std::vector<std::string> inputs = schedule_input_files(a.sched);
     inputs.push_back(a.topology);
@@ -69,6 +79,7 @@ int run_predict(const CLI::App* sub, PredictArgs& a) {
     if (!stage_fits.empty()) report.stage_fits = &stage_fits;
     if (compare) report.what_if_json = what_if_json(*compare);
     if (timed) report.timed = &*timed;
+    report.figures = own_figures(sim->in.cfg, timed ? timed->stream->meta() : sched.meta);
     const std::vector<StageTime> stages = stage_times(sim->stage_list(), sim->stage_timings());
     if (!stages.empty()) report.stages = &stages;
     if (!a.trace.empty()) {

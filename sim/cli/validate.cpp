@@ -5,10 +5,13 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "core/json_input.hpp"
 #include "core/sizes.hpp"
 #include "formats/measured_logs.hpp"
+#include "formats/wall_clock_log.hpp"
 #include "validate/diff.hpp"
 #include "validate/per_rank.hpp"
+#include "validate/phase_times.hpp"
 #include "validate/prediction_error.hpp"
 #include "validate_releases.hpp"
 
@@ -154,7 +157,54 @@ std::vector<std::string> log_files(const std::string& arg, bool& folder) {
     return files;
 }
 
+// The prediction's forward, backward and step times, throughput and peak memory against the
+// run's own lines (validate/phase_times.hpp): --what phases, or a measured log that has those
+// lines and no comm op lines (a run without the comms logger).
+int validate_phases(const ValidateArgs& a, const std::vector<std::string>& inputs) {
+    if (a.measured.size() != 1)
+        return input_error(Error{a.measured[1], "", "--what phases compares one predicted log with one measured log"});
+    auto pred = read_deepspeed_figures(a.predicted);
+    if (!pred) return input_error(pred.error());
+    auto meas = read_deepspeed_figures(a.measured.front());
+    if (!meas) return input_error(meas.error());
+    if (!(a.tolerance >= 0)) return input_error(Error{"", "--tolerance", "expected a fraction such as 0.15"});
+    auto r = compare_phases(pred.value(), meas.value(), a.tolerance);
+    if (!r) return input_error(r.error());
+    int rc = emit(a.output, inputs, [&](std::ostream& out) {
+        if (a.format == "json")
+            write_phase_json(out, *r);
+        else if (a.format == "row")
+            write_phase_row(out, *r);
+        else if (a.format == "md")
+            write_phase_markdown(out, *r);
+        else
+            write_phase_text(out, *r);
+    });
+    if (rc) return rc;
+    return r->pass() ? 0 : 1;
+}
+
+// Whether a file (not a folder) holds DeepSpeed's own figures; false when it cannot be read as such.
+bool has_own_figures(const std::string& path) {
+    auto f = read_deepspeed_figures(path);
+    return f && !f->empty();
+}
+
+// A DeepSpeed log of a run without the comms logger: its own figures and no comm op line at all
+// (a comm op line that does not read is that line's error, not this).
+bool own_figures_only(const std::string& path) {
+    auto text = read_text_file(path, "DeepSpeed log");
+    if (!text || text->find("comm op:") != std::string::npos) return false;
+    auto f = parse_deepspeed_figures(path, text.value());
+    return f && !f->empty();
+}
+
 int run_validate(const ValidateArgs& a) {
+    if (a.what == "phases") {
+        std::vector<std::string> inputs{a.predicted};
+        inputs.insert(inputs.end(), a.measured.begin(), a.measured.end());
+        return validate_phases(a, inputs);
+    }
     bool folders = false;
     std::vector<std::string> pred_files = log_files(a.predicted, folders), meas_files;
     for (const auto& m : a.measured)
@@ -163,6 +213,13 @@ int run_validate(const ValidateArgs& a) {
     for (const auto* files : {&pred_files, &meas_files})
         for (const auto& f : *files) {
             auto log = read_log(f);
+            // A run logged without the comms logger, with its timers: its phases are what it has.
+            if (!log && a.measured.size() == 1 && files == &meas_files && meas_files.size() == 1 && pred_files.size() == 1 &&
+                own_figures_only(f)) {
+                std::cerr << "zerosim: note: " << f << " has no comm op lines, only DeepSpeed's own timers or throughput: "
+                          << "comparing those (--what phases)\n";
+                return validate_phases(a, {a.predicted, f});
+            }
             if (!log) return input_error(log.error());
             (files == &pred_files ? preds : logs).push_back(std::move(log.value()));
         }
@@ -176,7 +233,11 @@ int run_validate(const ValidateArgs& a) {
         return validate_ranks(a, std::move(preds), std::move(logs), inputs);
     std::vector<const MeasuredLog*> repeats;
     for (const auto& m : logs) repeats.push_back(&m);
-    return validate_one(a, preds.front(), repeats, inputs);
+    const int rc = validate_one(a, preds.front(), repeats, inputs);
+    if (rc < 2 && a.what == "all" && logs.size() == 1 && has_own_figures(meas_files.front()) && has_own_figures(pred_files.front()))
+        std::cerr << "zerosim: note: both logs also hold DeepSpeed's own timers or throughput, which this report leaves out; "
+                     "--what phases compares them\n";
+    return rc;
 }
 
 }  // namespace
@@ -197,8 +258,10 @@ Command add_validate(CLI::App& app) {
     sub->add_option("--tolerance", a->tolerance, "Largest median relative time error that passes")
         ->capture_default_str()
         ->check(finite_at_least(0));
-    sub->add_option("--what", a->what, "ops (structure only), time, or all")
-        ->check(CLI::IsMember({"ops", "time", "all"}))
+    sub->add_option("--what", a->what,
+                    "ops (structure only), time, all, or phases (forward, backward and step times, throughput and peak "
+                    "memory against the run's wall_clock_breakdown, steps_per_print and flops profiler lines)")
+        ->check(CLI::IsMember({"ops", "time", "all", "phases"}))
         ->capture_default_str();
     sub->add_option("--format", a->format, "text, json, md, or row (one tab-separated line for scripts)")
         ->check(CLI::IsMember({"text", "json", "md", "row"}))

@@ -64,7 +64,7 @@ std::string ds_record_key(const std::string& record, const std::string& caller) 
 
 std::string LoggedOp::record_key() const { return ds_record_key(record, caller); }
 
-std::string ds_line_prefix(double timestamp_s, int log_dist_line, int64_t rank) {
+std::string ds_info_prefix(double timestamp_s, const std::string& origin) {
     // Deterministic synthetic clock: seconds since 1970-01-01 00:00:00 (UTC), millisecond resolution.
     int64_t ms_total = static_cast<int64_t>(std::llround(timestamp_s * 1000.0));
     if (ms_total < 0) ms_total = 0;
@@ -83,12 +83,16 @@ std::string ds_line_prefix(double timestamp_s, int log_dist_line, int64_t rank) 
     int64_t d = doy - (153 * mp + 2) / 5 + 1;
     int64_t m = mp < 10 ? mp + 3 : mp - 9;
     if (m <= 2) ++y;
-    char buf[136];
-    std::snprintf(buf, sizeof buf, "[%04lld-%02lld-%02lld %02lld:%02lld:%02lld,%03lld] [INFO] [logging.py:%d:log_dist] [Rank %lld] ",
-                  static_cast<long long>(y), static_cast<long long>(m), static_cast<long long>(d),
-                  static_cast<long long>(rem / 3600), static_cast<long long>(rem % 3600 / 60),
-                  static_cast<long long>(rem % 60), static_cast<long long>(ms), log_dist_line, static_cast<long long>(rank));
-    return buf;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "[%04lld-%02lld-%02lld %02lld:%02lld:%02lld,%03lld] [INFO] [", static_cast<long long>(y),
+                  static_cast<long long>(m), static_cast<long long>(d), static_cast<long long>(rem / 3600),
+                  static_cast<long long>(rem % 3600 / 60), static_cast<long long>(rem % 60), static_cast<long long>(ms));
+    return buf + origin + "] ";
+}
+
+std::string ds_line_prefix(double timestamp_s, int log_dist_line, int64_t rank) {
+    return ds_info_prefix(timestamp_s, "logging.py:" + std::to_string(log_dist_line) + ":log_dist") + "[Rank " +
+           std::to_string(rank) + "] ";
 }
 
 std::string ds_verbose_record(const LoggedOp& op) {

@@ -98,6 +98,11 @@ void read_ds_batch_keys(const JsonField& root, DsConfig& c) {
     c.activation_checkpointing = root.has("activation_checkpointing");
     if (c.activation_checkpointing) read_activation_checkpointing(root.at("activation_checkpointing"), c);
     if (root.has("train_batch_size")) c.train_batch = positive_count(root.at("train_batch_size"));
+    if (root.has("steps_per_print") && !root.at("steps_per_print").raw().is_null())
+        c.steps_per_print = positive_count(root.at("steps_per_print"));
+    if (root.has("wall_clock_breakdown")) c.wall_clock_breakdown = flag(root.at("wall_clock_breakdown"));
+    if (root.has("flops_profiler") && root.at("flops_profiler").has("enabled"))
+        c.flops_profiler = flag(root.at("flops_profiler").at("enabled"));
     if (root.has("gradient_clipping")) {
         auto g = root.at("gradient_clipping");
         reject_auto(g);
@@ -230,6 +235,11 @@ Result<DsConfig> parse_ds_config(const std::string& file, const std::string& tex
 void warn_ds_config(const std::string& program, const DsConfig& c) {
     warn_ignored_keys(program, c.source, c.ignored_keys);
     for (const auto& w : c.warnings) std::cerr << program << ": warning: " << printable(c.source, 512) << ": " << printable(w) << '\n';
+}
+
+int64_t DsConfig::steps_per_print_resolved() const {
+    if (steps_per_print) return *steps_per_print;
+    return release < Release{0, 15, 2} ? 10 : 0;
 }
 
 DsConfig DsConfig::with_stage(int k) const {

@@ -1,13 +1,16 @@
 #include "prediction/predict_outputs.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "formats/comms_log.hpp"
 #include "formats/schedule_outputs.hpp"
+#include "formats/wall_clock_log.hpp"
 #include "schedule/collective_table.hpp"
 #include "schedule/release_rules.hpp"
+#include "timing/phase_spans.hpp"
 
 namespace zerosim {
 
@@ -112,6 +115,82 @@ int64_t gathered_peak_by_memory_model(const Schedule& s) {
     return s.meta.stage3_peak_gathered_elements * dtype_size(s.meta.model_dtype);
 }
 
+namespace {
+
+// DeepSpeed's own lines of a predicted run, in the order engine.step() prints them at the end of
+// each micro step (engine.py v0.14.2 ~2173-2233): the throughput line at a reporting boundary,
+// the micro-step timers, and the step's timers at the accumulation boundary. The spans are
+// timing/phase_spans.hpp's, of the timing the log shows.
+class OwnFigureLines {
+public:
+    OwnFigureLines(std::ostream& out, const PredictReport& r, int line_no)
+        : out_(out), r_(r), line_no_(line_no), counter_([this](const MicroStepSpans& m) { write(m); }) {
+        const ScheduleMeta& m = r.timed ? r.timed->stream->meta() : r.schedule.meta;
+        on_ = m.layout.pipe <= 1 && (r.figures.timers || r.figures.steps_per_print > 0);
+        grad_accum_ = std::max<int64_t>(1, m.grad_accum);
+        rank_ = m.rank;
+    }
+    void add(const Op& op, const OpTiming& t) {
+        if (on_) counter_.add(op, t);
+    }
+    void finish() {
+        if (on_) counter_.finish();
+    }
+
+private:
+    void write(const MicroStepSpans& m) {
+        ++micro_steps_;
+        sum_.fwd_ms += m.fwd_ms, sum_.bwd_ms += m.bwd_ms, sum_.bwd_inner_ms += m.bwd_inner_ms;
+        sum_.bwd_allreduce_ms += m.bwd_ms - m.bwd_inner_ms, sum_.step_ms += m.step_ms;
+        step_elapsed_s_ += m.end_s - m.begin_s;
+        const bool boundary = m.last_micro || m.micro + 1 >= grad_accum_;
+        const int64_t global_step = m.step + 1;
+        // ThroughputTimer: its clock runs from the third step (start_step 2) and it reports at
+        // global steps divisible by steps_per_print.
+        if (boundary && m.step >= 2) {
+            total_elapsed_s_ += step_elapsed_s_;
+            ++timed_steps_;
+        }
+        if (boundary && m.step >= 2 && r_.figures.steps_per_print > 0 && global_step % r_.figures.steps_per_print == 0 &&
+            step_elapsed_s_ > 0 && r_.figures.train_batch > 0) {
+            ThroughputLine t;
+            t.global_step = global_step;
+            t.micro_step = micro_steps_;
+            const double batch = static_cast<double>(r_.figures.train_batch);
+            t.running_avg_samples_per_s = batch / (total_elapsed_s_ / static_cast<double>(timed_steps_));
+            t.samples_per_s = batch / step_elapsed_s_;
+            if (r_.fit) {
+                constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+                t.mem_allocated_gib = static_cast<double>(r_.fit->model_states) / kGiB;
+                t.max_mem_allocated_gib = static_cast<double>(r_.fit->model_states + r_.fit->activations) / kGiB;
+            }
+            out_ << ds_info_prefix(m.end_s, "timer.py:260:stop") << throughput_text(t) << "\n";
+        }
+        if (r_.figures.timers) {
+            WallClockMicroStep w;
+            w.fwd_ms = m.fwd_ms, w.bwd_ms = m.bwd_ms, w.bwd_inner_ms = m.bwd_inner_ms;
+            w.bwd_allreduce_ms = m.bwd_ms - m.bwd_inner_ms, w.step_ms = m.step_ms;
+            out_ << ds_line_prefix(m.end_s, line_no_, rank_) << wall_clock_micro_text(w) << "\n";
+            if (boundary) out_ << ds_line_prefix(m.end_s, line_no_, rank_) << wall_clock_step_text(sum_) << "\n";
+        }
+        if (boundary) {
+            sum_ = WallClockStep{};
+            sum_.fwd_ms = sum_.bwd_ms = sum_.bwd_inner_ms = sum_.bwd_allreduce_ms = sum_.step_ms = 0;
+            step_elapsed_s_ = 0;
+        }
+    }
+    std::ostream& out_;
+    const PredictReport& r_;
+    int line_no_;
+    PhaseSpanCounter counter_;
+    bool on_ = false;
+    int64_t grad_accum_ = 1, rank_ = 0, micro_steps_ = 0, timed_steps_ = 0;
+    double step_elapsed_s_ = 0, total_elapsed_s_ = 0;
+    WallClockStep sum_{0, 0, 0, 0, 0, 0};
+};
+
+}  // namespace
+
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary) {
     const auto& m = r.schedule.meta;
     out << "# zerosim predict (" << m.dialect << "): ZeRO stage " << m.stage << ", world " << m.world;
@@ -128,7 +207,9 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
     const int line_no = log_dist_line(m.release);
     DsSummary summary;
     std::string phase;
+    OwnFigureLines own(out, r, line_no);
     each_timed_op(r, [&](const Op& op, const OpTiming& logged, const OpTiming&) {
+        own.add(op, logged);
         // MiCS's parameter gathers bypass the comms logger (comm.py all_gather_coalesced is not timed).
         if (!is_collective(op.kind) || !op.logged) return;
         const LoggedOp l = logged_op(m, op, logged.duration() * 1e3, logged.end_s);
@@ -139,6 +220,7 @@ void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool l
         write_ds_verbose_line(out, l, line_no);
         if (log_summary) summary.add(l);
     });
+    own.finish();
     if (log_summary) {
         LoggedOp barrier;
         barrier.record = "log_summary_barrier";

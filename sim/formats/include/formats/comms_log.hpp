@@ -52,6 +52,9 @@ struct LoggedOp {
 // The same key from its parts (no caller: the record alone, as the logger prints without debug).
 std::string ds_record_key(const std::string& record, const std::string& caller);
 
+// "[2026-11-30 02:19:17,547] [INFO] [origin] ": the prefix of DeepSpeed's logger, at a time on the
+// synthetic clock (seconds since 1970-01-01 UTC); origin "timer.py:260:stop" and the like.
+std::string ds_info_prefix(double timestamp_s, const std::string& origin);
 // "[1970-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] " for t seconds; the line
 // number is the release's (schedule/release_rules.hpp log_dist_line; 96 is v0.14.2's).
 std::string ds_line_prefix(double timestamp_s, int log_dist_line = 96, int64_t rank = 0);

@@ -67,6 +67,12 @@ struct DsConfig {
     // gather_partitioned_activations:265; nothing is sent on one tensor rank).
     bool partition_activations = false;
     std::optional<std::string> log_level;     // "log_level" (v0.19.3+, #8067): logger level, no collective
+    // What the run prints of its own figures (formats/wall_clock_log.hpp): wall_clock_breakdown's
+    // timer lines, flops_profiler.enabled, and steps_per_print's throughput line (as written;
+    // absent: steps_per_print_resolved()).
+    bool wall_clock_breakdown = false;
+    bool flops_profiler = false;
+    std::optional<int64_t> steps_per_print;
     // Layout keys (sim/cli applies them where --tp / --sp are not given; a flag that disagrees is refused):
     // tensor_parallel.autotp_size (v0.16.4+, #7004: DeepSpeed's AutoTP for training), 0 = absent;
     // sequence_parallel_size (the Ulysses degree; v0.17.0+ divides the batch world by it, earlier
@@ -85,6 +91,10 @@ struct DsConfig {
     std::vector<std::string> ignored_keys;    // keys zerosim does not know, reported in one warning
                                               // (with "(did you mean 'k'?)" where a known key is close)
     std::vector<std::string> warnings;        // what the prediction leaves out, one line each
+
+    // steps_per_print as `release` reads it: as written, else 10 up to v0.15.1 and none (0: no
+    // throughput line) from v0.15.2 (#6602, runtime/constants.py STEPS_PER_PRINT_DEFAULT).
+    int64_t steps_per_print_resolved() const;
 
     // The dtype gradients travel in: communication_data_type if set, else the model's dtype.
     DType comm_dtype() const { return communication_data_type.value_or(model_dtype); }

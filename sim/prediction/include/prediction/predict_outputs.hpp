@@ -33,6 +33,15 @@ struct PredictReport {
     // its ops from here, op by op, and `schedule` is its template; `logged` and `overlapped` are
     // its run figures (steps and totals, no ops).
     const TimedStream* timed = nullptr;
+    // DeepSpeed's own figures, written among the comm op lines as the config makes a run print
+    // them (formats/wall_clock_log.hpp; the deepspeed format only): the wall-clock timer lines
+    // (wall_clock_breakdown or the flops profiler), and steps_per_print's throughput line with
+    // the fit's memory (0: none). Not for a pipeline, whose engine prints other timers.
+    struct OwnFigures {
+        bool timers = false;
+        int64_t steps_per_print = 0;
+        int64_t train_batch = 0;   // train_batch_size: the samples of one step, all ranks
+    } figures;
 };
 
 void write_predicted_deepspeed(std::ostream& out, const PredictReport& r, bool log_summary);
