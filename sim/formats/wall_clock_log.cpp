@@ -199,9 +199,12 @@ Status read_profile_line(const std::string& file, int line_no, const std::string
     const Field fields[] = {{"fwd latency:", &p.fwd_ms, true},       {"bwd latency:", &p.bwd_ms, true},
                             {"step latency:", &p.step_ms, true},     {"iter latency:", &p.iter_ms, true},
                             {"fwd flops per GPU:", &p.fwd_flops_per_gpu, false}, {"params per GPU:", &p.params_per_gpu, false}};
+    // A label heads its line (after a launcher's prefix, if any); the derived lines name it after
+    // an '=' ("fwd FLOPS per GPU = fwd flops per GPU / fwd latency:").
+    auto heads = [&](size_t at) { return at != std::string::npos && line.find('=') > at; };
     for (const Field& f : fields) {
         const size_t at = line.find(f.label);
-        if (at == std::string::npos) continue;
+        if (!heads(at)) continue;
         const std::string v = trim(line.substr(at + std::string(f.label).size()));
         if (!read_scaled(v, f.duration, *f.out))
             return Error{file, where + " " + f.label, std::string("expected ") + (f.duration ? "a duration such as '76.67 ms'" : "a number such as '6.28 T'") +
@@ -214,13 +217,13 @@ Status read_profile_line(const std::string& file, int line_no, const std::string
     };
     for (Count c : {Count{"world size:", &p.world}, Count{"batch size per GPU:", &p.batch_per_gpu}}) {
         const size_t at = line.find(c.label);
-        if (at == std::string::npos) continue;
+        if (!heads(at)) continue;
         const std::string v = trim(line.substr(at + std::string(c.label).size()));
         if (!read_count(v, *c.out)) return Error{file, where + " " + c.label, "expected a whole number, found '" + v + "'"};
         return std::nullopt;
     }
     const size_t sps = line.find("samples/second:");
-    if (sps != std::string::npos) {
+    if (heads(sps)) {
         const std::string v = trim(line.substr(sps + 15));
         if (!read_decimal(v, p.samples_per_s) || p.samples_per_s < 0)
             return Error{file, where + " samples/second", "expected a finite, non-negative number, found '" + v + "'"};
