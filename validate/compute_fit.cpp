@@ -32,13 +32,38 @@ Result<Spans> predicted_spans(const Schedule& s, const Topology& t) {
 
 Result<ComputeFit> fit_compute_efficiency(const Schedule& s, const Topology& t, const WallClockLog& log) {
     ComputeFit f;
-    // The first step warms up (allocator, autotuning, the stage-3 trace): left out when later steps exist.
+    // The per-micro-step forward and backward (its inner part where given) the log measured: its
+    // micro-step lines; else its step lines over the accumulation; else the flops profiler's step.
+    // The first step warms up (allocator, autotuning, the stage-3 trace): left out when later
+    // steps exist.
     const size_t per_step = static_cast<size_t>(std::max<int64_t>(1, s.meta.grad_accum));
-    const size_t first = log.micro.size() > per_step ? per_step : 0;
+    const double gas = static_cast<double>(per_step);
     std::vector<double> fwd, bwd;
-    for (size_t i = first; i < log.micro.size(); ++i) {
-        fwd.push_back(log.micro[i].fwd_ms);
-        bwd.push_back(log.micro[i].bwd_inner_ms >= 0 ? log.micro[i].bwd_inner_ms : log.micro[i].bwd_ms);
+    if (!log.micro.empty()) {
+        const size_t first = log.micro.size() > per_step ? per_step : 0;
+        for (size_t i = first; i < log.micro.size(); ++i) {
+            fwd.push_back(log.micro[i].fwd_ms);
+            bwd.push_back(log.micro[i].bwd_inner_ms >= 0 ? log.micro[i].bwd_inner_ms : log.micro[i].bwd_ms);
+        }
+        f.from = "micro steps";
+    } else if (!log.steps.empty()) {
+        const size_t first = log.steps.size() > 1 ? 1 : 0;
+        for (size_t i = first; i < log.steps.size(); ++i) {
+            const WallClockStep& st = log.steps[i];
+            if (st.fwd_ms < 0 || (st.bwd_ms < 0 && st.bwd_inner_ms < 0))
+                return Error{log.source, "line " + std::to_string(st.line), "a step timer line without fwd and bwd"};
+            fwd.push_back(st.fwd_ms / gas);
+            bwd.push_back((st.bwd_inner_ms >= 0 ? st.bwd_inner_ms : st.bwd_ms) / gas);
+        }
+        f.from = "steps (their timers over " + std::to_string(per_step) + " micro steps)";
+    } else if (!log.profiles.empty() && log.profiles.front().fwd_ms > 0 && log.profiles.front().bwd_ms > 0) {
+        fwd.push_back(log.profiles.front().fwd_ms / gas);
+        bwd.push_back(log.profiles.front().bwd_ms / gas);
+        f.from = "the flops profiler's step";
+    } else {
+        return Error{log.source, "", "no wall_clock_breakdown line ('time (ms) | fwd_microstep: ... | bwd_microstep: ...', or "
+                                     "'time (ms) | fwd: ... | bwd: ...') and no flops profiler summary with its bwd latency; run "
+                                     "DeepSpeed with \"wall_clock_breakdown\": true in its config"};
     }
     f.lines = fwd.size();
     f.measured_fwd_ms = validate_detail::median(fwd);
@@ -93,11 +118,11 @@ std::string compute_fit_summary(const ComputeFit& f) {
     auto pct = [](double pred, double meas) { return 100.0 * (pred - meas) / meas; };
     char buf[1024];
     std::snprintf(buf, sizeof buf,
-                  "calibrate: gpu.compute_efficiency %.4g -> %.4g, from the median of %zu micro steps\n"
+                  "calibrate: gpu.compute_efficiency %.4g -> %.4g, from the median of %zu %s\n"
                   "  forward   measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n"
                   "  backward  measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n"
                   "  not determined by the log, left as the topology has them: gpu.memory_efficiency, the optimizer step's rate\n",
-                  f.efficiency_before, f.efficiency, f.lines, f.measured_fwd_ms, f.predicted_fwd_ms_before,
+                  f.efficiency_before, f.efficiency, f.lines, f.from.c_str(), f.measured_fwd_ms, f.predicted_fwd_ms_before,
                   pct(f.predicted_fwd_ms_before, f.measured_fwd_ms), f.predicted_fwd_ms, pct(f.predicted_fwd_ms, f.measured_fwd_ms),
                   f.measured_bwd_ms, f.predicted_bwd_ms_before, pct(f.predicted_bwd_ms_before, f.measured_bwd_ms),
                   f.predicted_bwd_ms, pct(f.predicted_bwd_ms, f.measured_bwd_ms));

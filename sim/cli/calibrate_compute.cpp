@@ -37,7 +37,7 @@ int run_calibrate_compute(const CalibrateComputeArgs& a) {
     inputs.push_back(a.topology);
     inputs.push_back(a.log);
     if (auto e = check_command_outputs({{a.output, "-o"}}, inputs)) return input_error(*e);
-    auto log = read_wall_clock_log(a.log);
+    auto log = read_deepspeed_figures(a.log);
     if (!log) return input_error(log.error());
     auto read = read_topology_document(a.topology, a.nodes);
     if (!read) return input_error(read.error());
@@ -54,7 +54,7 @@ int run_calibrate_compute(const CalibrateComputeArgs& a) {
     out["gpu"]["compute_efficiency"] = fit->efficiency;
     out["sources"]["gpu.compute_efficiency"] =
         "fitted by zerosim calibrate --deepspeed-log " + a.log + " (median of " + std::to_string(fit->lines) +
-        " micro steps: forward " + ms_text(fit->measured_fwd_ms) + " ms, backward " + ms_text(fit->measured_bwd_ms) +
+        " " + fit->from + ": forward " + ms_text(fit->measured_fwd_ms) + " ms, backward " + ms_text(fit->measured_bwd_ms) +
         " ms) for " + in->schedule.meta.model_name + " on " + std::to_string(sched.world) + " ranks";
     return emit(a.output, inputs, [&](std::ostream& o) { o << out.dump(2) << '\n'; });
 }

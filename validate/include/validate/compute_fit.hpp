@@ -20,7 +20,8 @@
 namespace zerosim {
 
 struct ComputeFit {
-    size_t lines = 0;                      // micro-step lines used (the first step's left out when there are more)
+    size_t lines = 0;                      // values used (the first step's left out when there are more)
+    std::string from = "micro steps";      // which lines: "micro steps", "steps (...)", "the flops profiler's step"
     double measured_fwd_ms = 0, measured_bwd_ms = 0;   // medians; bwd: bwd_inner_microstep where given
     double efficiency_before = 0, efficiency = 0;
     double predicted_fwd_ms_before = 0, predicted_bwd_ms_before = 0;
