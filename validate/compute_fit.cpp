@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "stats.hpp"
 #include "timing/engine.hpp"
@@ -13,120 +14,188 @@ namespace zerosim {
 namespace {
 
 struct Spans {
-    double fwd_ms = 0, bwd_ms = 0;
+    double fwd_ms = 0, bwd_ms = 0, step_ms = 0;
 };
 
-// What the wall-clock timers would read (timing/phase_spans.hpp) in the last step's first micro
-// step: the forward, and the backward's inner part (loss.backward()), which the fit compares with
-// bwd_inner_microstep where the log has it.
+// What the wall-clock timers would read (timing/phase_spans.hpp) in the last step: its first micro
+// step's forward and backward inner part (loss.backward(), which the fit compares with
+// bwd_inner_microstep where the log has it), and its optimizer step.
 Result<Spans> predicted_spans(const Schedule& s, const Topology& t) {
     auto p = simulate(s, t, TimingMode::Overlapped);
     if (!p) return p.error();
     const int last = s.meta.steps - 1;
-    for (const MicroStepSpans& m : micro_step_spans(s, p.value()))
-        if (m.step == last && m.micro == 0 && m.fwd_ms > 0 && m.bwd_inner_ms > 0) return Spans{m.fwd_ms, m.bwd_inner_ms};
-    return Error{s.meta.model_file, "", "the schedule has no forward and backward compute to compare"};
+    Spans out;
+    bool found = false;
+    for (const MicroStepSpans& m : micro_step_spans(s, p.value())) {
+        if (m.step != last) continue;
+        if (m.micro == 0 && m.fwd_ms > 0 && m.bwd_inner_ms > 0) out.fwd_ms = m.fwd_ms, out.bwd_ms = m.bwd_inner_ms, found = true;
+        if (m.last_micro) out.step_ms = m.step_ms;
+    }
+    if (!found) return Error{s.meta.model_file, "", "the schedule has no forward and backward compute to compare"};
+    return out;
 }
 
-}  // namespace
+struct Measured {
+    std::vector<double> fwd, bwd, step;
+    std::string from;
+};
 
-Result<ComputeFit> fit_compute_efficiency(const Schedule& s, const Topology& t, const WallClockLog& log) {
-    ComputeFit f;
-    // The per-micro-step forward and backward (its inner part where given) the log measured: its
-    // micro-step lines; else its step lines over the accumulation; else the flops profiler's step.
-    // The first step warms up (allocator, autotuning, the stage-3 trace): left out when later
-    // steps exist.
+// The per-micro-step forward and backward (its inner part where given) and the step's optimizer
+// step the log measured: its micro-step lines; else its step lines over the accumulation; else
+// the flops profiler's step. The first step warms up (allocator, autotuning, the stage-3 trace):
+// left out when later steps exist.
+Result<Measured> measured_phases(const Schedule& s, const WallClockLog& log) {
     const size_t per_step = static_cast<size_t>(std::max<int64_t>(1, s.meta.grad_accum));
     const double gas = static_cast<double>(per_step);
-    std::vector<double> fwd, bwd;
+    Measured m;
     if (!log.micro.empty()) {
         const size_t first = log.micro.size() > per_step ? per_step : 0;
         for (size_t i = first; i < log.micro.size(); ++i) {
-            fwd.push_back(log.micro[i].fwd_ms);
-            bwd.push_back(log.micro[i].bwd_inner_ms >= 0 ? log.micro[i].bwd_inner_ms : log.micro[i].bwd_ms);
+            const WallClockMicroStep& w = log.micro[i];
+            m.fwd.push_back(w.fwd_ms);
+            m.bwd.push_back(w.bwd_inner_ms >= 0 ? w.bwd_inner_ms : w.bwd_ms);
+            if ((i + 1) % per_step == 0 && w.step_ms >= 0) m.step.push_back(w.step_ms);   // the boundary's
         }
-        f.from = "micro steps";
+        m.from = "micro steps";
     } else if (!log.steps.empty()) {
         const size_t first = log.steps.size() > 1 ? 1 : 0;
         for (size_t i = first; i < log.steps.size(); ++i) {
             const WallClockStep& st = log.steps[i];
             if (st.fwd_ms < 0 || (st.bwd_ms < 0 && st.bwd_inner_ms < 0))
                 return Error{log.source, "line " + std::to_string(st.line), "a step timer line without fwd and bwd"};
-            fwd.push_back(st.fwd_ms / gas);
-            bwd.push_back((st.bwd_inner_ms >= 0 ? st.bwd_inner_ms : st.bwd_ms) / gas);
+            m.fwd.push_back(st.fwd_ms / gas);
+            m.bwd.push_back((st.bwd_inner_ms >= 0 ? st.bwd_inner_ms : st.bwd_ms) / gas);
+            if (st.step_ms >= 0) m.step.push_back(st.step_ms);
         }
-        f.from = "steps (their timers over " + std::to_string(per_step) + " micro steps)";
+        m.from = "steps (their timers over " + std::to_string(per_step) + " micro steps)";
     } else if (!log.profiles.empty() && log.profiles.front().fwd_ms > 0 && log.profiles.front().bwd_ms > 0) {
-        fwd.push_back(log.profiles.front().fwd_ms / gas);
-        bwd.push_back(log.profiles.front().bwd_ms / gas);
-        f.from = "the flops profiler's step";
+        const FlopsProfile& p = log.profiles.front();
+        m.fwd.push_back(p.fwd_ms / gas);
+        m.bwd.push_back(p.bwd_ms / gas);
+        if (p.step_ms >= 0) m.step.push_back(p.step_ms);
+        m.from = "the flops profiler's step";
     } else {
         return Error{log.source, "", "no wall_clock_breakdown line ('time (ms) | fwd_microstep: ... | bwd_microstep: ...', or "
                                      "'time (ms) | fwd: ... | bwd: ...') and no flops profiler summary with its bwd latency; run "
                                      "DeepSpeed with \"wall_clock_breakdown\": true in its config"};
     }
-    f.lines = fwd.size();
-    f.measured_fwd_ms = validate_detail::median(fwd);
-    f.measured_bwd_ms = validate_detail::median(bwd);
-    if (f.measured_fwd_ms <= 0 || f.measured_bwd_ms <= 0)
-        return Error{log.source, "fwd_microstep", "the forward or backward time is 0 ms: nothing to fit the compute to"};
-    f.efficiency_before = t.compute_efficiency;
-    auto at = [&](double e) -> Result<Spans> {
-        Topology u = t;
-        u.compute_efficiency = e;
-        return predicted_spans(s, u);
-    };
-    auto before = at(t.compute_efficiency);
-    if (!before) return before.error();
-    f.predicted_fwd_ms_before = before->fwd_ms;
-    f.predicted_bwd_ms_before = before->bwd_ms;
-    const double want = f.measured_fwd_ms + f.measured_bwd_ms;
-    // Bisection on log(e) over [0.01, 1]: the spans fall as the efficiency rises.
+    return m;
+}
+
+// Bisection on log(x) over [0.01, 1] for the x at which `span(x)` equals `want` (spans fall as x
+// rises); the spans at both ends returned through `at_lo`/`at_hi` when `want` lies outside them.
+Result<std::optional<double>> bisect(const std::function<Result<double>(double)>& span, double want, double& at_lo, double& at_hi) {
     double lo = std::log(0.01), hi = std::log(1.0);
-    auto total = [&](double loge) -> Result<double> {
-        auto sp = at(std::exp(loge));
-        if (!sp) return sp.error();
-        return sp->fwd_ms + sp->bwd_ms;
-    };
-    auto at_peak = total(hi);
-    if (!at_peak) return at_peak.error();
-    if (at_peak.value() > want * 1.001)
-        return Error{log.source, "fwd_microstep", "forward + backward took " + std::to_string(want) + " ms, less than the " +
-                                                      std::to_string(at_peak.value()) + " ms " + t.source +
-                                                      "'s GPU needs at its peak: the log is not of this model, config and layout"};
-    auto at_floor = total(lo);
-    if (!at_floor) return at_floor.error();
-    if (at_floor.value() < want)
-        return Error{log.source, "fwd_microstep", "forward + backward took " + std::to_string(want) +
-                                                      " ms, more than even 1% of the GPU's peak explains: the log is not of "
-                                                      "this model, config and layout, or something other than compute dominates"};
+    auto a = span(std::exp(hi));
+    if (!a) return a.error();
+    auto b = span(std::exp(lo));
+    if (!b) return b.error();
+    at_hi = a.value(), at_lo = b.value();
+    if (at_hi > want * 1.001 || at_lo < want) return std::optional<double>{};
     for (int it = 0; it < 40 && hi - lo > 1e-4; ++it) {
         const double mid = 0.5 * (lo + hi);
-        auto v = total(mid);
+        auto v = span(std::exp(mid));
         if (!v) return v.error();
         (v.value() > want ? lo : hi) = mid;
     }
-    f.efficiency = std::exp(0.5 * (lo + hi));
-    auto after = at(f.efficiency);
+    return std::optional<double>{std::exp(0.5 * (lo + hi))};
+}
+
+std::string ms_text3(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", v);
+    return b;
+}
+
+}  // namespace
+
+Result<ComputeFit> fit_compute_efficiency(const Schedule& s, const Topology& t, const WallClockLog& log) {
+    auto meas = measured_phases(s, log);
+    if (!meas) return meas.error();
+    ComputeFit f;
+    f.from = meas->from;
+    f.lines = meas->fwd.size();
+    f.measured_fwd_ms = validate_detail::median(meas->fwd);
+    f.measured_bwd_ms = validate_detail::median(meas->bwd);
+    if (!meas->step.empty()) f.measured_step_ms = validate_detail::median(meas->step);
+    if (f.measured_fwd_ms <= 0 || f.measured_bwd_ms <= 0)
+        return Error{log.source, "fwd_microstep", "the forward or backward time is 0 ms: nothing to fit the compute to"};
+    f.efficiency_before = f.efficiency = t.compute_efficiency;
+    f.mem_efficiency_before = f.mem_efficiency = t.mem_efficiency;
+    auto at = [&](double ce, double me) -> Result<Spans> {
+        Topology u = t;
+        u.compute_efficiency = ce;
+        u.mem_efficiency = me;
+        return predicted_spans(s, u);
+    };
+    auto before = at(f.efficiency, f.mem_efficiency);
+    if (!before) return before.error();
+    f.predicted_fwd_ms_before = before->fwd_ms, f.predicted_bwd_ms_before = before->bwd_ms, f.predicted_step_ms_before = before->step_ms;
+    const double want = f.measured_fwd_ms + f.measured_bwd_ms;
+    if (f.measured_step_ms <= 0) f.mem_note = "the log does not time the optimizer step";
+    for (int round = 0; round < 2; ++round) {
+        double lo_ms = 0, hi_ms = 0;
+        auto ce = bisect([&](double e) -> Result<double> {
+            auto sp = at(e, f.mem_efficiency);
+            if (!sp) return sp.error();
+            return sp->fwd_ms + sp->bwd_ms;
+        }, want, lo_ms, hi_ms);
+        if (!ce) return ce.error();
+        if (!ce.value() && hi_ms > want * 1.001)
+            return Error{log.source, "fwd_microstep", "forward + backward took " + ms_text3(want) + " ms, less than the " + ms_text3(hi_ms) + " ms " +
+                                                          t.source + "'s GPU needs at its peak: the log is not of this model, config and layout"};
+        if (!ce.value())
+            return Error{log.source, "fwd_microstep", "forward + backward took " + ms_text3(want) +
+                                                          " ms, more than even 1% of the GPU's peak explains: the log is not of "
+                                                          "this model, config and layout, or something other than compute dominates"};
+        f.efficiency = **ce;
+        if (f.measured_step_ms <= 0) break;
+        auto me = bisect([&](double e) -> Result<double> {
+            auto sp = at(f.efficiency, e);
+            if (!sp) return sp.error();
+            return sp->step_ms;
+        }, f.measured_step_ms, lo_ms, hi_ms);
+        if (!me) return me.error();
+        if (!me.value()) {
+            f.mem_note = "the optimizer step took " + ms_text3(f.measured_step_ms) + " ms, outside the " + ms_text3(hi_ms) + ".." + ms_text3(lo_ms) +
+                         " ms its memory-bound kernels take at memory efficiency 1..0.01 here: communication or the host fills it";
+            f.mem_fitted = false;
+            f.mem_efficiency = f.mem_efficiency_before;
+            break;
+        }
+        f.mem_efficiency = **me;
+        f.mem_fitted = true;
+    }
+    auto after = at(f.efficiency, f.mem_efficiency);
     if (!after) return after.error();
-    f.predicted_fwd_ms = after->fwd_ms;
-    f.predicted_bwd_ms = after->bwd_ms;
+    f.predicted_fwd_ms = after->fwd_ms, f.predicted_bwd_ms = after->bwd_ms, f.predicted_step_ms = after->step_ms;
     return f;
 }
 
 std::string compute_fit_summary(const ComputeFit& f) {
     auto pct = [](double pred, double meas) { return 100.0 * (pred - meas) / meas; };
-    char buf[1024];
-    std::snprintf(buf, sizeof buf,
-                  "calibrate: gpu.compute_efficiency %.4g -> %.4g, from the median of %zu %s\n"
-                  "  forward   measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n"
-                  "  backward  measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n"
-                  "  not determined by the log, left as the topology has them: gpu.memory_efficiency, the optimizer step's rate\n",
-                  f.efficiency_before, f.efficiency, f.lines, f.from.c_str(), f.measured_fwd_ms, f.predicted_fwd_ms_before,
-                  pct(f.predicted_fwd_ms_before, f.measured_fwd_ms), f.predicted_fwd_ms, pct(f.predicted_fwd_ms, f.measured_fwd_ms),
-                  f.measured_bwd_ms, f.predicted_bwd_ms_before, pct(f.predicted_bwd_ms_before, f.measured_bwd_ms),
-                  f.predicted_bwd_ms, pct(f.predicted_bwd_ms, f.measured_bwd_ms));
-    return buf;
+    char buf[1536];
+    int n = std::snprintf(buf, sizeof buf,
+                          "calibrate: gpu.compute_efficiency %.4g -> %.4g, from the median of %zu %s\n"
+                          "  forward   measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n"
+                          "  backward  measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n",
+                          f.efficiency_before, f.efficiency, f.lines, f.from.c_str(), f.measured_fwd_ms, f.predicted_fwd_ms_before,
+                          pct(f.predicted_fwd_ms_before, f.measured_fwd_ms), f.predicted_fwd_ms, pct(f.predicted_fwd_ms, f.measured_fwd_ms),
+                          f.measured_bwd_ms, f.predicted_bwd_ms_before, pct(f.predicted_bwd_ms_before, f.measured_bwd_ms),
+                          f.predicted_bwd_ms, pct(f.predicted_bwd_ms, f.measured_bwd_ms));
+    std::string out(buf, static_cast<size_t>(std::max(0, n)));
+    if (f.mem_fitted) {
+        std::snprintf(buf, sizeof buf,
+                      "calibrate: gpu.memory_efficiency %.4g -> %.4g, from the optimizer step\n"
+                      "  step      measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n",
+                      f.mem_efficiency_before, f.mem_efficiency, f.measured_step_ms, f.predicted_step_ms_before,
+                      pct(f.predicted_step_ms_before, f.measured_step_ms), f.predicted_step_ms,
+                      pct(f.predicted_step_ms, f.measured_step_ms));
+        out += buf;
+    } else {
+        out += "  not determined by the log, left as the topology has it: gpu.memory_efficiency (" + f.mem_note + ")\n";
+    }
+    return out;
 }
 
 }  // namespace zerosim

@@ -56,6 +56,12 @@ int run_calibrate_compute(const CalibrateComputeArgs& a) {
         "fitted by zerosim calibrate --deepspeed-log " + a.log + " (median of " + std::to_string(fit->lines) +
         " " + fit->from + ": forward " + ms_text(fit->measured_fwd_ms) + " ms, backward " + ms_text(fit->measured_bwd_ms) +
         " ms) for " + in->schedule.meta.model_name + " on " + std::to_string(sched.world) + " ranks";
+    if (fit->mem_fitted) {
+        out["gpu"]["memory_efficiency"] = fit->mem_efficiency;
+        out["sources"]["gpu.memory_efficiency"] = "fitted by zerosim calibrate --deepspeed-log " + a.log + " (the optimizer step, median " +
+                                                  ms_text(fit->measured_step_ms) + " ms) for " + in->schedule.meta.model_name +
+                                                  " on " + std::to_string(sched.world) + " ranks";
+    }
     return emit(a.output, inputs, [&](std::ostream& o) { o << out.dump(2) << '\n'; });
 }
 

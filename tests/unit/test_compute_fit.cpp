@@ -87,3 +87,42 @@ TEST(ComputeFit, MissingOrContradictoryLinesAreOneLineRefusals) {
     ASSERT_FALSE(fit.ok());
     EXPECT_NE(std::string(fit.error().what()).find("peak"), std::string::npos) << fit.error().what();
 }
+
+// By hand: stage 0 on one rank, the optimizer step is Adam over all 4 x 8192² fp32 elements, 28
+// bytes each (read weight, gradient, two moments; write weight and moments), memory-bound: at
+// memory efficiency 0.6 of the H100's 3350 GB/s, 4 x 8192² x 28 / (3350e9 x 0.6) = 3.739 ms. A log
+// whose step_microstep says so gives 0.6 back (within 2%: the kernel launches add microseconds);
+// one whose step is below what even full bandwidth allows leaves the term as it was, saying why.
+TEST(ComputeFit, TheMemoryBoundEfficiencyFromTheOptimizerStep) {
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}, "zero_optimization": {"stage": 0}})");
+    const Schedule s = test::build(square_layers(), c, 1, 2);
+    const double step_ms = 4 * 8192.0 * 8192.0 * 28 / (3350e9 * 0.6) * 1e3;
+    auto with_step = [&](double ms) {
+        std::string log = log_at(0.4, 4);
+        std::string out;
+        size_t at = 0, hit;
+        char v[32];
+        std::snprintf(v, sizeof v, "%.2f", ms);
+        while ((hit = log.find("step_microstep: 3.10", at)) != std::string::npos) {
+            out += log.substr(at, hit - at) + "step_microstep: " + v;
+            at = hit + 20;
+        }
+        return out + log.substr(at);
+    };
+    auto log = parse_wall_clock_log("run.log", with_step(step_ms));
+    ASSERT_TRUE(log.ok()) << log.error().what();
+    auto fit = fit_compute_efficiency(s, dgx_h100(), log.value());
+    ASSERT_TRUE(fit.ok()) << fit.error().what();
+    EXPECT_NEAR(fit->efficiency, 0.4, 0.02 * 0.4);
+    ASSERT_TRUE(fit->mem_fitted) << fit->mem_note;
+    EXPECT_DOUBLE_EQ(fit->mem_efficiency_before, 0.8);
+    EXPECT_NEAR(fit->mem_efficiency, 0.6, 0.02 * 0.6);
+
+    auto fast = parse_wall_clock_log("run.log", with_step(step_ms * 0.5));   // faster than 3350 GB/s allows
+    ASSERT_TRUE(fast.ok());
+    auto none = fit_compute_efficiency(s, dgx_h100(), fast.value());
+    ASSERT_TRUE(none.ok()) << none.error().what();
+    EXPECT_FALSE(none->mem_fitted);
+    EXPECT_DOUBLE_EQ(none->mem_efficiency, 0.8);
+    EXPECT_NE(none->mem_note.find("outside"), std::string::npos);
+}

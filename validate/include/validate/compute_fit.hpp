@@ -1,13 +1,17 @@
-// The topology's GEMM efficiency (gpu.compute_efficiency) fitted to a real run's
-// wall_clock_breakdown lines (formats/wall_clock_log.hpp): `zerosim calibrate --deepspeed-log`.
+// The topology's compute terms fitted to a real run's own timers (formats/wall_clock_log.hpp):
+// `zerosim calibrate --deepspeed-log`.
 //
-// What is fitted: the compute stream's span of forward plus backward's inner part, as DeepSpeed's
-// timers measure them (CUDA events on that stream), against the same spans of the schedule
-// simulated on the topology with the efficiency as the unknown: a bisection on it (the spans
-// fall as it rises). What the log cannot determine is refused: the memory-bound efficiency (the
-// spans hardly move with it when the layers are GEMM-bound) and the optimizer step's rate (one
-// step_microstep per step and a host-side Adam the engine does not time apart) are left as the
-// topology has them, and the summary says so.
+// What is fitted, against the same spans of the schedule simulated on the topology
+// (timing/phase_spans.hpp: what DeepSpeed's timers, events on the compute stream, would read):
+//   - gpu.compute_efficiency (GEMMs) to forward plus backward's inner part (loss.backward());
+//   - gpu.memory_efficiency (memory-bound kernels, Adam's step among them: the engine times a
+//     step by its bytes read and written) to the optimizer step's span, where the log times the
+//     step (step_microstep at the accumulation boundary, the step line's step, the profiler's
+//     step latency) and the step moves with it: where communication or the host fills the step,
+//     the term is not determined and is left as the topology has it, and the summary says why.
+// Each is a bisection on its logarithm over [0.01, 1] (the spans fall as it rises), the two fitted
+// in turn twice (the forward and backward hold memory-bound kernels too, the step its GEMM-free
+// Adam). A log the GPU's peak cannot reach, or that 1% of it does not explain, is refused.
 #pragma once
 
 #include <string>
@@ -23,13 +27,17 @@ struct ComputeFit {
     size_t lines = 0;                      // values used (the first step's left out when there are more)
     std::string from = "micro steps";      // which lines: "micro steps", "steps (...)", "the flops profiler's step"
     double measured_fwd_ms = 0, measured_bwd_ms = 0;   // medians; bwd: bwd_inner_microstep where given
+    double measured_step_ms = -1;          // the optimizer step's median; -1: the log does not time it
     double efficiency_before = 0, efficiency = 0;
-    double predicted_fwd_ms_before = 0, predicted_bwd_ms_before = 0;
-    double predicted_fwd_ms = 0, predicted_bwd_ms = 0;   // at the fitted efficiency
+    double mem_efficiency_before = 0, mem_efficiency = 0;
+    bool mem_fitted = false;               // false: left as the topology has it; `mem_note` says why
+    std::string mem_note;
+    double predicted_fwd_ms_before = 0, predicted_bwd_ms_before = 0, predicted_step_ms_before = 0;
+    double predicted_fwd_ms = 0, predicted_bwd_ms = 0, predicted_step_ms = 0;   // at the fitted terms
 };
 
 // `s` must be the schedule of the run that wrote the log (its config, model, world and layout);
-// its last step's first micro step is the one compared.
+// its last step's first micro step (and the step's optimizer step) is the one compared.
 Result<ComputeFit> fit_compute_efficiency(const Schedule& s, const Topology& t, const WallClockLog& log);
 
 // The fit's lines for the user: before and after, each phase's residual.
