@@ -129,6 +129,7 @@ public:
         on_ = m.layout.pipe <= 1 && (r.figures.timers || r.figures.steps_per_print > 0);
         grad_accum_ = std::max<int64_t>(1, m.grad_accum);
         rank_ = m.rank;
+        release_ = m.release;
     }
     void add(const Op& op, const OpTiming& t) {
         if (on_) counter_.add(op, t);
@@ -164,7 +165,8 @@ private:
                 t.mem_allocated_gib = static_cast<double>(r_.fit->model_states) / kGiB;
                 t.max_mem_allocated_gib = static_cast<double>(r_.fit->model_states + r_.fit->activations) / kGiB;
             }
-            out_ << ds_info_prefix(m.end_s, "timer.py:260:stop") << throughput_text(t) << "\n";
+            out_ << ds_info_prefix(m.end_s, "timer.py:" + std::to_string(throughput_log_line(release_)) + ":stop")
+                 << throughput_text(t) << "\n";
         }
         if (r_.figures.timers) {
             WallClockMicroStep w;
@@ -185,6 +187,7 @@ private:
     PhaseSpanCounter counter_;
     bool on_ = false;
     int64_t grad_accum_ = 1, rank_ = 0, micro_steps_ = 0, timed_steps_ = 0;
+    Release release_ = kBaselineRelease;
     double step_elapsed_s_ = 0, total_elapsed_s_ = 0;
     WallClockStep sum_{0, 0, 0, 0, 0, 0};
 };

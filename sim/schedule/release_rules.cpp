@@ -22,6 +22,15 @@ constexpr PrefixSpan kPrefixSpans[] = {{{0, 14, 2}, {0, 15, 2}, 96},
                                        {{0, 16, 5}, {0, 17, 6}, 107},
                                        {{0, 18, 0}, kNewestRelease, 123}};
 
+// utils/timer.py: the line of `self.logging(` in ThroughputTimer.stop, whose logger prefix the
+// throughput line carries ("[timer.py:260:stop]"), read at each tag: 260 (v0.14.2), 258
+// (v0.14.3-v0.14.4), 259 (v0.14.5-v0.15.1), 264 (v0.15.2-v0.16.4). Later tags were not read
+// (the mirror ends at v0.16.4); 264 is kept for them.
+constexpr PrefixSpan kThroughputLines[] = {{{0, 14, 2}, {0, 14, 2}, 260},
+                                           {{0, 14, 3}, {0, 14, 4}, 258},
+                                           {{0, 14, 5}, {0, 15, 1}, 259},
+                                           {{0, 15, 2}, kNewestRelease, 264}};
+
 }  // namespace
 
 const std::vector<ReleaseRule>& release_rules() {
@@ -98,6 +107,12 @@ int log_dist_line(Release r) {
     for (const auto& s : kPrefixSpans)
         if (in_releases(r, s.first, s.last)) return s.line;
     return 96;
+}
+
+int throughput_log_line(Release r) {
+    for (const auto& s : kThroughputLines)
+        if (in_releases(r, s.first, s.last)) return s.line;
+    return 260;
 }
 
 bool releases_with_log_dist_line(int n, Release& first, Release& last) {

@@ -41,6 +41,8 @@ std::string release_span(const ReleaseRule& rule);
 
 // The `[logging.py:N:log_dist]` line number DeepSpeed `r` prints (LogPrefixLine).
 int log_dist_line(Release r);
+// The `[timer.py:N:stop]` line number of DeepSpeed `r`'s throughput line (formats/wall_clock_log.hpp).
+int throughput_log_line(Release r);
 // The releases whose logger prints line `n`: [first, last]; false when no release prints it.
 bool releases_with_log_dist_line(int n, Release& first, Release& last);
 
