@@ -126,7 +126,7 @@ public:
     OwnFigureLines(std::ostream& out, const PredictReport& r, int line_no)
         : out_(out), r_(r), line_no_(line_no), counter_([this](const MicroStepSpans& m) { write(m); }) {
         const ScheduleMeta& m = r.timed ? r.timed->stream->meta() : r.schedule.meta;
-        on_ = m.layout.pipe <= 1 && (r.figures.timers || r.figures.steps_per_print > 0);
+        on_ = !m.layout.pipelined() && (r.figures.timers || r.figures.steps_per_print > 0);
         grad_accum_ = std::max<int64_t>(1, m.grad_accum);
         rank_ = m.rank;
         release_ = m.release;

@@ -36,7 +36,8 @@ struct PredictReport {
     // DeepSpeed's own figures, written among the comm op lines as the config makes a run print
     // them (formats/wall_clock_log.hpp; the deepspeed format only): the wall-clock timer lines
     // (wall_clock_breakdown or the flops profiler), and steps_per_print's throughput line with
-    // the fit's memory (0: none). Not for a pipeline, whose engine prints other timers.
+    // the fit's memory (0: none). Not under the pipeline engine (GPT-NeoX uses it even at one
+    // stage), whose timers and throughput line are its own (pipe/engine.py ~380-410).
     struct OwnFigures {
         bool timers = false;
         int64_t steps_per_print = 0;
