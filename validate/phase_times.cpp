@@ -146,7 +146,19 @@ void add_throughput_rows(PhaseReport& rep, const WallClockLog& pred, const WallC
         rep.rows.push_back(judge("CurrSamplesPerSec", "samples/s", median(p), m, 0.0, rep.tolerance));
         rep.rows.push_back(judge("MaxMemAllocated", "GiB", pred.throughput.back().max_mem_allocated_gib,
                                  {meas.throughput.back().max_mem_allocated_gib}, 0.01, rep.tolerance));
-    } else if (!meas.throughput.empty()) {
+    }
+    if (!pred.pipe_progress.empty() && !meas.pipe_progress.empty()) {
+        std::vector<double> p, m, pi, mi;
+        for (const auto& t : pred.pipe_progress) p.push_back(t.samples_per_s), pi.push_back(t.iter_s);
+        for (const auto& t : meas.pipe_progress) m.push_back(t.samples_per_s), mi.push_back(t.iter_s);
+        if (meas.pipe_progress.front().step == 1) m = after_warmup(m), mi = after_warmup(mi);   // a line per step: the first warms up
+        rep.rows.push_back(judge("iter time", "s", median(pi), mi, 0.001, rep.tolerance));
+        rep.rows.push_back(judge("samples/sec", "samples/s", median(p), m, 0.001, rep.tolerance));
+    } else if (!meas.pipe_progress.empty()) {
+        rep.notes.push_back(meas.source + " has the pipeline engine's progress lines and the prediction none: predict rank 0 "
+                                          "with the run's config (its steps_per_print) and layout");
+    }
+    if (!meas.throughput.empty() && pred.throughput.empty()) {
         rep.notes.push_back(meas.source + " has steps_per_print's throughput lines and the prediction none: predict with the "
                                           "run's config (its steps_per_print) and at least 3 steps");
     }
@@ -204,6 +216,7 @@ Result<PhaseReport> compare_phases(const WallClockLog& pred, const WallClockLog&
             if (!l.micro.empty()) s += std::to_string(l.micro.size()) + " micro-step timer lines, ";
             if (!l.steps.empty()) s += std::to_string(l.steps.size()) + " step timer lines, ";
             if (!l.throughput.empty()) s += std::to_string(l.throughput.size()) + " throughput lines, ";
+            if (!l.pipe_progress.empty()) s += std::to_string(l.pipe_progress.size()) + " pipeline progress lines, ";
             if (!l.profiles.empty()) s += std::to_string(l.profiles.size()) + " flops profiler summaries, ";
             return s.empty() ? std::string("none of DeepSpeed's own figures") : s.substr(0, s.size() - 2);
         };
@@ -227,7 +240,7 @@ namespace {
 
 std::string signed_percent(double f) { return (f >= 0 ? "+" : "") + percent_text(f); }
 
-std::string value_text(const PhaseRow& r, double v) { return fixed(v, r.unit == "GiB" ? 2 : r.unit == "ms" ? 2 : 3); }
+std::string value_text(const PhaseRow& r, double v) { return fixed(v, r.unit == "GiB" || r.unit == "ms" ? 2 : 3); }
 
 std::string meaning(const PhaseReport& r) {
     const std::string tol = "+-" + percent_text(r.tolerance);

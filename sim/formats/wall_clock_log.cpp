@@ -162,6 +162,26 @@ Status read_throughput(const std::string& file, int line_no, const std::string& 
     return std::nullopt;
 }
 
+// "steps: 10 loss: 2.3456 [name: value ...] iter time (s): 1.234 samples/sec: 414.911".
+Status read_pipe_progress(const std::string& file, int line_no, const std::string& text, PipeProgressLine& p) {
+    const std::string where = "line " + std::to_string(line_no);
+    auto after = [&](const std::string& key) -> std::string {
+        const size_t a = text.find(key);
+        if (a == std::string::npos) return "";
+        std::istringstream in(text.substr(a + key.size()));
+        std::string v;
+        in >> v;
+        return v;
+    };
+    const std::string steps = after("steps: "), iter = after("iter time (s): "), sps = after("samples/sec: ");
+    if (!read_count(steps, p.step)) return Error{file, where + " steps", "expected a whole number, found '" + steps + "'"};
+    if (!read_decimal(iter, p.iter_s) || p.iter_s < 0)
+        return Error{file, where + " iter time (s)", "expected a finite, non-negative number, found '" + iter + "'"};
+    if (!read_decimal(sps, p.samples_per_s) || p.samples_per_s < 0)
+        return Error{file, where + " samples/sec", "expected a finite, non-negative number, found '" + sps + "'"};
+    return std::nullopt;
+}
+
 // A profiler number: "76.67 ms", "1.2 s", "34.09 us" (durations, to ms), "6.28 T", "336.23 M".
 bool read_scaled(const std::string& text, bool duration, double& out) {
     std::istringstream in(text);
@@ -288,6 +308,14 @@ Result<WallClockLog> parse_deepspeed_figures(const std::string& file, const std:
             }
             continue;
         }
+        if (line.find("steps: ") != std::string::npos && line.find("iter time (s): ") != std::string::npos &&
+            line.find("samples/sec: ") != std::string::npos) {
+            PipeProgressLine p;
+            p.line = n;
+            if (auto e = read_pipe_progress(file, n, line, p)) return *e;
+            log.pipe_progress.push_back(p);
+            continue;
+        }
         const size_t tp = line.find("RunningAvgSamplesPerSec=");
         if (tp != std::string::npos) {
             const size_t ep = line.rfind("epoch=", tp);
@@ -347,6 +375,13 @@ std::string throughput_text(const ThroughputLine& t) {
            std::to_string(t.global_step) + ", RunningAvgSamplesPerSec=" + py_float(t.running_avg_samples_per_s) +
            ", CurrSamplesPerSec=" + py_float(t.samples_per_s) + ", MemAllocated=" + gib(t.mem_allocated_gib) +
            "GB, MaxMemAllocated=" + gib(t.max_mem_allocated_gib) + "GB";
+}
+
+std::string pipe_progress_text(const PipeProgressLine& p) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "steps: %lld loss: nan iter time (s): %.3f samples/sec: %.3f", static_cast<long long>(p.step),
+                  p.iter_s, p.samples_per_s);
+    return buf;
 }
 
 }  // namespace zerosim

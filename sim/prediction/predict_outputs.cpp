@@ -127,18 +127,42 @@ public:
         : out_(out), r_(r), line_no_(line_no), counter_([this](const MicroStepSpans& m) { write(m); }) {
         const ScheduleMeta& m = r.timed ? r.timed->stream->meta() : r.schedule.meta;
         on_ = !m.layout.pipelined() && (r.figures.timers || r.figures.steps_per_print > 0);
+        // The pipeline engine prints its progress line on global rank 0 alone.
+        pipe_ = m.layout.pipelined() && r.figures.steps_per_print > 0 && m.rank == 0 && r.figures.train_batch > 0;
         grad_accum_ = std::max<int64_t>(1, m.grad_accum);
         rank_ = m.rank;
         release_ = m.release;
     }
     void add(const Op& op, const OpTiming& t) {
         if (on_) counter_.add(op, t);
+        if (pipe_ && op.step >= 0 && t.simulated) {
+            if (op.step != pipe_step_ && pipe_step_ >= 0) pipe_step_done();
+            if (op.step != pipe_step_) pipe_step_ = op.step, pipe_begin_ = t.start_s, pipe_end_ = t.end_s;
+            pipe_begin_ = std::min(pipe_begin_, t.start_s), pipe_end_ = std::max(pipe_end_, t.end_s);
+        }
     }
     void finish() {
         if (on_) counter_.finish();
+        if (pipe_ && pipe_step_ >= 0) pipe_step_done();
     }
 
 private:
+    // PipelineEngine.train_batch (pipe/engine.py v0.14.2 ~374-396): its timer spans the step's
+    // schedule on this rank and accumulates until printed, every steps_per_print steps, as the
+    // mean over them.
+    void pipe_step_done() {
+        pipe_elapsed_s_ += pipe_end_ - pipe_begin_;
+        const int64_t global = pipe_step_ + 1;
+        if (global % r_.figures.steps_per_print == 0 && pipe_elapsed_s_ > 0) {
+            PipeProgressLine p;
+            p.step = global;
+            p.iter_s = pipe_elapsed_s_ / static_cast<double>(r_.figures.steps_per_print);
+            p.samples_per_s = static_cast<double>(r_.figures.train_batch) / p.iter_s;
+            out_ << pipe_progress_text(p) << "\n";
+            pipe_elapsed_s_ = 0;
+        }
+    }
+
     void write(const MicroStepSpans& m) {
         ++micro_steps_;
         sum_.fwd_ms += m.fwd_ms, sum_.bwd_ms += m.bwd_ms, sum_.bwd_inner_ms += m.bwd_inner_ms;
@@ -185,7 +209,9 @@ private:
     const PredictReport& r_;
     int line_no_;
     PhaseSpanCounter counter_;
-    bool on_ = false;
+    bool on_ = false, pipe_ = false;
+    int pipe_step_ = -1;
+    double pipe_begin_ = 0, pipe_end_ = 0, pipe_elapsed_s_ = 0;
     int64_t grad_accum_ = 1, rank_ = 0, micro_steps_ = 0, timed_steps_ = 0;
     Release release_ = kBaselineRelease;
     double step_elapsed_s_ = 0, total_elapsed_s_ = 0;

@@ -220,3 +220,19 @@ TEST(PhaseVerdict, NothingInCommonIsARefusalNamingWhatEachLogHolds) {
     EXPECT_NE(r.error().message.find("1 throughput lines"), std::string::npos);
     EXPECT_NE(r.error().message.find("2 micro-step timer lines"), std::string::npos);
 }
+
+// pipe/engine.py's progress line, with an additional loss between (its agg_additional_losses).
+TEST(OwnFigures, ThePipelineEnginesProgressLine) {
+    auto log = parse_deepspeed_figures("run.log", "steps: 10 loss: 2.3456 moe_loss: 0.0120 iter time (s): 1.234 samples/sec: 414.911\n");
+    ASSERT_TRUE(log) << log.error().what();
+    ASSERT_EQ(log->pipe_progress.size(), 1u);
+    EXPECT_EQ(log->pipe_progress[0].step, 10);
+    EXPECT_DOUBLE_EQ(log->pipe_progress[0].iter_s, 1.234);
+    EXPECT_DOUBLE_EQ(log->pipe_progress[0].samples_per_s, 414.911);
+    auto bad = parse_deepspeed_figures("run.log", "steps: 10 loss: 2.3 iter time (s): -1.0 samples/sec: 4.0\n");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().what().find("iter time"), std::string::npos);
+    PipeProgressLine p;
+    p.step = 20, p.iter_s = 40.6877, p.samples_per_s = 37.7509;
+    EXPECT_EQ(pipe_progress_text(p), "steps: 20 loss: nan iter time (s): 40.688 samples/sec: 37.751");
+}

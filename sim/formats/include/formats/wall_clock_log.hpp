@@ -19,6 +19,10 @@
 //      MemAllocated=0.28GB, MaxMemAllocated=0.28GB
 //    samples = train_batch_size (all ranks); MemAllocated/MaxMemAllocated are
 //    torch.cuda.memory_allocated()/max_memory_allocated() of rank 0 in GiB, rounded to 0.01.
+// 2b. The pipeline engine's progress line instead (pipe/engine.py v0.14.2 ~385, print() on global
+//    rank 0 when global_steps % steps_per_print == 0; iter time = the train_batch timer over the
+//    last steps_per_print steps, their mean; samples = train_batch_size):
+//      steps: 10 loss: 2.3456 iter time (s): 1.234 samples/sec: 414.911
 // 3. The flops profiler's summary (profiling/flops_profiler/profiler.py print_model_profile ~323,
 //    print(), so without a log prefix): "fwd latency:", "bwd latency:", "step latency:", "iter
 //    latency:" of its profile step (bwd and step only under wall_clock_breakdown), "fwd flops per
@@ -57,6 +61,13 @@ struct ThroughputLine {
     double max_mem_allocated_gib = 0;       // MaxMemAllocated
 };
 
+struct PipeProgressLine {
+    int line = 0;
+    int64_t step = 0;        // global_steps when printed
+    double iter_s = 0;       // iter time (s)
+    double samples_per_s = 0;
+};
+
 // The flops profiler's summary; -1 (or 0 for counts) where it did not print the figure.
 struct FlopsProfile {
     int line = 0;                    // of "Profile Summary at step N:"
@@ -72,11 +83,14 @@ struct WallClockLog {
     std::vector<WallClockMicroStep> micro;
     std::vector<WallClockStep> steps;
     std::vector<ThroughputLine> throughput;
+    std::vector<PipeProgressLine> pipe_progress;
     std::vector<FlopsProfile> profiles;
     // Timer names on "time (ms) |" lines that are none of the above (the pipeline engine's
     // forward_microstep, batch_input, ...): read past, named once so nothing is dropped silently.
     std::vector<std::string> other_timers;
-    bool empty() const { return micro.empty() && steps.empty() && throughput.empty() && profiles.empty(); }
+    bool empty() const {
+        return micro.empty() && steps.empty() && throughput.empty() && pipe_progress.empty() && profiles.empty();
+    }
 };
 
 // Every line of the three kinds, checked: each figure a finite, non-negative decimal; a micro-step
@@ -96,5 +110,7 @@ Result<WallClockLog> read_wall_clock_log(const std::string& path);
 std::string wall_clock_micro_text(const WallClockMicroStep& m);
 std::string wall_clock_step_text(const WallClockStep& s);
 std::string throughput_text(const ThroughputLine& t);
+// "steps: 10 loss: nan iter time (s): 1.234 samples/sec: 414.911": a prediction has no loss.
+std::string pipe_progress_text(const PipeProgressLine& p);
 
 }  // namespace zerosim
