@@ -82,17 +82,18 @@ Result<Measured> measured_phases(const Schedule& s, const WallClockLog& log) {
     return m;
 }
 
-// Bisection on log(x) over [0.01, 1] for the x at which `span(x)` equals `want` (spans fall as x
-// rises); the spans at both ends returned through `at_lo`/`at_hi` when `want` lies outside them.
-Result<std::optional<double>> bisect(const std::function<Result<double>(double)>& span, double want, double& at_lo, double& at_hi) {
-    double lo = std::log(0.01), hi = std::log(1.0);
+// Bisection on log(x) over [x_lo, x_hi] for the x at which `span(x)` equals `want` (spans fall as
+// x rises); the spans at both ends returned through `at_lo`/`at_hi` when `want` lies outside them.
+Result<std::optional<double>> bisect(const std::function<Result<double>(double)>& span, double want, double& at_lo, double& at_hi,
+                                     double x_lo = 0.01, double x_hi = 1.0) {
+    double lo = std::log(x_lo), hi = std::log(x_hi);
     auto a = span(std::exp(hi));
     if (!a) return a.error();
     auto b = span(std::exp(lo));
     if (!b) return b.error();
     at_hi = a.value(), at_lo = b.value();
     if (at_hi > want * 1.001 || at_lo < want) return std::optional<double>{};
-    for (int it = 0; it < 40 && hi - lo > 1e-4; ++it) {
+    for (int it = 0; it < 60 && hi - lo > 1e-4; ++it) {
         const double mid = 0.5 * (lo + hi);
         auto v = span(std::exp(mid));
         if (!v) return v.error();
@@ -121,11 +122,16 @@ Result<ComputeFit> fit_compute_efficiency(const Schedule& s, const Topology& t, 
     if (f.measured_fwd_ms <= 0 || f.measured_bwd_ms <= 0)
         return Error{log.source, "fwd_microstep", "the forward or backward time is 0 ms: nothing to fit the compute to"};
     f.efficiency_before = f.efficiency = t.compute_efficiency;
-    f.mem_efficiency_before = f.mem_efficiency = t.mem_efficiency;
+    // The optimizer step's term: the GPU's memory-bound efficiency (Adam on the device, timed by its
+    // bytes), or with offload_optimizer the host's CPU Adam rate (timing/offload_time.hpp).
+    const bool cpu_adam = s.meta.offload_optimizer;
+    f.step_term = cpu_adam ? "host.cpu_adam_gbs" : "gpu.memory_efficiency";
+    f.mem_efficiency_before = f.mem_efficiency = cpu_adam ? t.host_cpu_adam_gbs : t.mem_efficiency;
+    const double step_lo = cpu_adam ? 0.1 : 0.01, step_hi = cpu_adam ? 10000.0 : 1.0;
     auto at = [&](double ce, double me) -> Result<Spans> {
         Topology u = t;
         u.compute_efficiency = ce;
-        u.mem_efficiency = me;
+        (cpu_adam ? u.host_cpu_adam_gbs : u.mem_efficiency) = me;
         return predicted_spans(s, u);
     };
     auto before = at(f.efficiency, f.mem_efficiency);
@@ -154,11 +160,12 @@ Result<ComputeFit> fit_compute_efficiency(const Schedule& s, const Topology& t, 
             auto sp = at(f.efficiency, e);
             if (!sp) return sp.error();
             return sp->step_ms;
-        }, f.measured_step_ms, lo_ms, hi_ms);
+        }, f.measured_step_ms, lo_ms, hi_ms, step_lo, step_hi);
         if (!me) return me.error();
         if (!me.value()) {
-            f.mem_note = "the optimizer step took " + ms_text3(f.measured_step_ms) + " ms, outside the " + ms_text3(hi_ms) + ".." + ms_text3(lo_ms) +
-                         " ms its memory-bound kernels take at memory efficiency 1..0.01 here: communication or the host fills it";
+            f.mem_note = "the optimizer step took " + ms_text3(f.measured_step_ms) + " ms, outside the " + ms_text3(hi_ms) + ".." +
+                         ms_text3(lo_ms) + " ms it takes here with " + f.step_term + " from " + (cpu_adam ? "10000 to 0.1" : "1 to 0.01") +
+                         ": communication or the host fills it";
             f.mem_fitted = false;
             f.mem_efficiency = f.mem_efficiency_before;
             break;
@@ -186,14 +193,14 @@ std::string compute_fit_summary(const ComputeFit& f) {
     std::string out(buf, static_cast<size_t>(std::max(0, n)));
     if (f.mem_fitted) {
         std::snprintf(buf, sizeof buf,
-                      "calibrate: gpu.memory_efficiency %.4g -> %.4g, from the optimizer step\n"
+                      "calibrate: %s %.4g -> %.4g, from the optimizer step\n"
                       "  step      measured %10.2f ms   predicted before %10.2f ms (%+.1f%%)   after %10.2f ms (%+.1f%%)\n",
-                      f.mem_efficiency_before, f.mem_efficiency, f.measured_step_ms, f.predicted_step_ms_before,
+                      f.step_term.c_str(), f.mem_efficiency_before, f.mem_efficiency, f.measured_step_ms, f.predicted_step_ms_before,
                       pct(f.predicted_step_ms_before, f.measured_step_ms), f.predicted_step_ms,
                       pct(f.predicted_step_ms, f.measured_step_ms));
         out += buf;
     } else {
-        out += "  not determined by the log, left as the topology has it: gpu.memory_efficiency (" + f.mem_note + ")\n";
+        out += "  not determined by the log, left as the topology has it: " + f.step_term + " (" + f.mem_note + ")\n";
     }
     return out;
 }

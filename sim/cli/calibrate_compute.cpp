@@ -57,8 +57,9 @@ int run_calibrate_compute(const CalibrateComputeArgs& a) {
         " " + fit->from + ": forward " + ms_text(fit->measured_fwd_ms) + " ms, backward " + ms_text(fit->measured_bwd_ms) +
         " ms) for " + in->schedule.meta.model_name + " on " + std::to_string(sched.world) + " ranks";
     if (fit->mem_fitted) {
-        out["gpu"]["memory_efficiency"] = fit->mem_efficiency;
-        out["sources"]["gpu.memory_efficiency"] = "fitted by zerosim calibrate --deepspeed-log " + a.log + " (the optimizer step, median " +
+        const bool cpu = fit->step_term == "host.cpu_adam_gbs";
+        out[cpu ? "host" : "gpu"][cpu ? "cpu_adam_gbs" : "memory_efficiency"] = fit->mem_efficiency;
+        out["sources"][fit->step_term] = "fitted by zerosim calibrate --deepspeed-log " + a.log + " (the optimizer step, median " +
                                                   ms_text(fit->measured_step_ms) + " ms) for " + in->schedule.meta.model_name +
                                                   " on " + std::to_string(sched.world) + " ranks";
     }

@@ -126,3 +126,27 @@ TEST(ComputeFit, TheMemoryBoundEfficiencyFromTheOptimizerStep) {
     EXPECT_DOUBLE_EQ(none->mem_efficiency, 0.8);
     EXPECT_NE(none->mem_note.find("outside"), std::string::npos);
 }
+
+// By hand, ZeRO-Offload (stage 2, offload_optimizer, one rank, bf16): the step is DeepSpeed's CPU
+// Adam over the 4 x 8192² elements at the host's rate (28 bytes each) plus the partition's PCIe
+// copies (fp32 gradients down, bf16 weights up: 6 bytes an element at dgx-h100's 400 Gb/s):
+// at 10 GB/s, 4 x 8192² x (28 / 10e9 + 6 / 50e9) = 783.8 ms. The fit gives 10 GB/s back within 2%.
+TEST(ComputeFit, TheHostsCpuAdamRateFromAnOffloadedStep) {
+    const DsConfig c = test::ds(R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true},
+        "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})");
+    const Schedule s = test::build(square_layers(), c, 1, 2);
+    const double e = 4 * 8192.0 * 8192.0;
+    const double step_ms = e * (28 / 10e9 + 6 / 50e9) * 1e3;
+    std::string log = log_at(0.4, 4);
+    char v[64];
+    std::snprintf(v, sizeof v, "step_microstep: %.2f", step_ms);
+    for (size_t at; (at = log.find("step_microstep: 3.10")) != std::string::npos;) log.replace(at, 20, v);
+    auto parsed = parse_wall_clock_log("run.log", log);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().what();
+    auto fit = fit_compute_efficiency(s, dgx_h100(), parsed.value());
+    ASSERT_TRUE(fit.ok()) << fit.error().what();
+    EXPECT_EQ(fit->step_term, "host.cpu_adam_gbs");
+    ASSERT_TRUE(fit->mem_fitted) << fit->mem_note;
+    EXPECT_DOUBLE_EQ(fit->mem_efficiency_before, 20.0);
+    EXPECT_NEAR(fit->mem_efficiency, 10.0, 0.02 * 10.0);
+}
