@@ -17,12 +17,14 @@ void ComputeHandler::run(const Op& op, OpRecord& rec) {
         case ComputeKind::Forward:
             x.require_current(op);
             rec.flops_run = gemm_.run(op.flops);
+            if (x.mlp_) x.mlp_forward(op);
             rec.check = "none";
             break;
         case ComputeKind::Backward:
             x.require_current(op);
             rec.flops_run = gemm_.run(op.flops);
-            x.backward_gradients(op);
+            if (x.mlp_) x.mlp_backward(op);
+            else x.backward_gradients(op);
             rec.check = "none";
             break;
         case ComputeKind::OptimizerStep:

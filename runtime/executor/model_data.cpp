@@ -53,7 +53,11 @@ void PointToPoint::run(const Op& op, OpRecord& rec) {
     const DType t = op.dtype;
     x.cold_.evict();
     Buffer buf = x.comm_buffer(op.elements, t);
-    for (int64_t i = 0; i < op.elements; ++i)
+    // A pipeline stage of the real MLP sends its real activations and activation gradients
+    // (pipeline_mlp.cpp); the other messages (warm-up, tensor metadata) keep synthetic contents.
+    const bool real = x.mlp_ && op.payload == zerosim::Payload::Activations;
+    if (real && send) pack_floats(x.mlp_outgoing(op).data(), buf.data(), t, op.elements);
+    for (int64_t i = 0; i < op.elements && !real; ++i)
         store_element(buf.data(), t, i, send ? model_value(t, from, to, -1, n, op.step, op.micro, i) : kUnsent);
     if (send && op.elements > 0 && x.corrupt_on_purpose(op)) store_element(buf.data(), t, 0, 42.0);
     x.timed_call(rec, [&] {
@@ -61,7 +65,10 @@ void PointToPoint::run(const Op& op, OpRecord& rec) {
         else x.be_.recv(buf.data(), op.elements, t, peer);
     }, false);
     Check c;
-    if (!send && x.verify_)
+    if (real) {
+        if (send) x.mlp_sent(op);
+        else x.mlp_received(op, x.be_.host_view(buf.data()), c);
+    } else if (!send && x.verify_)
         for (int64_t i = 0; i < op.elements; ++i) {
             const double want = model_value(t, from, to, -1, n, op.step, op.micro, i);
             const double got = load_element(x.be_.host_view(buf.data()), t, i);

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +28,7 @@
 #include "backends/host_cache.hpp"
 #include "executor/executor.hpp"
 #include "executor/loss.hpp"
+#include "executor/mlp.hpp"
 #include "executor/watchdog.hpp"
 
 namespace zerorun {
@@ -195,6 +197,34 @@ class Executor {
     // state.cpp
     void take_initial_value(int p);
     void refresh_shard(int p);
+
+    // pipeline_mlp.cpp: a pipeline stage of the real MLP (ExecOptions::pipeline_mlp; null: the
+    // model's data is synthetic, model_data.cpp).
+    std::shared_ptr<const PipelineMlp> mlp_;
+    size_t mlp_stage_ = 0;
+    std::vector<int> mlp_layer_of_;        // parameter -> its layer, for a Linear's weight; -1 otherwise
+    std::vector<int64_t> mlp_fan_in_;      // parameter -> its layer's input width
+    std::unique_ptr<MlpReference> mlp_shadow_;   // the whole model in this process (verify only)
+    // One micro batch in flight on this stage: every layer's input and the last output, the
+    // received activation and gradient, the gradient flowing back.
+    struct MicroBatch {
+        std::vector<std::vector<float>> xs;
+        std::vector<float> received_activation, received_grad, grad;
+        int next_backward = -1;   // the layer whose backward ran last
+    };
+    std::map<std::pair<int, int>, MicroBatch> micro_;   // (step, micro); compute and comm threads
+    std::mutex micro_mu_;
+    void set_pipeline_mlp();
+    float initial_value(int p, int64_t i) const;
+    MlpReference& mlp_reference(int step) const;
+    MicroBatch& micro_batch(const Op& op);
+    void drop_micro_batch(const Op& op);
+    void mlp_forward(const Op& op);
+    void mlp_backward(const Op& op);
+    const std::vector<float>& mlp_outgoing(const Op& op);
+    void mlp_sent(const Op& op);
+    void mlp_received(const Op& op, const void* got, Check& c);
+    void plan_mlp_waits();
 
   private:
     // Scheduling.

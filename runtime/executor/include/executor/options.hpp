@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "core/error.hpp"
+#include "executor/mlp.hpp"
 
 namespace zerorun {
 
@@ -52,6 +54,10 @@ struct ExecOptions {
     // number), outside any op, e.g. to measure the collectives between steps (zerorun
     // --bench-between-steps). Its time is no op's.
     std::function<void(int)> between_steps;
+    // A pipeline run's real MLP (executor/mlp.hpp, built by the front end from every stage's
+    // program): forward and backward computed for real, activations and their gradients sent
+    // between stages. Null: synthetic model data (model_data.cpp) and the synthetic loss.
+    std::shared_ptr<const PipelineMlp> pipeline_mlp;
     TestHooks test;
 };
 
