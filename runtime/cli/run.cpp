@@ -161,6 +161,27 @@ std::shared_ptr<const PipelineMlp> pipeline_model(Backend& be, const RunArgs& a,
     return std::make_shared<const PipelineMlp>(std::move(mlp.value()));
 }
 
+// A tensor-parallel run's real model (executor/tensor_mlp.hpp) from this rank's program: only for
+// tensor parallelism alone in fp32; a model of other modules keeps synthetic data (`why`).
+std::shared_ptr<const TensorMlp> tensor_model(const zerosim::Schedule& s, std::string& why) {
+    const auto& l = s.meta.layout;
+    if (l.tensor < 2) return nullptr;
+    if (l.pipe > 1 || l.sequence > 1 || l.expert > 1) {
+        why = "tensor parallelism with pipeline, sequence or expert parallelism";
+        return nullptr;
+    }
+    if (s.meta.model_dtype != zerosim::DType::FP32 || s.meta.comm_dtype != zerosim::DType::FP32) {
+        why = "the real model runs in fp32 only";
+        return nullptr;
+    }
+    auto t = tensor_mlp(s);
+    if (!t) {
+        why = t.error().message;
+        return nullptr;
+    }
+    return std::make_shared<const TensorMlp>(std::move(t.value()));
+}
+
 // The execution flags as the executor's typed options, checked in the order the flags are listed.
 zerosim::Result<ExecOptions> exec_options(const RunArgs& a) {
     ExecOptions o;
@@ -281,8 +302,9 @@ int run_zero(Backend& be, const RunArgs& a) {
     ExecOptions exec = opt.value();
     std::string synthetic_why;
     exec.pipeline_mlp = pipeline_model(be, a, s, synthetic_why);
+    exec.tensor_mlp = tensor_model(s, synthetic_why);
     if (be.rank() == 0 && !synthetic_why.empty())
-        std::cerr << "zerorun: note: the pipeline's activations are synthetic (" << synthetic_why << ")\n";
+        std::cerr << "zerorun: note: the model's data is synthetic (" << synthetic_why << ")\n";
     if (!a.bench_between.prefix.empty()) {
         if (!a.sync_each_op)
             return input_error(be, {"", "--bench-between-steps", "needs --sync-each-op (a round must not overlap an op)"});

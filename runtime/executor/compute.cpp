@@ -18,12 +18,14 @@ void ComputeHandler::run(const Op& op, OpRecord& rec) {
             x.require_current(op);
             rec.flops_run = gemm_.run(op.flops);
             if (x.mlp_) x.mlp_forward(op);
+            else if (x.tp_) x.tp_forward(op);
             rec.check = "none";
             break;
         case ComputeKind::Backward:
             x.require_current(op);
             rec.flops_run = gemm_.run(op.flops);
             if (x.mlp_) x.mlp_backward(op);
+            else if (x.tp_) x.tp_backward(op);
             else x.backward_gradients(op);
             rec.check = "none";
             break;

@@ -35,8 +35,9 @@ std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i,
     for (int g : ranks) {
         const int r = loss_rank(p, g);
         // Another rank's contribution: from the synthetic loss, or the real MLP's whole model run here.
+        const std::vector<float>* real = r == cut_group(p).index ? nullptr : real_gradient(p, r, op.step);
         double c = r == cut_group(p).index ? my_gradient(p, i)
-                   : mlp_shadow_           ? mlp_reference(op.step).local_gradient(mlp_stage_, r, p)[static_cast<size_t>(i)]
+                   : real                  ? (*real)[static_cast<size_t>(i)]
                                            : local_gradient(spec_, w, r, op.step, pending_[p], p, i);
         c = round_to(t, c);
         s = first ? c : reduce_add(t, s, c);

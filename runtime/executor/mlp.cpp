@@ -2,6 +2,7 @@
 // Linear kernels, and the single-process reference.
 #include "executor/mlp.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 

@@ -93,13 +93,16 @@ void ModelCollective::stage(const Op& op) {
     auto val = [&](int member, int to, int64_t i) {
         return model_value(t, g.members[member], to < 0 ? -1 : g.members[to], channel, n_, op.step, op.micro, i);
     };
+    // A tensor rank of the real tensor-parallel model sums its real partial sums (tensor_model.cpp).
+    real_ = x.tp_ && op.group == zerosim::GroupKind::Tensor && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllReduce;
     switch (op.kind) {
         case OpKind::AllReduce:
         case OpKind::Reduce:
             count_ = op.elements;
             in_ = x.comm_buffer(count_, t);
             out_ = x.comm_buffer(count_, t);
-            for (int64_t i = 0; i < count_; ++i) store_element(in_.data(), t, i, val(me, -1, i));
+            if (real_) pack_floats(x.tp_outgoing(op).data(), in_.data(), t, count_);
+            for (int64_t i = 0; i < count_ && !real_; ++i) store_element(in_.data(), t, i, val(me, -1, i));
             break;
         case OpKind::Broadcast:
             count_ = op.elements;
@@ -146,6 +149,10 @@ void ModelCollective::call(const Op& op) {
 // at block j (all_gather, all_to_all: what j sent to this member).
 Check ModelCollective::take(const Op& op) {
     Check c;
+    if (real_) {
+        x.tp_received(op, x.be_.host_view(out_.data()), c);
+        return c;
+    }
     if (!x.verify_ || !has_output(op)) return c;
     const GroupView& g = x.group_of(op);
     const DType t = op.dtype;

@@ -38,7 +38,29 @@ void Executor::set_pipeline_mlp() {
     if (verify_) mlp_shadow_ = std::make_unique<MlpReference>(*mlp_, a_.seed, world_, s_.meta.grad_accum, a_.lr);
 }
 
+const std::vector<float>* Executor::real_gradient(int p, int data_rank, int step) const {
+    if (mlp_shadow_) return &mlp_reference(step).local_gradient(mlp_stage_, data_rank, p);
+    if (tp_shadow_) return &tp_reference(step).local_gradient(tp_rank_, data_rank, p);
+    return nullptr;
+}
+
+const std::vector<float>* Executor::real_weights(int p) const {
+    if (mlp_shadow_) return &mlp_shadow_->weights(mlp_stage_, p);
+    if (tp_shadow_) return &tp_shadow_->weights(tp_rank_, p);
+    return nullptr;
+}
+
+bool Executor::real_update(int step) {
+    if (mlp_shadow_) mlp_shadow_->update(step);
+    else if (tp_shadow_) tp_shadow_->update(step);
+    return mlp_shadow_ || tp_shadow_;
+}
+
 float Executor::initial_value(int p, int64_t i) const {
+    if (tp_) {
+        const TpModule& m = tp_->modules[static_cast<size_t>(tp_module_of_[static_cast<size_t>(p)])];
+        return tensor_initial_weight(*tp_, m, p == m.bias, tp_rank_, a_.seed, i);
+    }
     if (!mlp_) return initial_weight(a_.seed, p, i);
     return mlp_initial_weight(a_.seed, s_.params[static_cast<size_t>(p)].name, i, mlp_fan_in_[static_cast<size_t>(p)]);
 }

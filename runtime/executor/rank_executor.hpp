@@ -29,6 +29,7 @@
 #include "executor/executor.hpp"
 #include "executor/loss.hpp"
 #include "executor/mlp.hpp"
+#include "executor/tensor_mlp.hpp"
 #include "executor/watchdog.hpp"
 
 namespace zerorun {
@@ -225,6 +226,36 @@ class Executor {
     void mlp_sent(const Op& op);
     void mlp_received(const Op& op, const void* got, Check& c);
     void plan_mlp_waits();
+
+    // tensor_model.cpp: a tensor rank of the real tensor-parallel model (ExecOptions::tensor_mlp).
+    std::shared_ptr<const TensorMlp> tp_;
+    int tp_rank_ = 0;
+    std::vector<int> tp_module_of_;        // parameter -> its module
+    std::unique_ptr<TensorMlpReference> tp_shadow_;
+    struct TpMicro {
+        struct Cache {
+            std::vector<float> x, y, xhat, rstd;
+        };
+        std::vector<Cache> caches;            // per module
+        std::vector<float> act, grad, partial;
+        int partial_module = -1;
+        bool partial_forward = true;
+    };
+    std::map<std::pair<int, int>, TpMicro> tp_micro_;   // (step, micro); guarded by micro_mu_
+    void set_tensor_mlp();
+    TensorMlpReference& tp_reference(int step) const;
+    TpMicro& tp_micro(const Op& op);
+    int tp_module(const Op& op) const;
+    void tp_forward(const Op& op);
+    void tp_backward(const Op& op);
+    const std::vector<float>& tp_outgoing(const Op& op);
+    void tp_received(const Op& op, const void* got, Check& c);
+    void plan_tp_waits();
+    // The real models' shared hooks (pipeline_mlp.cpp): another data rank's gradient of p, a
+    // reference weight, the reference's update; null / unused without a real model.
+    const std::vector<float>* real_gradient(int p, int data_rank, int step) const;
+    const std::vector<float>* real_weights(int p) const;
+    bool real_update(int step);
 
   private:
     // Scheduling.

@@ -32,6 +32,7 @@
 #include "executor/executor.hpp"
 #include "executor/loss.hpp"
 #include "executor/mlp.hpp"
+#include "executor/tensor_mlp.hpp"
 #include "formats/comms_log.hpp"
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
@@ -193,6 +194,28 @@ int64_t mlp_weights_off(const Case3d& c, int r, const std::string& dump, int ste
     return over;
 }
 
+// Rank r's dumped weights against the tensor-parallel model trained in one process (every data
+// rank, every tensor rank's shards, the partial sums added): how many are off by more than 1e-5
+// relative, and the largest relative difference.
+int64_t tensor_weights_off(const Case3d& c, int r, const std::string& dump, int steps, double& worst) {
+    const zerosim::Schedule s = rank_schedule(c, r);
+    auto t = zerorun::tensor_mlp(s);
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().what());
+    zerorun::TensorMlpReference ref(t.value(), 1, static_cast<int>(s.meta.world), s.meta.grad_accum, 1e-3f);
+    for (int st = 0; st < steps; ++st) ref.update(st);
+    const int tp_rank = r % c.tp;   // the tensor axis varies fastest (topology.py)
+    auto w = read_dump(dump);
+    EXPECT_GT(w.size(), 0u) << dump;
+    int64_t over = 0;
+    for (const auto& [key, got] : w) {
+        const float want = ref.weights(tp_rank, key.first).at(static_cast<size_t>(key.second));
+        const double rel = std::fabs(got - want) / std::max(1e-3, static_cast<double>(std::fabs(want)));
+        worst = std::max(worst, rel);
+        over += !(rel <= 1e-5);
+    }
+    return over;
+}
+
 void run_case(const Case3d& c) {
     const std::string dir = dir_for(c.name);
     RunResult pred = zerorun_test::shell(std::string(ZEROSIM_BINARY) + " schedule --deepspeed 0.14.2 --ds-config " + config_of(c) +
@@ -206,7 +229,7 @@ void run_case(const Case3d& c) {
     ASSERT_EQ(run.code, 0) << run.out;
     json j = json::parse(std::ifstream(dir + "/m.json"));
     EXPECT_EQ(j.at("wrong").get<int64_t>(), 0);
-    EXPECT_EQ(j.at("model_data").get<std::string>(), c.pp > 1 ? "mlp" : "synthetic");
+    EXPECT_EQ(j.at("model_data").get<std::string>(), c.pp > 1 ? "mlp" : c.tp > 1 ? "tensor_mlp" : "synthetic");
     for (int r = 0; r < 4; ++r) {
         const zerosim::Schedule s = rank_schedule(c, r);
         const json& ops = j.at("ranks").at(r).at("ops");
@@ -227,6 +250,10 @@ void run_case(const Case3d& c) {
             double worst = 0.0;
             EXPECT_EQ(mlp_weights_off(c, r, zerorun::dump_path(dir + "/w", r), 3, worst), 0) << "rank " << r;
             std::cout << "rank " << r << ": largest relative difference from MlpReference " << worst << "\n";
+        } else if (c.tp > 1) {
+            double worst = 0.0;
+            EXPECT_EQ(tensor_weights_off(c, r, zerorun::dump_path(dir + "/w", r), 3, worst), 0) << "rank " << r;
+            std::cout << "rank " << r << ": largest relative difference from TensorMlpReference " << worst << "\n";
         } else {
             expect_reference_weights(s, zerorun::dump_path(dir + "/w", r));
         }
@@ -292,12 +319,28 @@ TEST(Runtime3d, WrongDataIsCounted) {
     }();
     EXPECT_EQ(first_wrong.at("id").get<int64_t>(), recv);
     EXPECT_EQ(first_wrong.at("wrong").get<int64_t>(), 1);
-    // Rank 1's partial sum in the first tensor-parallel all_reduce: both members of its tensor
-    // group {0, 1} get one wrong element, the other group none.
+    // Rank 1's partial sum in the first tensor-parallel all_reduce (the real row-parallel Linear's):
+    // both members of its tensor group {0, 1} find one wrong element there first; having computed
+    // on it, their gradients go wrong, which ranks 2 and 3 (their data-parallel partners) count in
+    // the reduction; the final weights of ranks 0 and 1 are off the reference model after one step.
     Case3d tp{"tp", "--tp 2", "tensor.json", "tp2_dp2_z1", 1, 2, 1, 1};
     w.clear();
-    EXPECT_EQ(corrupted_run_wrong(tp, 1, first_op(rank_schedule(tp, 1), zerosim::RuleId::TpForwardAllreduce), w), 2);
-    EXPECT_EQ(w, (std::vector<int64_t>{1, 1, 0, 0}));
+    const int64_t ar = first_op(rank_schedule(tp, 1), zerosim::RuleId::TpForwardAllreduce);
+    EXPECT_GT(corrupted_run_wrong(tp, 1, ar, w, &log, &dump), 2);
+    ASSERT_EQ(w.size(), 4u);
+    for (int r = 0; r < 4; ++r) EXPECT_GT(w[static_cast<size_t>(r)], 0) << "rank " << r;
+    for (int r : {0, 1}) {
+        int64_t first = -1, wrong = 0;
+        for (const auto& o : log.at("ranks").at(r).at("ops"))
+            if (o.at("wrong").get<int64_t>() > 0) {
+                first = o.at("id").get<int64_t>(), wrong = o.at("wrong").get<int64_t>();
+                break;
+            }
+        EXPECT_EQ(first, ar) << "rank " << r;
+        EXPECT_EQ(wrong, 1) << "rank " << r;
+        double worst = 0.0;
+        EXPECT_GT(tensor_weights_off(tp, r, zerorun::dump_path(dump, r), 1, worst), 0) << "rank " << r;
+    }
 }
 
 // The reference model's gradient against finite differences of a forward written here (double
@@ -358,6 +401,81 @@ TEST(Runtime3d, MlpGradientMatchesFiniteDifferences) {
                 ++compared;
             }
     EXPECT_EQ(compared, 3 * 4 + 4 + 4 * 5 + 5 + 5 * 2 + 2);
+}
+
+// The tensor-parallel reference's gradients against finite differences of the whole model written
+// here in double from the shards (the column-parallel Linear's rows and the row-parallel one's
+// columns put back together): LayerNorm(3) -> column 3 -> 2x2 (ReLU) -> row 2x2 -> 3 -> Linear 3 -> 2,
+// 2 rows. Replicated parameters: each tensor rank's gradient equals the whole model's.
+TEST(Runtime3d, TensorMlpGradientMatchesFiniteDifferences) {
+    using K = zerorun::TpModule::Kind;
+    zerorun::TensorMlp t;
+    t.rows = 2;
+    t.tp = 2;
+    t.modules = {{K::LayerNorm, 0, 1, 3, 3, false, false, false, "ln.weight", "ln.bias"},
+                 {K::Linear, 2, 3, 3, 2, false, true, true, "fc1.weight", "fc1.bias"},
+                 {K::Linear, 4, 5, 2, 3, true, false, false, "fc2.weight", "fc2.bias"},
+                 {K::Linear, 6, 7, 3, 2, false, false, false, "head.weight", "head.bias"}};
+    const uint64_t seed = 5;
+    zerorun::TensorMlpReference ref(t, seed, 1, 1, 1e-3f);
+    ref.compute(0);
+    std::vector<std::vector<std::vector<double>>> w(2);   // [tensor rank][param]
+    for (int r = 0; r < 2; ++r)
+        for (int p = 0; p < 8; ++p) {
+            const auto& v = ref.weights(r, p);
+            w[static_cast<size_t>(r)].emplace_back(v.begin(), v.end());
+        }
+    auto loss = [&] {
+        double total = 0.0;
+        for (int64_t row = 0; row < 2; ++row) {
+            std::vector<double> x(3), h(4), y(3), o(2);
+            for (int j = 0; j < 3; ++j) x[j] = zerorun::mlp_input(seed, 0, 0, 0, row * 3 + j);
+            double mean = (x[0] + x[1] + x[2]) / 3, var = 0;
+            for (double e : x) var += (e - mean) * (e - mean) / 3;
+            for (int j = 0; j < 3; ++j) x[j] = (x[j] - mean) / std::sqrt(var + 1e-5) * w[0][0][j] + w[0][1][j];
+            for (int u = 0; u < 4; ++u) {   // fc1 output u lives on tensor rank u / 2 as its row u % 2
+                const auto& W = w[u / 2][2];
+                double acc = w[u / 2][3][u % 2];
+                for (int j = 0; j < 3; ++j) acc += W[(u % 2) * 3 + j] * x[j];
+                h[u] = std::max(0.0, acc);
+            }
+            for (int q = 0; q < 3; ++q) {   // fc2 input u lives on tensor rank u / 2 as its column u % 2
+                double acc = w[0][5][q];
+                for (int u = 0; u < 4; ++u) acc += w[u / 2][4][q * 2 + u % 2] * h[u];
+                y[q] = acc;
+            }
+            for (int k = 0; k < 2; ++k) {
+                double acc = w[0][7][k];
+                for (int q = 0; q < 3; ++q) acc += w[0][6][k * 3 + q] * y[q];
+                const double d = acc - zerorun::mlp_target(seed, 0, 0, 0, row * 2 + k);
+                total += 0.5 * d * d / 2;
+            }
+        }
+        return total;
+    };
+    EXPECT_NEAR(loss(), ref.loss(), 1e-5 * std::max(1.0, loss()));
+    const std::vector<bool> split = {false, false, true, true, true, false, false, false};
+    int64_t compared = 0;
+    for (int r = 0; r < 2; ++r)
+        for (int p = 0; p < 8; ++p)
+            for (size_t i = 0; i < w[static_cast<size_t>(r)][static_cast<size_t>(p)].size(); ++i) {
+                const double analytic = ref.local_gradient(r, 0, p)[i];
+                if (!split[static_cast<size_t>(p)] && r == 1) {   // a replicated parameter: the same gradient as rank 0's
+                    EXPECT_EQ(analytic, ref.local_gradient(0, 0, p)[i]) << "param " << p << " element " << i;
+                    continue;
+                }
+                double& e = w[static_cast<size_t>(r)][static_cast<size_t>(p)][i];
+                const double keep = e, h = 1e-4;
+                e = keep + h;
+                const double up = loss();
+                e = keep - h;
+                const double down = loss();
+                e = keep;
+                const double numeric = (up - down) / (2 * h);
+                EXPECT_NEAR(analytic, numeric, 1e-4 + 1e-3 * std::fabs(numeric)) << "tensor rank " << r << " param " << p << " element " << i;
+                ++compared;
+            }
+    EXPECT_EQ(compared, 3 + 3 + 2 * (6 + 2 + 6) + 3 + 6 + 2);
 }
 
 TEST(Runtime3d, UlyssesStage3IsRefused) {

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "executor/mlp.hpp"
+#include "executor/tensor_mlp.hpp"
 
 namespace zerorun {
 
@@ -58,6 +59,9 @@ struct ExecOptions {
     // program): forward and backward computed for real, activations and their gradients sent
     // between stages. Null: synthetic model data (model_data.cpp) and the synthetic loss.
     std::shared_ptr<const PipelineMlp> pipeline_mlp;
+    // A tensor-parallel run's real model (executor/tensor_mlp.hpp, from the rank's own program):
+    // the tensor-group all_reduces carry its real partial sums. Null: synthetic.
+    std::shared_ptr<const TensorMlp> tensor_mlp;
     TestHooks test;
 };
 
