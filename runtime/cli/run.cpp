@@ -182,6 +182,27 @@ std::shared_ptr<const TensorMlp> tensor_model(const zerosim::Schedule& s, std::s
     return std::make_shared<const TensorMlp>(std::move(t.value()));
 }
 
+// An expert-parallel run's real model (executor/moe_mlp.hpp) from this rank's program: expert
+// parallelism alone in fp32; another model keeps synthetic data (`why`).
+std::shared_ptr<const MoeMlp> moe_model(const zerosim::Schedule& s, std::string& why) {
+    const auto& l = s.meta.layout;
+    if (l.expert < 2) return nullptr;
+    if (l.pipe > 1 || l.tensor > 1 || l.sequence > 1) {
+        why = "expert parallelism with pipeline, tensor or sequence parallelism";
+        return nullptr;
+    }
+    if (s.meta.model_dtype != zerosim::DType::FP32 || s.meta.comm_dtype != zerosim::DType::FP32) {
+        why = "the real model runs in fp32 only";
+        return nullptr;
+    }
+    auto m = moe_mlp(s);
+    if (!m) {
+        why = m.error().message;
+        return nullptr;
+    }
+    return std::make_shared<const MoeMlp>(std::move(m.value()));
+}
+
 // The execution flags as the executor's typed options, checked in the order the flags are listed.
 zerosim::Result<ExecOptions> exec_options(const RunArgs& a) {
     ExecOptions o;
@@ -303,6 +324,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     std::string synthetic_why;
     exec.pipeline_mlp = pipeline_model(be, a, s, synthetic_why);
     exec.tensor_mlp = tensor_model(s, synthetic_why);
+    exec.moe_mlp = moe_model(s, synthetic_why);
     if (be.rank() == 0 && !synthetic_why.empty())
         std::cerr << "zerorun: note: the model's data is synthetic (" << synthetic_why << ")\n";
     if (!a.bench_between.prefix.empty()) {

@@ -19,6 +19,7 @@ void ComputeHandler::run(const Op& op, OpRecord& rec) {
             rec.flops_run = gemm_.run(op.flops);
             if (x.mlp_) x.mlp_forward(op);
             else if (x.tp_) x.tp_forward(op);
+            else if (x.moe_) x.moe_compute(op, true);
             rec.check = "none";
             break;
         case ComputeKind::Backward:
@@ -26,6 +27,7 @@ void ComputeHandler::run(const Op& op, OpRecord& rec) {
             rec.flops_run = gemm_.run(op.flops);
             if (x.mlp_) x.mlp_backward(op);
             else if (x.tp_) x.tp_backward(op);
+            else if (x.moe_) x.moe_compute(op, false);
             else x.backward_gradients(op);
             rec.check = "none";
             break;

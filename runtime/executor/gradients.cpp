@@ -3,6 +3,7 @@
 // against the sum of all ranks' gradients, recomputed here from the loss.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -102,6 +103,16 @@ void GradientReduction::stage(const Op& op) {
         expect_.reserve(static_cast<size_t>(pos));
         for (const auto& sg : segs_)
             for (int64_t i = 0; i < sg.numel; ++i) expect_.push_back(x.expected_sum(op, sg.param, sg.offset + i));
+        // A real model's other ranks' gradients come from its reference, whose weights may differ from
+        // the run's in their last bits once MPI has summed more than two ranks in another order than
+        // the reference's rank order (the MoE model's dense parameters over 4 ranks), and a gradient
+        // summed over many tokens can cancel to far below its terms: within 1e-5 of the op's largest
+        // expected magnitude, as the messages are checked.
+        if (x.real_weights(segs_.empty() ? 0 : segs_.front().param)) {
+            double scale = 0.0;
+            for (const auto& e : expect_) scale = std::max(scale, std::fabs(e.first));
+            for (auto& e : expect_) e.second = std::max(e.second, 1e-5 * scale);
+        }
     }
 }
 
@@ -127,7 +138,13 @@ Check GradientReduction::take(const Op& op) {
                 continue;
             }
             double v = load_element(in_.data(), t, pos);
-            if (!expect_.empty()) c.see(std::fabs(v - expect_[pos].first) <= expect_[pos].second);
+            if (!expect_.empty())
+                c.see(std::fabs(v - expect_[pos].first) <= expect_[pos].second, [&] {
+                    char b[220];
+                    std::snprintf(b, sizeof b, "%s[%lld] = %.9g, expected %.9g, tolerance %.3g", x.s_.params[sg.param].name.c_str(),
+                                  static_cast<long long>(sg.offset + i), v, expect_[pos].first, expect_[pos].second);
+                    return std::string(b);
+                });
             x.apply_gradient(op, sg.param, sg.offset + i, static_cast<float>(v));
         }
         x.consume(sg.param, sg.numel);

@@ -246,6 +246,7 @@ class ModelCollective final : public CollectiveHandler {
     int64_t n_ = 0;                                // this op's number on its group
     int64_t count_ = 0;                            // elements per member block (gather, scatter, all_to_all)
     bool real_ = false;                            // the real tensor-parallel model's partial sums
+    bool real_moe_ = false;                        // the real MoE model's tokens
 };
 
 // Send and Recv (payload `activations` or `scalars`): one MPI (or NCCL) point-to-point message to

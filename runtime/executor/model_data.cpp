@@ -95,6 +95,8 @@ void ModelCollective::stage(const Op& op) {
     };
     // A tensor rank of the real tensor-parallel model sums its real partial sums (tensor_model.cpp).
     real_ = x.tp_ && op.group == zerosim::GroupKind::Tensor && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllReduce;
+    // A rank of the real MoE model exchanges its real tokens and their gradients (moe_model.cpp).
+    real_moe_ = x.moe_ && op.group == zerosim::GroupKind::Expert && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllToAll;
     switch (op.kind) {
         case OpKind::AllReduce:
         case OpKind::Reduce:
@@ -121,7 +123,8 @@ void ModelCollective::stage(const Op& op) {
             count_ = op.elements / W;   // the whole input, one block per member
             in_ = x.comm_buffer(op.elements, t);
             out_ = x.comm_buffer(op.kind == OpKind::AllToAll ? op.elements : count_, t);
-            for (int j = 0; j < W; ++j)
+            if (real_moe_) pack_floats(x.moe_outgoing(op).data(), in_.data(), t, op.elements);
+            for (int j = 0; j < W && !real_moe_; ++j)
                 for (int64_t i = 0; i < count_; ++i) store_element(in_.data(), t, j * count_ + i, val(me, j, i));
             break;
         default: broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " in a " + zerosim::op_record_name(op.kind));
@@ -149,8 +152,9 @@ void ModelCollective::call(const Op& op) {
 // at block j (all_gather, all_to_all: what j sent to this member).
 Check ModelCollective::take(const Op& op) {
     Check c;
-    if (real_) {
-        x.tp_received(op, x.be_.host_view(out_.data()), c);
+    if (real_ || real_moe_) {
+        if (real_) x.tp_received(op, x.be_.host_view(out_.data()), c);
+        else x.moe_received(op, x.be_.host_view(out_.data()), c);
         return c;
     }
     if (!x.verify_ || !has_output(op)) return c;

@@ -41,22 +41,26 @@ void Executor::set_pipeline_mlp() {
 const std::vector<float>* Executor::real_gradient(int p, int data_rank, int step) const {
     if (mlp_shadow_) return &mlp_reference(step).local_gradient(mlp_stage_, data_rank, p);
     if (tp_shadow_) return &tp_reference(step).local_gradient(tp_rank_, data_rank, p);
+    if (moe_shadow_) return &moe_reference(step).local_gradient(cut_group(p).members.at(static_cast<size_t>(data_rank)), p);
     return nullptr;
 }
 
 const std::vector<float>* Executor::real_weights(int p) const {
     if (mlp_shadow_) return &mlp_shadow_->weights(mlp_stage_, p);
     if (tp_shadow_) return &tp_shadow_->weights(tp_rank_, p);
+    if (moe_shadow_) return &moe_shadow_->weights(grank_, p);
     return nullptr;
 }
 
 bool Executor::real_update(int step) {
     if (mlp_shadow_) mlp_shadow_->update(step);
     else if (tp_shadow_) tp_shadow_->update(step);
-    return mlp_shadow_ || tp_shadow_;
+    else if (moe_shadow_) moe_shadow_->update(step);
+    return mlp_shadow_ || tp_shadow_ || moe_shadow_;
 }
 
 float Executor::initial_value(int p, int64_t i) const {
+    if (moe_) return moe_initial_weight(*moe_, a_.seed, p, i, ep_rank_);
     if (tp_) {
         const TpModule& m = tp_->modules[static_cast<size_t>(tp_module_of_[static_cast<size_t>(p)])];
         return tensor_initial_weight(*tp_, m, p == m.bias, tp_rank_, a_.seed, i);

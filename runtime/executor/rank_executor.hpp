@@ -29,6 +29,7 @@
 #include "executor/executor.hpp"
 #include "executor/loss.hpp"
 #include "executor/mlp.hpp"
+#include "executor/moe_mlp.hpp"
 #include "executor/tensor_mlp.hpp"
 #include "executor/watchdog.hpp"
 
@@ -251,6 +252,23 @@ class Executor {
     const std::vector<float>& tp_outgoing(const Op& op);
     void tp_received(const Op& op, const void* got, Check& c);
     void plan_tp_waits();
+
+    // moe_model.cpp: a rank of the real expert-parallel model (ExecOptions::moe_mlp).
+    std::shared_ptr<const MoeMlp> moe_;
+    int ep_rank_ = 0;
+    std::unique_ptr<MoeMlpReference> moe_shadow_;
+    struct MoeState {
+        MoeMicro data;
+        int exchanges = 0;   // expert-group all_to_alls done in this micro batch
+    };
+    std::map<std::pair<int, int>, MoeState> moe_micro_;   // (step, micro); guarded by micro_mu_
+    void set_moe_mlp();
+    MoeMlpReference& moe_reference(int step) const;
+    MoeState& moe_micro(const Op& op);
+    void moe_compute(const Op& op, bool forward);
+    static std::vector<float>& moe_buffer(MoeMicro& s, int n, bool send);
+    const std::vector<float>& moe_outgoing(const Op& op);
+    void moe_received(const Op& op, const void* got, Check& c);
     // The real models' shared hooks (pipeline_mlp.cpp): another data rank's gradient of p, a
     // reference weight, the reference's update; null / unused without a real model.
     const std::vector<float>* real_gradient(int p, int data_rank, int step) const;

@@ -148,18 +148,20 @@ void Executor::tp_received(const Op& op, const void* got, Check& c) {
     t.partial_module = -1;
 }
 
-// The data's own waits: a tensor-group all_reduce waits for the compute op before it (which left
-// the partial sums), and the compute op after it waits for it (it takes the sum).
+// The data's own waits: a tensor-group all_reduce (an expert-group all_to_all of the MoE model)
+// waits for the compute op before it (which left its data), and the compute op after it waits for
+// it (it takes the result).
 void Executor::plan_tp_waits() {
-    if (!tp_) return;
+    if (!tp_ && !moe_) return;
+    const auto group = tp_ ? zerosim::GroupKind::Tensor : zerosim::GroupKind::Expert;
     int64_t last_compute = -1, pending_sum = -1;
     for (const auto& op : s_.ops) {
         if (op.kind == OpKind::Compute && (op.compute == ComputeKind::Forward || op.compute == ComputeKind::Backward)) {
             if (pending_sum >= 0) waits_[static_cast<size_t>(op.id)].push_back(pending_sum);
             pending_sum = -1;
             last_compute = op.id;
-        } else if (op.payload == zerosim::Payload::Activations && op.group == zerosim::GroupKind::Tensor) {
-            if (last_compute < 0) broken(op, "a tensor-group sum before any compute");
+        } else if (op.payload == zerosim::Payload::Activations && op.group == group) {
+            if (last_compute < 0) broken(op, "a model collective before any compute");
             waits_[static_cast<size_t>(op.id)].push_back(last_compute);
             pending_sum = op.id;
         }

@@ -32,6 +32,7 @@
 #include "executor/executor.hpp"
 #include "executor/loss.hpp"
 #include "executor/mlp.hpp"
+#include "executor/moe_mlp.hpp"
 #include "executor/tensor_mlp.hpp"
 #include "formats/comms_log.hpp"
 #include "inputs/ds_config.hpp"
@@ -216,6 +217,29 @@ int64_t tensor_weights_off(const Case3d& c, int r, const std::string& dump, int 
     return over;
 }
 
+// Rank r's dumped weights against the MoE model trained in one process (every rank of the world,
+// the all_to_alls as copies): how many are off by more than 1e-5 relative (floor 1e-3), the largest.
+int64_t moe_weights_off(const Case3d& c, int r, const std::string& dump, int steps, double& worst) {
+    std::vector<zerorun::MoeMlp> models;
+    for (int g = 0; g < 4; ++g) {
+        auto m = zerorun::moe_mlp(rank_schedule(c, g));
+        EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().what());
+        models.push_back(m.value());
+    }
+    zerorun::MoeMlpReference ref(models, 1, rank_schedule(c, r).meta.grad_accum, 1e-3f);
+    for (int st = 0; st < steps; ++st) ref.update(st);
+    auto w = read_dump(dump);
+    EXPECT_GT(w.size(), 0u) << dump;
+    int64_t over = 0;
+    for (const auto& [key, got] : w) {
+        const float want = ref.weights(r, key.first).at(static_cast<size_t>(key.second));
+        const double rel = std::fabs(got - want) / std::max(1e-3, static_cast<double>(std::fabs(want)));
+        worst = std::max(worst, rel);
+        over += !(rel <= 1e-5);
+    }
+    return over;
+}
+
 void run_case(const Case3d& c) {
     const std::string dir = dir_for(c.name);
     RunResult pred = zerorun_test::shell(std::string(ZEROSIM_BINARY) + " schedule --deepspeed 0.14.2 --ds-config " + config_of(c) +
@@ -229,7 +253,7 @@ void run_case(const Case3d& c) {
     ASSERT_EQ(run.code, 0) << run.out;
     json j = json::parse(std::ifstream(dir + "/m.json"));
     EXPECT_EQ(j.at("wrong").get<int64_t>(), 0);
-    EXPECT_EQ(j.at("model_data").get<std::string>(), c.pp > 1 ? "mlp" : c.tp > 1 ? "tensor_mlp" : "synthetic");
+    EXPECT_EQ(j.at("model_data").get<std::string>(), c.pp > 1 ? "mlp" : c.tp > 1 ? "tensor_mlp" : c.ep > 1 ? "moe_mlp" : "synthetic");
     for (int r = 0; r < 4; ++r) {
         const zerosim::Schedule s = rank_schedule(c, r);
         const json& ops = j.at("ranks").at(r).at("ops");
@@ -254,6 +278,10 @@ void run_case(const Case3d& c) {
             double worst = 0.0;
             EXPECT_EQ(tensor_weights_off(c, r, zerorun::dump_path(dir + "/w", r), 3, worst), 0) << "rank " << r;
             std::cout << "rank " << r << ": largest relative difference from TensorMlpReference " << worst << "\n";
+        } else if (c.ep > 1) {
+            double worst = 0.0;
+            EXPECT_EQ(moe_weights_off(c, r, zerorun::dump_path(dir + "/w", r), 3, worst), 0) << "rank " << r;
+            std::cout << "rank " << r << ": largest relative difference from MoeMlpReference " << worst << "\n";
         } else {
             expect_reference_weights(s, zerorun::dump_path(dir + "/w", r));
         }
@@ -340,6 +368,26 @@ TEST(Runtime3d, WrongDataIsCounted) {
         EXPECT_EQ(wrong, 1) << "rank " << r;
         double worst = 0.0;
         EXPECT_GT(tensor_weights_off(tp, r, zerorun::dump_path(dump, r), 1, worst), 0) << "rank " << r;
+    }
+    // One element of rank 0's dispatched tokens (its first all_to_all's block for itself): rank 0
+    // finds it first there, `wrong` 1; the expert it fed computes on it, so the combine sends wrong
+    // outputs and every rank's gradient reductions count wrong elements; rank 0's experts and its
+    // expert-data partner rank 2's end off MoeMlpReference.
+    Case3d ep{"ep", "--ep 2", "moe.json", "moe_ep2_w4_z2_top1", 1, 1, 1, 2};
+    w.clear();
+    const int64_t dispatch = first_op(rank_schedule(ep, 0), zerosim::RuleId::MoeAllToAll);
+    EXPECT_GT(corrupted_run_wrong(ep, 0, dispatch, w, &log, &dump), 1);
+    ASSERT_EQ(w.size(), 4u);
+    for (int r = 0; r < 4; ++r) EXPECT_GT(w[static_cast<size_t>(r)], 0) << "rank " << r;
+    for (const auto& o : log.at("ranks").at(0).at("ops"))
+        if (o.at("wrong").get<int64_t>() > 0) {
+            EXPECT_EQ(o.at("id").get<int64_t>(), dispatch);
+            EXPECT_EQ(o.at("wrong").get<int64_t>(), 1);
+            break;
+        }
+    for (int r : {0, 2}) {
+        double worst = 0.0;
+        EXPECT_GT(moe_weights_off(ep, r, zerorun::dump_path(dump, r), 1, worst), 0) << "rank " << r;
     }
 }
 

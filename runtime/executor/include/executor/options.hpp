@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "executor/mlp.hpp"
+#include "executor/moe_mlp.hpp"
 #include "executor/tensor_mlp.hpp"
 
 namespace zerorun {
@@ -62,6 +63,9 @@ struct ExecOptions {
     // A tensor-parallel run's real model (executor/tensor_mlp.hpp, from the rank's own program):
     // the tensor-group all_reduces carry its real partial sums. Null: synthetic.
     std::shared_ptr<const TensorMlp> tensor_mlp;
+    // An expert-parallel run's real model (executor/moe_mlp.hpp, from the rank's own program): real
+    // tokens routed through the expert-group all_to_alls. Null: synthetic.
+    std::shared_ptr<const MoeMlp> moe_mlp;
     TestHooks test;
 };
 
