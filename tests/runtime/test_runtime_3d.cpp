@@ -526,6 +526,82 @@ TEST(Runtime3d, TensorMlpGradientMatchesFiniteDifferences) {
     EXPECT_EQ(compared, 3 + 3 + 2 * (6 + 2 + 6) + 3 + 6 + 2);
 }
 
+// The MoE reference's gradients against finite differences of the two-rank world's total loss,
+// written here in double with its own routing: 2 ranks of one expert group, 2 experts (one a rank),
+// 3 tokens a rank, capacity 2, Linear 3 -> 3, gate, experts 3 -> 4 (ReLU) -> 3, Linear 3 -> 2. A
+// rank's dense copy only moves its own loss; an expert moves both ranks' (their tokens it takes).
+TEST(Runtime3d, MoeMlpGradientMatchesFiniteDifferences) {
+    zerorun::MoeMlp m;
+    m.pre = {{0, 1, 3, 3, "pre.weight", "pre.bias"}};
+    m.gate = 2, m.gate_name = "gate.weight";
+    m.experts = {{{3, 4, 3, 4, "e.0.weight", "e.0.bias"}, {5, 6, 4, 3, "e.2.weight", "e.2.bias"}}};
+    m.post = {{7, 8, 3, 2, "head.weight", "head.bias"}};
+    m.num_experts = 2, m.capacity = 2, m.hidden = 3, m.tokens = 3, m.ep = 2;
+    const uint64_t seed = 3;
+    zerorun::MoeMlpReference ref({m, m}, seed, 1, 1e-3f);
+    ref.compute(0);
+    std::vector<std::vector<std::vector<double>>> w(2);
+    for (int g = 0; g < 2; ++g)
+        for (int p = 0; p < 9; ++p) {
+            const auto& v = ref.weights(g, p);
+            w[static_cast<size_t>(g)].emplace_back(v.begin(), v.end());
+        }
+    auto linear = [](const std::vector<double>& W, const std::vector<double>& b, const std::vector<double>& x, bool relu) {
+        std::vector<double> y(b.size());
+        for (size_t o = 0; o < b.size(); ++o) {
+            double acc = b[o];
+            for (size_t j = 0; j < x.size(); ++j) acc += W[o * x.size() + j] * x[j];
+            y[o] = relu ? std::max(0.0, acc) : acc;
+        }
+        return y;
+    };
+    auto loss = [&] {
+        double total = 0.0;
+        for (int g = 0; g < 2; ++g) {
+            const auto& W = w[static_cast<size_t>(g)];
+            int used[2] = {0, 0};
+            for (int64_t t = 0; t < 3; ++t) {
+                std::vector<double> x(3);
+                for (int j = 0; j < 3; ++j) x[j] = zerorun::mlp_input(seed, g, 0, 0, t * 3 + j);
+                const auto h = linear(W[0], W[1], x, false);
+                double logit[2];
+                for (int e = 0; e < 2; ++e) logit[e] = h[0] * W[2][e * 3] + h[1] * W[2][e * 3 + 1] + h[2] * W[2][e * 3 + 2];
+                const int e = logit[1] > logit[0] ? 1 : 0;
+                const double p = 1.0 / (1.0 + std::exp(logit[1 - e] - logit[e]));
+                std::vector<double> out(3, 0.0);
+                if (used[e]++ < 2) {   // capacity 2; expert e lives on rank e
+                    const auto& E = w[static_cast<size_t>(e)];
+                    const auto y = linear(E[5], E[6], linear(E[3], E[4], h, true), false);
+                    for (int j = 0; j < 3; ++j) out[j] = p * y[j];
+                }
+                const auto y = linear(W[7], W[8], out, false);
+                for (int k = 0; k < 2; ++k) {
+                    const double d = y[k] - zerorun::mlp_target(seed, g, 0, 0, t * 2 + k);
+                    total += 0.5 * d * d / 3;
+                }
+            }
+        }
+        return total;
+    };
+    EXPECT_NEAR(loss(), ref.loss(), 1e-5 * std::max(1.0, loss()));
+    int64_t compared = 0;
+    for (int g = 0; g < 2; ++g)
+        for (int p = 0; p < 9; ++p)
+            for (size_t i = 0; i < w[static_cast<size_t>(g)][static_cast<size_t>(p)].size(); ++i) {
+                double& e = w[static_cast<size_t>(g)][static_cast<size_t>(p)][i];
+                const double keep = e, h = 1e-4;
+                e = keep + h;
+                const double up = loss();
+                e = keep - h;
+                const double down = loss();
+                e = keep;
+                const double numeric = (up - down) / (2 * h);
+                EXPECT_NEAR(ref.local_gradient(g, p)[i], numeric, 1e-4 + 1e-3 * std::fabs(numeric)) << "rank " << g << " param " << p << " element " << i;
+                ++compared;
+            }
+    EXPECT_EQ(compared, 2 * (9 + 3 + 6 + 12 + 4 + 12 + 3 + 6 + 2));
+}
+
 TEST(Runtime3d, UlyssesStage3IsRefused) {
     Case3d c{"sp3", "--sp 2", "ulysses.json", "sp2_dp2_z3", 1, 1, 2, 1};
     RunResult r = zerorun_test::mpirun_program(4, ZERORUN_BINARY, "--deepspeed 0.14.2 --ds-config " + config_of(c) + " --model " +
