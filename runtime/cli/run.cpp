@@ -203,6 +203,33 @@ std::shared_ptr<const MoeMlp> moe_model(const zerosim::Schedule& s, std::string&
     return std::make_shared<const MoeMlp>(std::move(m.value()));
 }
 
+// A Ulysses run's real model (executor/ulysses_mlp.hpp) from this rank's program and the model
+// file's attention (--model, or the schedule's meta.model_file): sequence parallelism alone in fp32.
+std::shared_ptr<const UlyssesMlp> ulysses_model(const RunArgs& a, const zerosim::Schedule& s, std::string& why) {
+    const auto& l = s.meta.layout;
+    if (l.sequence < 2) return nullptr;
+    if (l.pipe > 1 || l.tensor > 1 || l.expert > 1) {
+        why = "sequence parallelism with pipeline, tensor or expert parallelism";
+        return nullptr;
+    }
+    if (s.meta.model_dtype != zerosim::DType::FP32 || s.meta.comm_dtype != zerosim::DType::FP32) {
+        why = "the real model runs in fp32 only";
+        return nullptr;
+    }
+    auto model = zerosim::load_model(a.model.empty() ? s.meta.model_file : a.model);
+    if (!model || model->parallel.attention.size() != 1) {
+        why = model ? "the real Ulysses model has one attention" : model.error().message;
+        return nullptr;
+    }
+    const auto& att = model->parallel.attention.front();
+    auto m = ulysses_mlp(s, att.heads, att.head_size);
+    if (!m) {
+        why = m.error().message;
+        return nullptr;
+    }
+    return std::make_shared<const UlyssesMlp>(std::move(m.value()));
+}
+
 // The execution flags as the executor's typed options, checked in the order the flags are listed.
 zerosim::Result<ExecOptions> exec_options(const RunArgs& a) {
     ExecOptions o;
@@ -325,6 +352,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     exec.pipeline_mlp = pipeline_model(be, a, s, synthetic_why);
     exec.tensor_mlp = tensor_model(s, synthetic_why);
     exec.moe_mlp = moe_model(s, synthetic_why);
+    exec.ulysses_mlp = ulysses_model(a, s, synthetic_why);
     if (be.rank() == 0 && !synthetic_why.empty())
         std::cerr << "zerorun: note: the model's data is synthetic (" << synthetic_why << ")\n";
     if (!a.bench_between.prefix.empty()) {

@@ -97,6 +97,8 @@ void ModelCollective::stage(const Op& op) {
     real_ = x.tp_ && op.group == zerosim::GroupKind::Tensor && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllReduce;
     // A rank of the real MoE model exchanges its real tokens and their gradients (moe_model.cpp).
     real_moe_ = x.moe_ && op.group == zerosim::GroupKind::Expert && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllToAll;
+    // A rank of the real Ulysses model exchanges its real q, k, v and output (ulysses_model.cpp).
+    real_uly_ = x.uly_ && op.group == zerosim::GroupKind::Sequence && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllToAll;
     switch (op.kind) {
         case OpKind::AllReduce:
         case OpKind::Reduce:
@@ -124,7 +126,8 @@ void ModelCollective::stage(const Op& op) {
             in_ = x.comm_buffer(op.elements, t);
             out_ = x.comm_buffer(op.kind == OpKind::AllToAll ? op.elements : count_, t);
             if (real_moe_) pack_floats(x.moe_outgoing(op).data(), in_.data(), t, op.elements);
-            for (int j = 0; j < W && !real_moe_; ++j)
+            if (real_uly_) pack_floats(x.uly_outgoing(op).data(), in_.data(), t, op.elements);
+            for (int j = 0; j < W && !real_moe_ && !real_uly_; ++j)
                 for (int64_t i = 0; i < count_; ++i) store_element(in_.data(), t, j * count_ + i, val(me, j, i));
             break;
         default: broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " in a " + zerosim::op_record_name(op.kind));
@@ -152,9 +155,10 @@ void ModelCollective::call(const Op& op) {
 // at block j (all_gather, all_to_all: what j sent to this member).
 Check ModelCollective::take(const Op& op) {
     Check c;
-    if (real_ || real_moe_) {
+    if (real_ || real_moe_ || real_uly_) {
         if (real_) x.tp_received(op, x.be_.host_view(out_.data()), c);
-        else x.moe_received(op, x.be_.host_view(out_.data()), c);
+        else if (real_moe_) x.moe_received(op, x.be_.host_view(out_.data()), c);
+        else x.uly_received(op, x.be_.host_view(out_.data()), c);
         return c;
     }
     if (!x.verify_ || !has_output(op)) return c;

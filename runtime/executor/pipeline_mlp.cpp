@@ -42,6 +42,7 @@ const std::vector<float>* Executor::real_gradient(int p, int data_rank, int step
     if (mlp_shadow_) return &mlp_reference(step).local_gradient(mlp_stage_, data_rank, p);
     if (tp_shadow_) return &tp_reference(step).local_gradient(tp_rank_, data_rank, p);
     if (moe_shadow_) return &moe_reference(step).local_gradient(cut_group(p).members.at(static_cast<size_t>(data_rank)), p);
+    if (uly_shadow_) return &uly_reference(step).local_gradient(cut_group(p).members.at(static_cast<size_t>(data_rank)), p);
     return nullptr;
 }
 
@@ -49,6 +50,7 @@ const std::vector<float>* Executor::real_weights(int p) const {
     if (mlp_shadow_) return &mlp_shadow_->weights(mlp_stage_, p);
     if (tp_shadow_) return &tp_shadow_->weights(tp_rank_, p);
     if (moe_shadow_) return &moe_shadow_->weights(grank_, p);
+    if (uly_shadow_) return &uly_shadow_->weights(p);
     return nullptr;
 }
 
@@ -56,11 +58,13 @@ bool Executor::real_update(int step) {
     if (mlp_shadow_) mlp_shadow_->update(step);
     else if (tp_shadow_) tp_shadow_->update(step);
     else if (moe_shadow_) moe_shadow_->update(step);
-    return mlp_shadow_ || tp_shadow_ || moe_shadow_;
+    else if (uly_shadow_) uly_shadow_->update(step);
+    return mlp_shadow_ || tp_shadow_ || moe_shadow_ || uly_shadow_;
 }
 
 float Executor::initial_value(int p, int64_t i) const {
     if (moe_) return moe_initial_weight(*moe_, a_.seed, p, i, ep_rank_);
+    if (uly_) return ulysses_initial_weight(*uly_, a_.seed, p, i);
     if (tp_) {
         const TpModule& m = tp_->modules[static_cast<size_t>(tp_module_of_[static_cast<size_t>(p)])];
         return tensor_initial_weight(*tp_, m, p == m.bias, tp_rank_, a_.seed, i);

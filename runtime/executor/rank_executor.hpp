@@ -31,6 +31,7 @@
 #include "executor/mlp.hpp"
 #include "executor/moe_mlp.hpp"
 #include "executor/tensor_mlp.hpp"
+#include "executor/ulysses_mlp.hpp"
 #include "executor/watchdog.hpp"
 
 namespace zerorun {
@@ -269,6 +270,21 @@ class Executor {
     static std::vector<float>& moe_buffer(MoeMicro& s, int n, bool send);
     const std::vector<float>& moe_outgoing(const Op& op);
     void moe_received(const Op& op, const void* got, Check& c);
+
+    // ulysses_model.cpp: a rank of the real Ulysses model (ExecOptions::ulysses_mlp).
+    std::shared_ptr<const UlyssesMlp> uly_;
+    std::unique_ptr<UlyssesMlpReference> uly_shadow_;
+    struct UlyssesState {
+        UlyssesMicro data;
+        int exchanges = 0;   // sequence-group all_to_alls done in this micro batch
+    };
+    std::map<std::pair<int, int>, UlyssesState> uly_micro_;   // (step, micro); guarded by micro_mu_
+    void set_ulysses_mlp();
+    UlyssesMlpReference& uly_reference(int step) const;
+    UlyssesState& uly_micro(const Op& op);
+    void uly_compute(const Op& op, bool forward);
+    const std::vector<float>& uly_outgoing(const Op& op);
+    void uly_received(const Op& op, const void* got, Check& c);
     // The real models' shared hooks (pipeline_mlp.cpp): another data rank's gradient of p, a
     // reference weight, the reference's update; null / unused without a real model.
     const std::vector<float>* real_gradient(int p, int data_rank, int step) const;

@@ -44,6 +44,7 @@ Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryT
     set_pipeline_mlp();
     set_tensor_mlp();
     set_moe_mlp();
+    set_ulysses_mlp();
     if (verify_) {
         shadow_ = std::make_unique<Reference>(s.params, spec_);
         for (size_t p = 0; p < s.params.size(); ++p) shadow_->set_world(static_cast<int>(p), over_[p]->size());

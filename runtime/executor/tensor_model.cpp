@@ -152,8 +152,8 @@ void Executor::tp_received(const Op& op, const void* got, Check& c) {
 // waits for the compute op before it (which left its data), and the compute op after it waits for
 // it (it takes the result).
 void Executor::plan_tp_waits() {
-    if (!tp_ && !moe_) return;
-    const auto group = tp_ ? zerosim::GroupKind::Tensor : zerosim::GroupKind::Expert;
+    if (!tp_ && !moe_ && !uly_) return;
+    const auto group = tp_ ? zerosim::GroupKind::Tensor : moe_ ? zerosim::GroupKind::Expert : zerosim::GroupKind::Sequence;
     int64_t last_compute = -1, pending_sum = -1;
     for (const auto& op : s_.ops) {
         if (op.kind == OpKind::Compute && (op.compute == ComputeKind::Forward || op.compute == ComputeKind::Backward)) {

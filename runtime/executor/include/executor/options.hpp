@@ -12,6 +12,7 @@
 #include "executor/mlp.hpp"
 #include "executor/moe_mlp.hpp"
 #include "executor/tensor_mlp.hpp"
+#include "executor/ulysses_mlp.hpp"
 
 namespace zerorun {
 
@@ -66,6 +67,9 @@ struct ExecOptions {
     // An expert-parallel run's real model (executor/moe_mlp.hpp, from the rank's own program): real
     // tokens routed through the expert-group all_to_alls. Null: synthetic.
     std::shared_ptr<const MoeMlp> moe_mlp;
+    // A Ulysses run's real model (executor/ulysses_mlp.hpp): real q, k, v through the sequence-group
+    // all_to_alls. Null: synthetic.
+    std::shared_ptr<const UlyssesMlp> ulysses_mlp;
     TestHooks test;
 };
 
