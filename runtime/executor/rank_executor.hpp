@@ -13,6 +13,12 @@
 //   groups.cpp       process groups, MiCS's replication all_reduce
 //   quantized.cpp    ZeRO++ qwZ's int8 gathers and qgZ's int4 all_to_all reduction
 //   weights.cpp      the weight dump
+//   model_data.cpp   3D layouts' messages and model collectives (synthetic where no real model runs)
+//   pipeline_mlp.cpp a pipeline stage of the real MLP (mlp.cpp: the model and its reference), and
+//                    the hooks every real model's reference answers (gradients, weights, updates)
+//   tensor_model.cpp a tensor rank of the real tensor-parallel model (tensor_mlp.cpp)
+//   moe_model.cpp    a rank of the real MoE model (moe_mlp.cpp)
+//   ulysses_model.cpp a rank of the real Ulysses model (ulysses_mlp.cpp)
 #pragma once
 
 #include <atomic>
