@@ -53,7 +53,8 @@ void Executor::moe_compute(const Op& op, bool forward) {
             if (acc_[p].empty()) acc_[p] = Buffer(mem_, MemCat::Gradients, static_cast<size_t>(numel(p)) * 4);
             pending_[p].push_back(op.micro);
         }
-    for (size_t p = 0; p < s_.params.size(); ++p) g[p] = acc_[p].empty() ? nullptr : acc_[p].as<float>();
+    // Only the op's own accumulators: the communication thread may be freeing others (a reduced bucket).
+    for (int p : op.params) g[static_cast<size_t>(p)] = acc_[p].empty() ? nullptr : acc_[p].as<float>();
     const int p0 = op.params.empty() ? -1 : op.params[0];
     if (p0 == m.gate) return forward ? moe_gate_forward(m, w, s) : moe_gate_backward(m, w, g, s);
     for (size_t k = 0; k < m.pre.size(); ++k)
