@@ -145,6 +145,9 @@ MlpReference::MlpReference(const PipelineMlp& mlp, uint64_t seed, int data_ranks
         act_[k].assign(static_cast<size_t>(data_ranks), std::vector<std::vector<float>>(static_cast<size_t>(grad_accum)));
         act_grad_[k] = act_[k];
         grad_[k].assign(static_cast<size_t>(data_ranks), std::vector<std::vector<float>>(w_[k].size()));
+        micro_grad_.resize(S);
+        micro_grad_[k].assign(static_cast<size_t>(data_ranks),
+                              std::vector<std::vector<std::vector<float>>>(static_cast<size_t>(grad_accum), std::vector<std::vector<float>>(w_[k].size())));
     }
 }
 
@@ -177,8 +180,8 @@ void MlpReference::run_micro(int step, int d, int m) {
         if (k + 1 < S) act_grad_[k][d][m] = g;
         for (size_t n = mlp_.stages[k].size(); n-- > 0;) {
             const auto& l = mlp_.stages[k][n];
-            auto& gw = grad_[k][d][l.weight];
-            auto& gb = grad_[k][d][l.bias];
+            auto& gw = micro_grad_[k][d][m][l.weight];
+            auto& gb = micro_grad_[k][d][m][l.bias];
             std::vector<float> gx(static_cast<size_t>(B * l.in));
             linear_backward(xs[k][n].data(), w_[k][l.weight].data(), xs[k][n + 1].data(), g.data(), gw.data(), gb.data(),
                             gx.data(), B, l.in, l.out, mlp_.relu_after(k, n));
@@ -191,10 +194,19 @@ void MlpReference::compute(int step) {
     if (step != t_) throw std::logic_error("MlpReference: step " + std::to_string(step) + " computed after " + std::to_string(t_) + " updates");
     loss_ = 0.0;
     for (size_t k = 0; k < w_.size(); ++k)
-        for (auto& per_d : grad_[k])
-            for (size_t p = 0; p < per_d.size(); ++p) per_d[p].assign(w_[k][p].size(), 0.0f);
+        for (auto& per_d : micro_grad_[k])
+            for (auto& per_m : per_d)
+                for (size_t p = 0; p < per_m.size(); ++p) per_m[p].assign(w_[k][p].size(), 0.0f);
     for (int d = 0; d < data_ranks_; ++d)
         for (int m = 0; m < grad_accum_; ++m) run_micro(step, d, m);
+    for (size_t k = 0; k < w_.size(); ++k)
+        for (size_t d = 0; d < grad_[k].size(); ++d)
+            for (size_t p = 0; p < w_[k].size(); ++p) {
+                std::vector<std::vector<float>> per_m;
+                for (const auto& g : micro_grad_[k][d]) per_m.push_back(g[p]);
+                grad_[k][d][p].assign(w_[k][p].size(), 0.0f);
+                add_micro_gradients(per_m, grad_[k][d][p]);
+            }
     computed_ = step;
 }
 
@@ -219,6 +231,12 @@ const std::vector<float>& MlpReference::activation_grad(size_t stage, int d, int
 }
 const std::vector<float>& MlpReference::local_gradient(size_t stage, int d, int p) const {
     return grad_.at(stage).at(static_cast<size_t>(d)).at(static_cast<size_t>(p));
+}
+
+const std::vector<float>& MlpReference::local_gradient(size_t stage, int d, int p, const std::vector<int>& micros) const {
+    if (micros.size() == 1) return micro_grad_.at(stage).at(static_cast<size_t>(d)).at(static_cast<size_t>(micros[0])).at(static_cast<size_t>(p));
+    if (static_cast<int64_t>(micros.size()) != grad_accum_) throw std::logic_error("a reduction of " + std::to_string(micros.size()) + " micro batches' gradients");
+    return local_gradient(stage, d, p);
 }
 
 }  // namespace zerorun

@@ -268,6 +268,8 @@ MoeMlpReference::MoeMlpReference(const std::vector<MoeMlp>& models, uint64_t see
         }
     }
     m_ = w_, v_ = w_, grad_ = w_;
+    micro_grad_.assign(W, {});
+    for (size_t g = 0; g < W; ++g) micro_grad_[g].assign(static_cast<size_t>(grad_accum), w_[g]);
     for (auto* s : {&m_, &v_})
         for (auto& per_g : *s)
             for (auto& p : per_g) std::fill(p.begin(), p.end(), 0.0f);
@@ -279,11 +281,12 @@ void MoeMlpReference::compute(int step) {
     const int ep = models_.front().ep;
     const int64_t block = models_.front().block();
     loss_ = 0.0;
-    for (auto& per_g : grad_)
-        for (auto& p : per_g) std::fill(p.begin(), p.end(), 0.0f);
+    for (auto& per_g : micro_grad_)
+        for (auto& per_m : per_g)
+            for (auto& p : per_m) std::fill(p.begin(), p.end(), 0.0f);
     std::vector<MoeParams> w(W), g(W);
     for (size_t r = 0; r < W; ++r)
-        for (size_t p = 0; p < w_[r].size(); ++p) w[r].push_back(w_[r][p].data()), g[r].push_back(grad_[r][p].data());
+        for (size_t p = 0; p < w_[r].size(); ++p) w[r].push_back(w_[r][p].data());
     // The all_to_all of the expert group: member j's block for member i lands at i's block j.
     auto exchange = [&](auto send, auto recv) {
         for (size_t r = 0; r < W; ++r) {
@@ -298,6 +301,10 @@ void MoeMlpReference::compute(int step) {
     };
     for (int mi = 0; mi < grad_accum_; ++mi) {
         auto S = [&](size_t r) -> MoeMicro& { return micro_[r][static_cast<size_t>(mi)]; };
+        for (size_t r = 0; r < W; ++r) {
+            g[r].clear();
+            for (auto& p : micro_grad_[r][static_cast<size_t>(mi)]) g[r].push_back(p.data());
+        }
         for (size_t r = 0; r < W; ++r) {
             const MoeMlp& m = models_[r];
             S(r) = MoeMicro{};
@@ -327,7 +334,19 @@ void MoeMlpReference::compute(int step) {
             for (size_t k = models_[r].pre.size(); k-- > 0;) moe_pre_backward(models_[r], w[r], g[r], k, S(r));
         }
     }
+    for (size_t r = 0; r < W; ++r)
+        for (size_t p = 0; p < grad_[r].size(); ++p) {
+            std::vector<std::vector<float>> per_m;
+            for (const auto& gm : micro_grad_[r]) per_m.push_back(gm[p]);
+            add_micro_gradients(per_m, grad_[r][p]);
+        }
     computed_ = step;
+}
+
+const std::vector<float>& MoeMlpReference::local_gradient(int g, int p, const std::vector<int>& micros) const {
+    if (micros.size() == 1) return micro_grad_.at(static_cast<size_t>(g)).at(static_cast<size_t>(micros[0])).at(static_cast<size_t>(p));
+    if (static_cast<int64_t>(micros.size()) != grad_accum_) throw std::logic_error("a reduction of " + std::to_string(micros.size()) + " micro batches' gradients");
+    return local_gradient(g, p);
 }
 
 void MoeMlpReference::update(int step) {

@@ -48,13 +48,18 @@ void Executor::moe_compute(const Op& op, bool forward) {
     MoeMicro& s = st.data;
     MoeParams w(s_.params.size()), g(s_.params.size());
     for (size_t p = 0; p < s_.params.size(); ++p) w[p] = work_[p].as<float>();
+    // This micro batch's gradients of the op's own parameters, added to the accumulators after.
+    std::map<int, std::vector<float>> grads;
     if (!forward)
-        for (int p : op.params) {
-            if (acc_[p].empty()) acc_[p] = Buffer(mem_, MemCat::Gradients, static_cast<size_t>(numel(p)) * 4);
-            pending_[p].push_back(op.micro);
+        for (int p : op.params) g[static_cast<size_t>(p)] = (grads[p] = std::vector<float>(static_cast<size_t>(numel(p)), 0.0f)).data();
+    struct Add {
+        Executor& x;
+        std::map<int, std::vector<float>>& grads;
+        int micro;
+        ~Add() {
+            for (const auto& [p, v] : grads) x.add_gradient(p, v, micro);
         }
-    // Only the op's own accumulators: the communication thread may be freeing others (a reduced bucket).
-    for (int p : op.params) g[static_cast<size_t>(p)] = acc_[p].empty() ? nullptr : acc_[p].as<float>();
+    } add{*this, grads, op.micro};
     const int p0 = op.params.empty() ? -1 : op.params[0];
     if (p0 == m.gate) return forward ? moe_gate_forward(m, w, s) : moe_gate_backward(m, w, g, s);
     for (size_t k = 0; k < m.pre.size(); ++k)

@@ -38,12 +38,19 @@ void Executor::set_pipeline_mlp() {
     if (verify_) mlp_shadow_ = std::make_unique<MlpReference>(*mlp_, a_.seed, world_, s_.meta.grad_accum, a_.lr);
 }
 
-const std::vector<float>* Executor::real_gradient(int p, int data_rank, int step) const {
-    if (mlp_shadow_) return &mlp_reference(step).local_gradient(mlp_stage_, data_rank, p);
-    if (tp_shadow_) return &tp_reference(step).local_gradient(tp_rank_, data_rank, p);
-    if (moe_shadow_) return &moe_reference(step).local_gradient(cut_group(p).members.at(static_cast<size_t>(data_rank)), p);
-    if (uly_shadow_) return &uly_reference(step).local_gradient(cut_group(p).members.at(static_cast<size_t>(data_rank)), p);
+const std::vector<float>* Executor::real_gradient(int p, int data_rank, int step, const std::vector<int>& micros) const {
+    if (mlp_shadow_) return &mlp_reference(step).local_gradient(mlp_stage_, data_rank, p, micros);
+    if (tp_shadow_) return &tp_reference(step).local_gradient(tp_rank_, data_rank, p, micros);
+    if (moe_shadow_) return &moe_reference(step).local_gradient(cut_group(p).members.at(static_cast<size_t>(data_rank)), p, micros);
+    if (uly_shadow_) return &uly_reference(step).local_gradient(cut_group(p).members.at(static_cast<size_t>(data_rank)), p, micros);
     return nullptr;
+}
+
+void Executor::add_gradient(int p, const std::vector<float>& g, int micro) {
+    if (acc_[p].empty()) acc_[p] = Buffer(mem_, MemCat::Gradients, static_cast<size_t>(numel(p)) * 4);
+    float* a = acc_[p].as<float>();
+    for (int64_t i = 0; i < numel(p); ++i) a[i] += g[static_cast<size_t>(i)];
+    pending_[p].push_back(micro);
 }
 
 const std::vector<float>* Executor::real_weights(int p) const {
@@ -144,15 +151,13 @@ void Executor::mlp_backward(const Op& op) {
     } else if (mb.next_backward != n + 1) {
         broken(op, "layer " + std::to_string(n) + " runs backward out of order");
     }
-    for (int p : {l.weight, l.bias}) {
-        if (acc_[p].empty()) acc_[p] = Buffer(mem_, MemCat::Gradients, static_cast<size_t>(numel(p)) * 4);
-        pending_[p].push_back(op.micro);
-    }
     const bool input_grad = n > 0 || mlp_stage_ > 0;
     std::vector<float> gx(input_grad ? static_cast<size_t>(B * l.in) : 0);
-    linear_backward(mb.xs[n].data(), work_[l.weight].as<float>(), mb.xs[n + 1].data(), mb.grad.data(), acc_[l.weight].as<float>(),
-                    acc_[l.bias].as<float>(), input_grad ? gx.data() : nullptr, B, l.in, l.out,
-                    mlp_->relu_after(mlp_stage_, static_cast<size_t>(n)));
+    std::vector<float> gw(static_cast<size_t>(numel(l.weight)), 0.0f), gb(static_cast<size_t>(numel(l.bias)), 0.0f);
+    linear_backward(mb.xs[n].data(), work_[l.weight].as<float>(), mb.xs[n + 1].data(), mb.grad.data(), gw.data(), gb.data(),
+                    input_grad ? gx.data() : nullptr, B, l.in, l.out, mlp_->relu_after(mlp_stage_, static_cast<size_t>(n)));
+    add_gradient(l.weight, gw, op.micro);
+    add_gradient(l.bias, gb, op.micro);
     mb.grad = std::move(gx);
     mb.next_backward = n;
     if (n == 0 && mlp_stage_ == 0) drop_micro_batch(op);   // nothing goes back from the first stage

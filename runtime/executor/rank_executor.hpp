@@ -293,7 +293,13 @@ class Executor {
     void uly_received(const Op& op, const void* got, Check& c);
     // The real models' shared hooks (pipeline_mlp.cpp): another data rank's gradient of p, a
     // reference weight, the reference's update; null / unused without a real model.
-    const std::vector<float>* real_gradient(int p, int data_rank, int step) const;
+    // (the micro batches the reduction carries: pending_[p])
+    const std::vector<float>* real_gradient(int p, int data_rank, int step, const std::vector<int>& micros) const;
+    // Adds a micro batch's gradient of p, computed on its own, to the local accumulator (allocated
+    // here): as torch adds a backward's gradient into .grad, and as the references sum them.
+    void add_gradient(int p, const std::vector<float>& g, int micro);
+    // gradients.cpp: a real model's reduction tolerances (the op's scale).
+    void relax_for_real_model(std::vector<std::pair<double, double>>& expect) const;
     const std::vector<float>* real_weights(int p) const;
     bool real_update(int step);
 

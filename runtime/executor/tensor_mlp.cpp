@@ -6,7 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "executor/mlp.hpp"
+#include "executor/mlp.hpp"   // linear kernels, mlp_input / mlp_target, add_micro_gradients
 
 namespace zerorun {
 
@@ -150,6 +150,9 @@ TensorMlpReference::TensorMlpReference(const TensorMlp& t, uint64_t seed, int da
                                                                      std::vector<std::vector<float>>(static_cast<size_t>(grad_accum)));
     fwd_.assign(K, per_dm), bwd_.assign(K, per_dm);
     grad_.assign(T, std::vector<std::vector<std::vector<float>>>(static_cast<size_t>(data_ranks), std::vector<std::vector<float>>(static_cast<size_t>(params))));
+    micro_grad_.assign(T, std::vector<std::vector<std::vector<std::vector<float>>>>(
+                              static_cast<size_t>(data_ranks),
+                              std::vector<std::vector<std::vector<float>>>(static_cast<size_t>(grad_accum), std::vector<std::vector<float>>(static_cast<size_t>(params)))));
 }
 
 // One micro batch of data rank d through every tensor rank's shards and back.
@@ -204,8 +207,8 @@ void TensorMlpReference::run_micro(int step, int d, int mi) {
         for (size_t r = 0; r < T; ++r) {
             Cache& cc = c[r][k];
             std::vector<float> gx(static_cast<size_t>(R * m.in));
-            float* gw = grad_[r][d][m.weight].data();
-            float* gb = grad_[r][d][m.bias].data();
+            float* gw = micro_grad_[r][d][mi][m.weight].data();
+            float* gb = micro_grad_[r][d][mi][m.bias].data();
             if (m.kind == TpModule::Kind::LayerNorm)
                 layer_norm_backward(cc.xhat.data(), cc.rstd.data(), w_[r][m.weight].data(), g[r].data(), gw, gb, gx.data(), R, m.in);
             else
@@ -227,10 +230,19 @@ void TensorMlpReference::compute(int step) {
     if (step != t_) throw std::logic_error("TensorMlpReference: step " + std::to_string(step) + " computed after " + std::to_string(t_) + " updates");
     loss_ = 0.0;
     for (size_t r = 0; r < grad_.size(); ++r)
-        for (auto& per_d : grad_[r])
-            for (size_t p = 0; p < per_d.size(); ++p) per_d[p].assign(w_[r][p].size(), 0.0f);
+        for (auto& per_d : micro_grad_[r])
+            for (auto& per_m : per_d)
+                for (size_t p = 0; p < per_m.size(); ++p) per_m[p].assign(w_[r][p].size(), 0.0f);
     for (int d = 0; d < data_ranks_; ++d)
         for (int m = 0; m < grad_accum_; ++m) run_micro(step, d, m);
+    for (size_t r = 0; r < grad_.size(); ++r)
+        for (size_t d = 0; d < grad_[r].size(); ++d)
+            for (size_t p = 0; p < w_[r].size(); ++p) {
+                std::vector<std::vector<float>> per_m;
+                for (const auto& g : micro_grad_[r][d]) per_m.push_back(g[p]);
+                grad_[r][d][p].assign(w_[r][p].size(), 0.0f);
+                add_micro_gradients(per_m, grad_[r][d][p]);
+            }
     computed_ = step;
 }
 
@@ -253,6 +265,13 @@ const std::vector<float>& TensorMlpReference::forward_sum(size_t k, int d, int m
 const std::vector<float>& TensorMlpReference::backward_sum(size_t k, int d, int m) const { return bwd_.at(k).at(static_cast<size_t>(d)).at(static_cast<size_t>(m)); }
 const std::vector<float>& TensorMlpReference::local_gradient(int r, int d, int p) const {
     return grad_.at(static_cast<size_t>(r)).at(static_cast<size_t>(d)).at(static_cast<size_t>(p));
+}
+
+const std::vector<float>& TensorMlpReference::local_gradient(int r, int d, int p, const std::vector<int>& micros) const {
+    if (micros.size() == 1)
+        return micro_grad_.at(static_cast<size_t>(r)).at(static_cast<size_t>(d)).at(static_cast<size_t>(micros[0])).at(static_cast<size_t>(p));
+    if (static_cast<int64_t>(micros.size()) != grad_accum_) throw std::logic_error("a reduction of " + std::to_string(micros.size()) + " micro batches' gradients");
+    return local_gradient(r, d, p);
 }
 
 }  // namespace zerorun

@@ -90,17 +90,14 @@ void Executor::tp_backward(const Op& op) {
             t.grad[i] = (c.y[i] - mlp_target(a_.seed, rank_, op.step, op.micro, static_cast<int64_t>(i))) / static_cast<float>(R);
     }
     if (static_cast<int64_t>(t.grad.size()) != R * m.out) broken(op, "runs before its output's gradient is there");
-    for (int p : {m.weight, m.bias}) {
-        if (acc_[p].empty()) acc_[p] = Buffer(mem_, MemCat::Gradients, static_cast<size_t>(numel(p)) * 4);
-        pending_[p].push_back(op.micro);
-    }
     std::vector<float> gx(static_cast<size_t>(R * m.in));
+    std::vector<float> gw(static_cast<size_t>(numel(m.weight)), 0.0f), gb(static_cast<size_t>(numel(m.bias)), 0.0f);
     if (m.kind == TpModule::Kind::LayerNorm)
-        layer_norm_backward(c.xhat.data(), c.rstd.data(), work_[m.weight].as<float>(), t.grad.data(), acc_[m.weight].as<float>(),
-                            acc_[m.bias].as<float>(), gx.data(), R, m.in);
+        layer_norm_backward(c.xhat.data(), c.rstd.data(), work_[m.weight].as<float>(), t.grad.data(), gw.data(), gb.data(), gx.data(), R, m.in);
     else
-        linear_backward(c.x.data(), work_[m.weight].as<float>(), c.y.data(), t.grad.data(), acc_[m.weight].as<float>(), acc_[m.bias].as<float>(),
-                        gx.data(), R, m.in, m.out, m.relu);
+        linear_backward(c.x.data(), work_[m.weight].as<float>(), c.y.data(), t.grad.data(), gw.data(), gb.data(), gx.data(), R, m.in, m.out, m.relu);
+    add_gradient(m.weight, gw, op.micro);
+    add_gradient(m.bias, gb, op.micro);
     if (m.column_parallel) t.partial = std::move(gx), t.partial_module = static_cast<int>(k), t.partial_forward = false, t.grad.clear();
     else t.grad = std::move(gx);
 }

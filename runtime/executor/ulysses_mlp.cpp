@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "executor/mlp.hpp"
-#include "executor/tensor_mlp.hpp"
+#include "executor/tensor_mlp.hpp"   // LayerNorm's kernels
 
 namespace zerorun {
 
@@ -262,6 +262,7 @@ UlyssesMlpReference::UlyssesMlpReference(const UlyssesMlp& m, int world, uint64_
     for (auto* s : {&m_, &v_})
         for (auto& p : *s) std::fill(p.begin(), p.end(), 0.0f);
     grad_.assign(static_cast<size_t>(world), w_);
+    micro_grad_.assign(static_cast<size_t>(world), std::vector<std::vector<std::vector<float>>>(static_cast<size_t>(grad_accum), w_));
     micro_.assign(static_cast<size_t>(world), std::vector<UlyssesMicro>(static_cast<size_t>(grad_accum)));
 }
 
@@ -270,14 +271,17 @@ void UlyssesMlpReference::compute(int step) {
     const UlyssesMlp& m = m_model_;
     const size_t W = static_cast<size_t>(world_), P = static_cast<size_t>(m.sp);
     loss_ = 0.0;
-    for (auto& per_r : grad_)
-        for (auto& p : per_r) std::fill(p.begin(), p.end(), 0.0f);
+    for (auto& per_r : micro_grad_)
+        for (auto& per_m : per_r)
+            for (auto& p : per_m) std::fill(p.begin(), p.end(), 0.0f);
     UlyssesParams w;
     for (auto& p : w_) w.push_back(p.data());
     std::vector<UlyssesParams> g(W);
-    for (size_t r = 0; r < W; ++r)
-        for (auto& p : grad_[r]) g[r].push_back(p.data());
     for (int mi = 0; mi < grad_accum_; ++mi) {
+        for (size_t r = 0; r < W; ++r) {
+            g[r].clear();
+            for (auto& p : micro_grad_[r][static_cast<size_t>(mi)]) g[r].push_back(p.data());
+        }
         auto S = [&](size_t r) -> UlyssesMicro& { return micro_[r][static_cast<size_t>(mi)]; };
         // The sequence group's all_to_all n: member j's block for member i lands at i's block j.
         auto exchange = [&](int n) {
@@ -308,7 +312,19 @@ void UlyssesMlpReference::compute(int step) {
         for (int n = 5; n < 8; ++n) exchange(n);
         for (size_t r = 0; r < W; ++r) ulysses_pre_backward(m, w, g[r], 1, S(r)), ulysses_pre_backward(m, w, g[r], 0, S(r));
     }
+    for (size_t r = 0; r < W; ++r)
+        for (size_t p = 0; p < grad_[r].size(); ++p) {
+            std::vector<std::vector<float>> per_m;
+            for (const auto& gm : micro_grad_[r]) per_m.push_back(gm[p]);
+            add_micro_gradients(per_m, grad_[r][p]);
+        }
     computed_ = step;
+}
+
+const std::vector<float>& UlyssesMlpReference::local_gradient(int r, int p, const std::vector<int>& micros) const {
+    if (micros.size() == 1) return micro_grad_.at(static_cast<size_t>(r)).at(static_cast<size_t>(micros[0])).at(static_cast<size_t>(p));
+    if (static_cast<int64_t>(micros.size()) != grad_accum_) throw std::logic_error("a reduction of " + std::to_string(micros.size()) + " micro batches' gradients");
+    return local_gradient(r, p);
 }
 
 void UlyssesMlpReference::update(int step) {

@@ -38,13 +38,18 @@ void Executor::uly_compute(const Op& op, bool forward) {
     UlyssesMicro& s = uly_micro(op).data;
     UlyssesParams w(s_.params.size()), g(s_.params.size());
     for (size_t p = 0; p < s_.params.size(); ++p) w[p] = work_[p].as<float>();
+    // This micro batch's gradients of the op's own parameters, added to the accumulators after.
+    std::map<int, std::vector<float>> grads;
     if (!forward)
-        for (int p : op.params) {
-            if (acc_[p].empty()) acc_[p] = Buffer(mem_, MemCat::Gradients, static_cast<size_t>(numel(p)) * 4);
-            pending_[p].push_back(op.micro);
+        for (int p : op.params) g[static_cast<size_t>(p)] = (grads[p] = std::vector<float>(static_cast<size_t>(numel(p)), 0.0f)).data();
+    struct Add {
+        Executor& x;
+        std::map<int, std::vector<float>>& grads;
+        int micro;
+        ~Add() {
+            for (const auto& [p, v] : grads) x.add_gradient(p, v, micro);
         }
-    // Only the op's own accumulators: the communication thread may be freeing others (a reduced bucket).
-    for (int p : op.params) g[static_cast<size_t>(p)] = acc_[p].empty() ? nullptr : acc_[p].as<float>();
+    } add{*this, grads, op.micro};
     const int p0 = op.params.empty() ? -1 : op.params[0];
     const int module = p0 == m.ln_w ? 0 : p0 == m.qkv_w ? 1 : p0 == m.o_w ? 2 : p0 == m.head_w ? 3 : -1;
     if (module < 0) broken(op, "a compute op of no module of the Ulysses model");

@@ -53,6 +53,7 @@ struct Case3d {
     std::string name, flag, model, run;   // run: the reference run's folder (its ds_config.json)
     int pp = 1, tp = 1, sp = 1, ep = 1;
     std::string extra;   // more zerorun flags
+    std::string config;  // a config of tests/runtime/configs instead of the reference run's
 };
 
 std::string dir_for(const std::string& tag) {
@@ -62,7 +63,10 @@ std::string dir_for(const std::string& tag) {
     return d.string();
 }
 
-std::string config_of(const Case3d& c) { return std::string(ZEROSIM_REFERENCE_DIR) + "/deepspeed-v0.14.2-cpu-3d/" + c.run + "/ds_config.json"; }
+std::string config_of(const Case3d& c) {
+    if (!c.config.empty()) return zerorun_test::fixture("configs/" + c.config);
+    return std::string(ZEROSIM_REFERENCE_DIR) + "/deepspeed-v0.14.2-cpu-3d/" + c.run + "/ds_config.json";
+}
 std::string model_of(const Case3d& c) { return std::string(ZEROSIM_CONFIGS_DIR) + "/models/reference-3d/" + c.model; }
 
 // Rank r's program as zerosim builds it (the schedule --rank R the run must equal).
@@ -775,5 +779,14 @@ TEST(Runtime3d, SchedulesFromADirectory) {
 }
 
 TEST(Runtime3d, ExpertParallelTwo) { run_case({"ep", "--ep 2", "moe.json", "moe_ep2_w4_z2_top1", 1, 1, 1, 2}); }
+// Gradient accumulation at the stages that reduce each micro batch's gradient (2 and 3): the
+// reductions carry one micro batch's real gradients, checked against the reference's of that micro
+// batch (tests/runtime/configs: the reference runs' configs with gradient_accumulation_steps 2).
+TEST(Runtime3d, TensorParallelStage3TwoMicroBatches) {
+    run_case({"tp3ga", "--tp 2", "tensor.json", "tp2_dp2_z3", 1, 2, 1, 1, "", "3d-tp2-z3-ga2.json"});
+}
+TEST(Runtime3d, ExpertParallelTwoMicroBatches) {
+    run_case({"epga", "--ep 2", "moe.json", "moe_ep2_w4_z2_top1", 1, 1, 1, 2, "", "3d-moe-ep2-z2-ga2.json"});
+}
 
 }  // namespace

@@ -86,6 +86,9 @@ class MlpReference {
     const std::vector<float>& activation(size_t stage, int d, int m) const;
     const std::vector<float>& activation_grad(size_t stage, int d, int m) const;
     const std::vector<float>& local_gradient(size_t stage, int d, int p) const;
+    // The same for the micro batches a reduction carries: one (stages 2 and 3 reduce each micro
+    // batch's gradient) or all of the step's, in order (stages 0 and 1, at the boundary).
+    const std::vector<float>& local_gradient(size_t stage, int d, int p, const std::vector<int>& micros) const;
     // Master weights (fp32) of stage k's parameter p (its place in that stage's list).
     const std::vector<float>& weights(size_t stage, int p) const { return w_.at(stage).at(static_cast<size_t>(p)); }
     // The model's loss summed over data ranks and micro batches at the last compute().
@@ -105,6 +108,16 @@ class MlpReference {
     // [stage][d][m]: boundary activation and its gradient; [stage][d][p]: local gradients.
     std::vector<std::vector<std::vector<std::vector<float>>>> act_, act_grad_;
     std::vector<std::vector<std::vector<std::vector<float>>>> grad_;
+    std::vector<std::vector<std::vector<std::vector<std::vector<float>>>>> micro_grad_;   // [stage][d][micro][p]
 };
+
+// The executor and the references compute each micro batch's gradient on its own and then add it
+// to the step's sum, in micro-batch order (as torch adds a backward's gradient into .grad), so a
+// one-micro-batch sum and the step's sum are both reproduced to the bit. `total` = the sum of
+// `micro` in order.
+inline void add_micro_gradients(const std::vector<std::vector<float>>& micro, std::vector<float>& total) {
+    for (size_t m = 0; m < micro.size(); ++m)
+        for (size_t i = 0; i < total.size(); ++i) total[i] = m == 0 ? 0.0f + micro[m][i] : total[i] + micro[m][i];
+}
 
 }  // namespace zerorun

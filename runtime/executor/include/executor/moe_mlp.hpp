@@ -101,6 +101,7 @@ class MoeMlpReference {
     // At the last compute(): rank g's micro batch m, its gradient of parameter p (micro batches summed).
     const MoeMicro& micro(int g, int m) const { return micro_.at(static_cast<size_t>(g)).at(static_cast<size_t>(m)); }
     const std::vector<float>& local_gradient(int g, int p) const { return grad_.at(static_cast<size_t>(g)).at(static_cast<size_t>(p)); }
+    const std::vector<float>& local_gradient(int g, int p, const std::vector<int>& micros) const;   // as MlpReference's
     const std::vector<float>& weights(int g, int p) const { return w_.at(static_cast<size_t>(g)).at(static_cast<size_t>(p)); }
     double loss() const { return loss_; }
 
@@ -114,6 +115,7 @@ class MoeMlpReference {
     std::vector<std::vector<std::vector<float>>> w_, m_, v_, grad_;   // [rank][param]
     std::vector<std::vector<bool>> is_expert_;                        // [rank][param]
     std::vector<std::vector<MoeMicro>> micro_;                        // [rank][micro]
+    std::vector<std::vector<std::vector<std::vector<float>>>> micro_grad_;   // [rank][micro][param]
 };
 
 }  // namespace zerorun

@@ -73,6 +73,7 @@ class TensorMlpReference {
     const std::vector<float>& forward_sum(size_t k, int d, int m) const;
     const std::vector<float>& backward_sum(size_t k, int d, int m) const;
     const std::vector<float>& local_gradient(int r, int d, int p) const;
+    const std::vector<float>& local_gradient(int r, int d, int p, const std::vector<int>& micros) const;   // as MlpReference's
     const std::vector<float>& weights(int r, int p) const { return w_.at(static_cast<size_t>(r)).at(static_cast<size_t>(p)); }
     double loss() const { return loss_; }
 
@@ -88,6 +89,7 @@ class TensorMlpReference {
     std::vector<std::vector<std::vector<float>>> w_, m_, v_;   // [tensor rank][param]
     std::vector<std::vector<std::vector<std::vector<float>>>> fwd_, bwd_;   // [module][d][m]
     std::vector<std::vector<std::vector<std::vector<float>>>> grad_;        // [tensor rank][d][param]
+    std::vector<std::vector<std::vector<std::vector<std::vector<float>>>>> micro_grad_;   // [tensor rank][d][micro][param]
 };
 
 }  // namespace zerorun

@@ -77,6 +77,7 @@ class UlyssesMlpReference {
     int computed() const { return computed_; }
     const UlyssesMicro& micro(int r, int mi) const { return micro_.at(static_cast<size_t>(r)).at(static_cast<size_t>(mi)); }
     const std::vector<float>& local_gradient(int r, int p) const { return grad_.at(static_cast<size_t>(r)).at(static_cast<size_t>(p)); }
+    const std::vector<float>& local_gradient(int r, int p, const std::vector<int>& micros) const;   // as MlpReference's
     const std::vector<float>& weights(int p) const { return w_.at(static_cast<size_t>(p)); }
     double loss() const { return loss_; }
 
@@ -91,6 +92,7 @@ class UlyssesMlpReference {
     std::vector<std::vector<float>> w_, m_, v_;        // [param]
     std::vector<std::vector<std::vector<float>>> grad_;  // [rank][param]
     std::vector<std::vector<UlyssesMicro>> micro_;       // [rank][micro]
+    std::vector<std::vector<std::vector<std::vector<float>>>> micro_grad_;   // [rank][micro][param]
 };
 
 // Rank r's input and target at (step, micro): its samples' positions r % sp.
