@@ -43,7 +43,6 @@ Executor::MoeState& Executor::moe_micro(const Op& op) {
 
 // The module an op computes: pre Linear k, the gate, expert l's layer, post Linear k.
 void Executor::moe_compute(const Op& op, bool forward) {
-    const MoeMlp& m = *moe_;
     MoeState& st = moe_micro(op);
     MoeMicro& s = st.data;
     MoeParams w(s_.params.size()), g(s_.params.size());
@@ -52,14 +51,12 @@ void Executor::moe_compute(const Op& op, bool forward) {
     std::map<int, std::vector<float>> grads;
     if (!forward)
         for (int p : op.params) g[static_cast<size_t>(p)] = (grads[p] = std::vector<float>(static_cast<size_t>(numel(p)), 0.0f)).data();
-    struct Add {
-        Executor& x;
-        std::map<int, std::vector<float>>& grads;
-        int micro;
-        ~Add() {
-            for (const auto& [p, v] : grads) x.add_gradient(p, v, micro);
-        }
-    } add{*this, grads, op.micro};
+    moe_module(op, forward, w, g, s);
+    for (const auto& [p, v] : grads) add_gradient(p, v, op.micro);
+}
+
+void Executor::moe_module(const Op& op, bool forward, const std::vector<float*>& w, const std::vector<float*>& g, MoeMicro& s) {
+    const MoeMlp& m = *moe_;
     const int p0 = op.params.empty() ? -1 : op.params[0];
     if (p0 == m.gate) return forward ? moe_gate_forward(m, w, s) : moe_gate_backward(m, w, g, s);
     for (size_t k = 0; k < m.pre.size(); ++k)

@@ -272,7 +272,8 @@ class Executor {
     void set_moe_mlp();
     MoeMlpReference& moe_reference(int step) const;
     MoeState& moe_micro(const Op& op);
-    void moe_compute(const Op& op, bool forward);
+    void moe_compute(const Op& op, bool forward);   // the weights and this micro batch's gradients, then moe_module
+    void moe_module(const Op& op, bool forward, const std::vector<float*>& w, const std::vector<float*>& g, MoeMicro& s);
     static std::vector<float>& moe_buffer(MoeMicro& s, int n, bool send);
     const std::vector<float>& moe_outgoing(const Op& op);
     void moe_received(const Op& op, const void* got, Check& c);
@@ -289,6 +290,7 @@ class Executor {
     UlyssesMlpReference& uly_reference(int step) const;
     UlyssesState& uly_micro(const Op& op);
     void uly_compute(const Op& op, bool forward);
+    void uly_module(const Op& op, bool forward, const std::vector<float*>& w, const std::vector<float*>& g, UlyssesMicro& s);
     const std::vector<float>& uly_outgoing(const Op& op);
     void uly_received(const Op& op, const void* got, Check& c);
     // The real models' shared hooks (pipeline_mlp.cpp): another data rank's gradient of p, a

@@ -34,7 +34,6 @@ Executor::UlyssesState& Executor::uly_micro(const Op& op) {
 }
 
 void Executor::uly_compute(const Op& op, bool forward) {
-    const UlyssesMlp& m = *uly_;
     UlyssesMicro& s = uly_micro(op).data;
     UlyssesParams w(s_.params.size()), g(s_.params.size());
     for (size_t p = 0; p < s_.params.size(); ++p) w[p] = work_[p].as<float>();
@@ -42,14 +41,12 @@ void Executor::uly_compute(const Op& op, bool forward) {
     std::map<int, std::vector<float>> grads;
     if (!forward)
         for (int p : op.params) g[static_cast<size_t>(p)] = (grads[p] = std::vector<float>(static_cast<size_t>(numel(p)), 0.0f)).data();
-    struct Add {
-        Executor& x;
-        std::map<int, std::vector<float>>& grads;
-        int micro;
-        ~Add() {
-            for (const auto& [p, v] : grads) x.add_gradient(p, v, micro);
-        }
-    } add{*this, grads, op.micro};
+    uly_module(op, forward, w, g, s);
+    for (const auto& [p, v] : grads) add_gradient(p, v, op.micro);
+}
+
+void Executor::uly_module(const Op& op, bool forward, const std::vector<float*>& w, const std::vector<float*>& g, UlyssesMicro& s) {
+    const UlyssesMlp& m = *uly_;
     const int p0 = op.params.empty() ? -1 : op.params[0];
     const int module = p0 == m.ln_w ? 0 : p0 == m.qkv_w ? 1 : p0 == m.o_w ? 2 : p0 == m.head_w ? 3 : -1;
     if (module < 0) broken(op, "a compute op of no module of the Ulysses model");
