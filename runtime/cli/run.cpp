@@ -15,7 +15,9 @@
 #include "inputs/ds_config.hpp"
 #include "inputs/model.hpp"
 #include "formats/schedule_outputs.hpp"
+#include "formats/schedule_json.hpp"
 #include "schedule/check.hpp"
+#include "schedule/mesh.hpp"
 #include "schedule/schedule.hpp"
 
 namespace zerorun {
@@ -68,7 +70,9 @@ zerosim::Result<zerosim::Schedule> read_schedule_file(Backend& be, const RunArgs
     return s;
 }
 
-zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) {
+// `rank`'s program (this rank's, or in a pipeline another stage's: pipeline_model); `say` prints
+// the notes and warnings once.
+zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a, int rank, bool say) {
     if (!a.schedule.empty()) return read_schedule_file(be, a);
     if (a.ds_config.empty()) return zerosim::Error{"", "--ds-config", "required (or --schedule)"};
     if (a.model.empty()) return zerosim::Error{"", "--model", "required (or --schedule)"};
@@ -78,14 +82,14 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
         auto r = zerosim::parse_release(a.deepspeed, "--deepspeed");
         if (!r) return r.error();
         release = r.value();
-    } else if (be.rank() == 0) {
+    } else if (say && be.rank() == 0) {
         std::cerr << "zerorun: note: DeepSpeed " << release.number()
                   << "'s schedule (the newest release zerosim's rules cover); --deepspeed VERSION for another, "
                   << zerosim::kBaselineRelease.number() << " to " << release.number() << "\n";
     }
     auto cfg = zerosim::load_ds_config(a.ds_config, release);
     if (!cfg) return cfg.error();
-    if (be.rank() == 0) zerosim::warn_ds_config("zerorun", cfg.value());
+    if (say && be.rank() == 0) zerosim::warn_ds_config("zerorun", cfg.value());
     auto model = zerosim::load_model(a.model);
     if (!model) return model.error();
     zerosim::ScheduleOptions opt;
@@ -101,13 +105,129 @@ zerosim::Result<zerosim::Schedule> load_schedule(Backend& be, const RunArgs& a) 
     opt.layout.tensor = a.tp;
     opt.layout.sequence = a.sp;
     opt.layout.expert = a.ep;
-    opt.rank = be.rank();
+    opt.rank = rank;
     if (!a.max_memory.empty()) {
         auto cap = zerosim::parse_size(a.max_memory, "--max-memory");
         if (!cap) return cap.error();
         opt.max_bytes = cap.value();
     }
     return zerosim::build_schedule(model.value(), cfg.value(), opt);
+}
+
+// A pipeline's real MLP (executor/mlp.hpp) from every stage's program: this rank's own and, for
+// the other stages, the program of the rank of its pipe group there (built as zerosim schedule
+// --rank R builds it, or DIR/rank<R>.json). Only for a pipeline alone (no tensor, sequence or expert
+// parallelism) in fp32; a model whose stages are not Linear layers keeps synthetic data (`why`).
+std::shared_ptr<const PipelineMlp> pipeline_model(Backend& be, const RunArgs& a, const zerosim::Schedule& s, std::string& why) {
+    const auto& l = s.meta.layout;
+    if (l.pipe < 2) return nullptr;
+    if (l.tensor > 1 || l.sequence > 1 || l.expert > 1) {
+        why = "a pipeline with tensor, sequence or expert parallelism";
+        return nullptr;
+    }
+    if (s.meta.model_dtype != zerosim::DType::FP32 || s.meta.comm_dtype != zerosim::DType::FP32) {
+        why = "the real MLP runs in fp32 only";
+        return nullptr;
+    }
+    auto mesh = zerosim::Mesh::build(l);
+    if (!mesh) {
+        why = mesh.error().message;
+        return nullptr;
+    }
+    std::vector<zerosim::Schedule> others;
+    std::vector<const zerosim::Schedule*> stages;
+    const auto& members = mesh->group_of(zerosim::MeshGroup::Pipe, be.rank());
+    others.reserve(members.size());
+    for (int r : members) {
+        if (r == be.rank()) {
+            stages.push_back(&s);
+            continue;
+        }
+        zerosim::Result<zerosim::Schedule> other =
+            a.schedule.empty() ? load_schedule(be, a, r, false)
+                               : zerosim::read_schedule_json((std::filesystem::path(a.schedule) / ("rank" + std::to_string(r) + ".json")).string());
+        if (!other) {
+            why = "stage of rank " + std::to_string(r) + ": " + other.error().message;
+            return nullptr;
+        }
+        others.push_back(std::move(other.value()));
+        stages.push_back(&others.back());
+    }
+    auto mlp = pipeline_mlp(stages);
+    if (!mlp) {
+        why = mlp.error().message;
+        return nullptr;
+    }
+    return std::make_shared<const PipelineMlp>(std::move(mlp.value()));
+}
+
+// A tensor-parallel run's real model (executor/tensor_mlp.hpp) from this rank's program: only for
+// tensor parallelism alone in fp32; a model of other modules keeps synthetic data (`why`).
+std::shared_ptr<const TensorMlp> tensor_model(const zerosim::Schedule& s, std::string& why) {
+    const auto& l = s.meta.layout;
+    if (l.tensor < 2) return nullptr;
+    if (l.pipe > 1 || l.sequence > 1 || l.expert > 1) {
+        why = "tensor parallelism with pipeline, sequence or expert parallelism";
+        return nullptr;
+    }
+    if (s.meta.model_dtype != zerosim::DType::FP32 || s.meta.comm_dtype != zerosim::DType::FP32) {
+        why = "the real model runs in fp32 only";
+        return nullptr;
+    }
+    auto t = tensor_mlp(s);
+    if (!t) {
+        why = t.error().message;
+        return nullptr;
+    }
+    return std::make_shared<const TensorMlp>(std::move(t.value()));
+}
+
+// An expert-parallel run's real model (executor/moe_mlp.hpp) from this rank's program: expert
+// parallelism alone in fp32; another model keeps synthetic data (`why`).
+std::shared_ptr<const MoeMlp> moe_model(const zerosim::Schedule& s, std::string& why) {
+    const auto& l = s.meta.layout;
+    if (l.expert < 2) return nullptr;
+    if (l.pipe > 1 || l.tensor > 1 || l.sequence > 1) {
+        why = "expert parallelism with pipeline, tensor or sequence parallelism";
+        return nullptr;
+    }
+    if (s.meta.model_dtype != zerosim::DType::FP32 || s.meta.comm_dtype != zerosim::DType::FP32) {
+        why = "the real model runs in fp32 only";
+        return nullptr;
+    }
+    auto m = moe_mlp(s);
+    if (!m) {
+        why = m.error().message;
+        return nullptr;
+    }
+    return std::make_shared<const MoeMlp>(std::move(m.value()));
+}
+
+// A Ulysses run's real model (executor/ulysses_mlp.hpp) from this rank's program and the model
+// file's attention (--model, or the schedule's meta.model_file): sequence parallelism alone in fp32.
+std::shared_ptr<const UlyssesMlp> ulysses_model(const RunArgs& a, const zerosim::Schedule& s, std::string& why) {
+    const auto& l = s.meta.layout;
+    if (l.sequence < 2) return nullptr;
+    if (l.pipe > 1 || l.tensor > 1 || l.expert > 1) {
+        why = "sequence parallelism with pipeline, tensor or expert parallelism";
+        return nullptr;
+    }
+    if (s.meta.model_dtype != zerosim::DType::FP32 || s.meta.comm_dtype != zerosim::DType::FP32) {
+        why = "the real model runs in fp32 only";
+        return nullptr;
+    }
+    auto model = zerosim::load_model(a.model.empty() ? s.meta.model_file : a.model);
+    if (!model || model->parallel.attention.size() != 1) {
+        why = model ? "the real Ulysses model has one attention" : model.error().message;
+        return nullptr;
+    }
+    const auto& att = model->parallel.attention.front();
+    auto m = ulysses_mlp(s, att.heads, att.head_size);
+    if (!m) {
+        why = m.error().message;
+        return nullptr;
+    }
+    return std::make_shared<const UlyssesMlp>(std::move(m.value()));
 }
 
 // The execution flags as the executor's typed options, checked in the order the flags are listed.
@@ -215,7 +335,7 @@ int run_zero(Backend& be, const RunArgs& a) {
         with_dump.push_back({dump_path(a.dump_weights, r), "--dump-weights"});
         if (auto e = zerosim::check_outputs("zerorun", with_dump, inputs)) return input_error(be, *e);
     }
-    auto sched = load_schedule(be, a);
+    auto sched = load_schedule(be, a, be.rank(), true);
     // The executor's contract: a schedule the IR's one check accepts (a file was checked as read).
     zerosim::Status bad = sched ? zerosim::check_schedule(sched.value(), a.schedule.empty() ? "schedule" : a.schedule)
                                 : zerosim::Status(sched.error());
@@ -228,6 +348,13 @@ int run_zero(Backend& be, const RunArgs& a) {
 
     std::shared_ptr<BetweenSteps> between;
     ExecOptions exec = opt.value();
+    std::string synthetic_why;
+    exec.pipeline_mlp = pipeline_model(be, a, s, synthetic_why);
+    exec.tensor_mlp = tensor_model(s, synthetic_why);
+    exec.moe_mlp = moe_model(s, synthetic_why);
+    exec.ulysses_mlp = ulysses_model(a, s, synthetic_why);
+    if (be.rank() == 0 && !synthetic_why.empty())
+        std::cerr << "zerorun: note: the model's data is synthetic (" << synthetic_why << ")\n";
     if (!a.bench_between.prefix.empty()) {
         if (!a.sync_each_op)
             return input_error(be, {"", "--bench-between-steps", "needs --sync-each-op (a round must not overlap an op)"});
@@ -243,7 +370,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     // After the schedule: the per-rank logs go to rank 0 (the runtime's own bookkeeping, not an IR
     // op: never logged, never timed).
     const nlohmann::json mine_json = rank_json(be.rank(), s, result);
-    int rank_log_rc = write_rank_log(be, a, s, opt.value(), mine_json, inputs);
+    int rank_log_rc = write_rank_log(be, a, s, exec, mine_json, inputs);
     std::string mine = mine_json.dump();
     std::string all = be.gather_text_to_root(mine + "\n");
     if (be.rank() != 0) return result.wrong_total ? 1 : rank_log_rc;
@@ -251,7 +378,7 @@ int run_zero(Backend& be, const RunArgs& a) {
     const std::vector<nlohmann::json> ranks = parse_rank_lines(all);
     int64_t wrong = 0;
     for (const auto& r : ranks) wrong += r.at("wrong").get<int64_t>();
-    nlohmann::json log = run_json(s, opt.value(), be.name(), ranks);
+    nlohmann::json log = run_json(s, exec, be.name(), ranks);
     // Written whole or not at all, never over an input; the -o log may go to standard output. A
     // write that fails is a runtime fault (exit 3); a failed result check is a failed run (exit 1).
     int write_rc = zerosim::write_output("zerorun", a.output, "-o", inputs, [&](std::ostream& o) { write_measured_deepspeed(o, s, log); });

@@ -45,7 +45,8 @@ double Executor::weight_tolerance(DType t, double w, int64_t updates) const {
 // Checks a received weight against the shadow reference (exact for this rank's own part).
 void Executor::check_weight(Check& c, const Op& op, int p, int64_t i, double got) {
     if (!verify_) return;
-    double want = shadow_->working(p, i);
+    const std::vector<float>* real = real_weights(p);
+    double want = real ? (*real)[static_cast<size_t>(i)] : shadow_->working(p, i);
     double tol = weight_tolerance(op.dtype, std::max(std::fabs(got), std::fabs(want)), updates_[p]);
     c.see(std::fabs(got - want) <= tol, [&] {
         char b[200];

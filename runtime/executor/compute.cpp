@@ -17,12 +17,20 @@ void ComputeHandler::run(const Op& op, OpRecord& rec) {
         case ComputeKind::Forward:
             x.require_current(op);
             rec.flops_run = gemm_.run(op.flops);
+            if (x.mlp_) x.mlp_forward(op);
+            else if (x.tp_) x.tp_forward(op);
+            else if (x.moe_) x.moe_compute(op, true);
+            else if (x.uly_) x.uly_compute(op, true);
             rec.check = "none";
             break;
         case ComputeKind::Backward:
             x.require_current(op);
             rec.flops_run = gemm_.run(op.flops);
-            x.backward_gradients(op);
+            if (x.mlp_) x.mlp_backward(op);
+            else if (x.tp_) x.tp_backward(op);
+            else if (x.moe_) x.moe_compute(op, false);
+            else if (x.uly_) x.uly_compute(op, false);
+            else x.backward_gradients(op);
             rec.check = "none";
             break;
         case ComputeKind::OptimizerStep:

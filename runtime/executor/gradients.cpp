@@ -3,6 +3,7 @@
 // against the sum of all ranks' gradients, recomputed here from the loss.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -34,7 +35,11 @@ std::pair<double, double> Executor::expected_sum(const Op& op, int p, int64_t i,
     bool first = true;
     for (int g : ranks) {
         const int r = loss_rank(p, g);
-        double c = r == cut_group(p).index ? my_gradient(p, i) : local_gradient(spec_, w, r, op.step, pending_[p], p, i);
+        // Another rank's contribution: from the synthetic loss, or the real MLP's whole model run here.
+        const std::vector<float>* real = r == cut_group(p).index ? nullptr : real_gradient(p, r, op.step, pending_[p]);
+        double c = r == cut_group(p).index ? my_gradient(p, i)
+                   : real                  ? (*real)[static_cast<size_t>(i)]
+                                           : local_gradient(spec_, w, r, op.step, pending_[p], p, i);
         c = round_to(t, c);
         s = first ? c : reduce_add(t, s, c);
         first = false;
@@ -48,6 +53,20 @@ int Executor::loss_rank(int p, int global) const {
     auto it = std::find(m.begin(), m.end(), global);
     if (it == m.end()) throw std::runtime_error("rank " + std::to_string(global) + " is not in the group " + s_.params[p].name + " is cut over");
     return static_cast<int>(it - m.begin());
+}
+
+// A real model's other ranks' gradients come from its reference, whose weights may differ from the
+// run's in their last bits: once MPI has summed more than two ranks in another order than the
+// reference's rank order (the MoE model's dense parameters over 4 ranks), or the optimizer has added
+// micro batches' reduced sums where the reference adds each rank's micro batches first (stages 2 and
+// 3 with gradient accumulation); and a gradient summed over many tokens can cancel to far below its
+// terms. So each element is checked within 1e-5 of the op's largest expected magnitude, as the
+// messages are, where that is looser than world x ulp.
+void Executor::relax_for_real_model(std::vector<std::pair<double, double>>& expect) const {
+    if (!(mlp_shadow_ || tp_shadow_ || moe_shadow_ || uly_shadow_)) return;
+    double scale = 0.0;
+    for (const auto& e : expect) scale = std::max(scale, std::fabs(e.first));
+    for (auto& e : expect) e.second = std::max(e.second, 1e-5 * scale);
 }
 
 // Takes a reduced gradient element into the owned partition (if this rank owns it).
@@ -98,6 +117,7 @@ void GradientReduction::stage(const Op& op) {
         expect_.reserve(static_cast<size_t>(pos));
         for (const auto& sg : segs_)
             for (int64_t i = 0; i < sg.numel; ++i) expect_.push_back(x.expected_sum(op, sg.param, sg.offset + i));
+        x.relax_for_real_model(expect_);
     }
 }
 
@@ -123,7 +143,13 @@ Check GradientReduction::take(const Op& op) {
                 continue;
             }
             double v = load_element(in_.data(), t, pos);
-            if (!expect_.empty()) c.see(std::fabs(v - expect_[pos].first) <= expect_[pos].second);
+            if (!expect_.empty())
+                c.see(std::fabs(v - expect_[pos].first) <= expect_[pos].second, [&] {
+                    char b[220];
+                    std::snprintf(b, sizeof b, "%s[%lld] = %.9g, expected %.9g, tolerance %.3g", x.s_.params[sg.param].name.c_str(),
+                                  static_cast<long long>(sg.offset + i), v, expect_[pos].first, expect_[pos].second);
+                    return std::string(b);
+                });
             x.apply_gradient(op, sg.param, sg.offset + i, static_cast<float>(v));
         }
         x.consume(sg.param, sg.numel);
@@ -179,6 +205,7 @@ void GradientShardReduction::expect(const Op& op, const GroupView& g) {
             }
         }
     }
+    x.relax_for_real_model(expect_);
 }
 
 void GradientShardReduction::call(const Op& op) { x.be_.reduce_scatter(in_.data(), out_.data(), per_rank_, op.dtype, op.redop); }

@@ -245,6 +245,9 @@ class ModelCollective final : public CollectiveHandler {
     std::map<zerosim::GroupKind, int64_t> seq_;   // collectives so far per group kind
     int64_t n_ = 0;                                // this op's number on its group
     int64_t count_ = 0;                            // elements per member block (gather, scatter, all_to_all)
+    bool real_ = false;                            // the real tensor-parallel model's partial sums
+    bool real_moe_ = false;                        // the real MoE model's tokens
+    bool real_uly_ = false;                        // the real Ulysses model's q, k, v, output
 };
 
 // Send and Recv (payload `activations` or `scalars`): one MPI (or NCCL) point-to-point message to

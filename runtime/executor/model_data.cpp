@@ -53,7 +53,11 @@ void PointToPoint::run(const Op& op, OpRecord& rec) {
     const DType t = op.dtype;
     x.cold_.evict();
     Buffer buf = x.comm_buffer(op.elements, t);
-    for (int64_t i = 0; i < op.elements; ++i)
+    // A pipeline stage of the real MLP sends its real activations and activation gradients
+    // (pipeline_mlp.cpp); the other messages (warm-up, tensor metadata) keep synthetic contents.
+    const bool real = x.mlp_ && op.payload == zerosim::Payload::Activations;
+    if (real && send) pack_floats(x.mlp_outgoing(op).data(), buf.data(), t, op.elements);
+    for (int64_t i = 0; i < op.elements && !real; ++i)
         store_element(buf.data(), t, i, send ? model_value(t, from, to, -1, n, op.step, op.micro, i) : kUnsent);
     if (send && op.elements > 0 && x.corrupt_on_purpose(op)) store_element(buf.data(), t, 0, 42.0);
     x.timed_call(rec, [&] {
@@ -61,7 +65,10 @@ void PointToPoint::run(const Op& op, OpRecord& rec) {
         else x.be_.recv(buf.data(), op.elements, t, peer);
     }, false);
     Check c;
-    if (!send && x.verify_)
+    if (real) {
+        if (send) x.mlp_sent(op);
+        else x.mlp_received(op, x.be_.host_view(buf.data()), c);
+    } else if (!send && x.verify_)
         for (int64_t i = 0; i < op.elements; ++i) {
             const double want = model_value(t, from, to, -1, n, op.step, op.micro, i);
             const double got = load_element(x.be_.host_view(buf.data()), t, i);
@@ -86,13 +93,20 @@ void ModelCollective::stage(const Op& op) {
     auto val = [&](int member, int to, int64_t i) {
         return model_value(t, g.members[member], to < 0 ? -1 : g.members[to], channel, n_, op.step, op.micro, i);
     };
+    // A tensor rank of the real tensor-parallel model sums its real partial sums (tensor_model.cpp).
+    real_ = x.tp_ && op.group == zerosim::GroupKind::Tensor && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllReduce;
+    // A rank of the real MoE model exchanges its real tokens and their gradients (moe_model.cpp).
+    real_moe_ = x.moe_ && op.group == zerosim::GroupKind::Expert && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllToAll;
+    // A rank of the real Ulysses model exchanges its real q, k, v and output (ulysses_model.cpp).
+    real_uly_ = x.uly_ && op.group == zerosim::GroupKind::Sequence && op.payload == zerosim::Payload::Activations && op.kind == OpKind::AllToAll;
     switch (op.kind) {
         case OpKind::AllReduce:
         case OpKind::Reduce:
             count_ = op.elements;
             in_ = x.comm_buffer(count_, t);
             out_ = x.comm_buffer(count_, t);
-            for (int64_t i = 0; i < count_; ++i) store_element(in_.data(), t, i, val(me, -1, i));
+            if (real_) pack_floats(x.tp_outgoing(op).data(), in_.data(), t, count_);
+            for (int64_t i = 0; i < count_ && !real_; ++i) store_element(in_.data(), t, i, val(me, -1, i));
             break;
         case OpKind::Broadcast:
             count_ = op.elements;
@@ -111,7 +125,9 @@ void ModelCollective::stage(const Op& op) {
             count_ = op.elements / W;   // the whole input, one block per member
             in_ = x.comm_buffer(op.elements, t);
             out_ = x.comm_buffer(op.kind == OpKind::AllToAll ? op.elements : count_, t);
-            for (int j = 0; j < W; ++j)
+            if (real_moe_) pack_floats(x.moe_outgoing(op).data(), in_.data(), t, op.elements);
+            if (real_uly_) pack_floats(x.uly_outgoing(op).data(), in_.data(), t, op.elements);
+            for (int j = 0; j < W && !real_moe_ && !real_uly_; ++j)
                 for (int64_t i = 0; i < count_; ++i) store_element(in_.data(), t, j * count_ + i, val(me, j, i));
             break;
         default: broken(op, std::string("payload ") + zerosim::payload_name(op.payload) + " in a " + zerosim::op_record_name(op.kind));
@@ -139,6 +155,12 @@ void ModelCollective::call(const Op& op) {
 // at block j (all_gather, all_to_all: what j sent to this member).
 Check ModelCollective::take(const Op& op) {
     Check c;
+    if (real_ || real_moe_ || real_uly_) {
+        if (real_) x.tp_received(op, x.be_.host_view(out_.data()), c);
+        else if (real_moe_) x.moe_received(op, x.be_.host_view(out_.data()), c);
+        else x.uly_received(op, x.be_.host_view(out_.data()), c);
+        return c;
+    }
     if (!x.verify_ || !has_output(op)) return c;
     const GroupView& g = x.group_of(op);
     const DType t = op.dtype;

@@ -31,7 +31,7 @@ std::vector<int> Executor::units_of_step(const Op& op) {
 void Executor::optimizer_step(const Op& op) {
     std::vector<int> us = units_of_step(op);
     if (verify_ && shadow_step_ != op.step) {
-        shadow_->step(op.step);
+        if (!real_update(op.step)) shadow_->step(op.step);   // a real model's reference (pipeline_mlp.cpp), or the loss's
         shadow_step_ = op.step;
     }
     for (int ui : us) {

@@ -6,7 +6,11 @@
 namespace zerorun {
 namespace detail {
 
-void Executor::plan_waits() { waits_ = executor_wait_plan(s_); }
+void Executor::plan_waits() {
+    waits_ = executor_wait_plan(s_);
+    plan_mlp_waits();   // a pipeline stage of the real MLP: its data's own waits (pipeline_mlp.cpp)
+    plan_tp_waits();    // a tensor rank of the real tensor-parallel model (tensor_model.cpp)
+}
 
 }  // namespace detail
 

@@ -13,12 +13,19 @@
 //   groups.cpp       process groups, MiCS's replication all_reduce
 //   quantized.cpp    ZeRO++ qwZ's int8 gathers and qgZ's int4 all_to_all reduction
 //   weights.cpp      the weight dump
+//   model_data.cpp   3D layouts' messages and model collectives (synthetic where no real model runs)
+//   pipeline_mlp.cpp a pipeline stage of the real MLP (mlp.cpp: the model and its reference), and
+//                    the hooks every real model's reference answers (gradients, weights, updates)
+//   tensor_model.cpp a tensor rank of the real tensor-parallel model (tensor_mlp.cpp)
+//   moe_model.cpp    a rank of the real MoE model (moe_mlp.cpp)
+//   ulysses_model.cpp a rank of the real Ulysses model (ulysses_mlp.cpp)
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +34,10 @@
 #include "backends/host_cache.hpp"
 #include "executor/executor.hpp"
 #include "executor/loss.hpp"
+#include "executor/mlp.hpp"
+#include "executor/moe_mlp.hpp"
+#include "executor/tensor_mlp.hpp"
+#include "executor/ulysses_mlp.hpp"
 #include "executor/watchdog.hpp"
 
 namespace zerorun {
@@ -195,6 +206,104 @@ class Executor {
     // state.cpp
     void take_initial_value(int p);
     void refresh_shard(int p);
+
+    // pipeline_mlp.cpp: a pipeline stage of the real MLP (ExecOptions::pipeline_mlp; null: the
+    // model's data is synthetic, model_data.cpp).
+    std::shared_ptr<const PipelineMlp> mlp_;
+    size_t mlp_stage_ = 0;
+    std::vector<int> mlp_layer_of_;        // parameter -> its layer, for a Linear's weight; -1 otherwise
+    std::vector<int64_t> mlp_fan_in_;      // parameter -> its layer's input width
+    std::unique_ptr<MlpReference> mlp_shadow_;   // the whole model in this process (verify only)
+    // One micro batch in flight on this stage: every layer's input and the last output, the
+    // received activation and gradient, the gradient flowing back.
+    struct MicroBatch {
+        std::vector<std::vector<float>> xs;
+        std::vector<float> received_activation, received_grad, grad;
+        int next_backward = -1;   // the layer whose backward ran last
+    };
+    std::map<std::pair<int, int>, MicroBatch> micro_;   // (step, micro); compute and comm threads
+    std::mutex micro_mu_;
+    void set_pipeline_mlp();
+    float initial_value(int p, int64_t i) const;
+    MlpReference& mlp_reference(int step) const;
+    MicroBatch& micro_batch(const Op& op);
+    void drop_micro_batch(const Op& op);
+    void mlp_forward(const Op& op);
+    void mlp_backward(const Op& op);
+    const std::vector<float>& mlp_outgoing(const Op& op);
+    void mlp_sent(const Op& op);
+    void mlp_received(const Op& op, const void* got, Check& c);
+    void plan_mlp_waits();
+
+    // tensor_model.cpp: a tensor rank of the real tensor-parallel model (ExecOptions::tensor_mlp).
+    std::shared_ptr<const TensorMlp> tp_;
+    int tp_rank_ = 0;
+    std::vector<int> tp_module_of_;        // parameter -> its module
+    std::unique_ptr<TensorMlpReference> tp_shadow_;
+    struct TpMicro {
+        struct Cache {
+            std::vector<float> x, y, xhat, rstd;
+        };
+        std::vector<Cache> caches;            // per module
+        std::vector<float> act, grad, partial;
+        int partial_module = -1;
+        bool partial_forward = true;
+    };
+    std::map<std::pair<int, int>, TpMicro> tp_micro_;   // (step, micro); guarded by micro_mu_
+    void set_tensor_mlp();
+    TensorMlpReference& tp_reference(int step) const;
+    TpMicro& tp_micro(const Op& op);
+    int tp_module(const Op& op) const;
+    void tp_forward(const Op& op);
+    void tp_backward(const Op& op);
+    const std::vector<float>& tp_outgoing(const Op& op);
+    void tp_received(const Op& op, const void* got, Check& c);
+    void plan_tp_waits();
+
+    // moe_model.cpp: a rank of the real expert-parallel model (ExecOptions::moe_mlp).
+    std::shared_ptr<const MoeMlp> moe_;
+    int ep_rank_ = 0;
+    std::unique_ptr<MoeMlpReference> moe_shadow_;
+    struct MoeState {
+        MoeMicro data;
+        int exchanges = 0;   // expert-group all_to_alls done in this micro batch
+    };
+    std::map<std::pair<int, int>, MoeState> moe_micro_;   // (step, micro); guarded by micro_mu_
+    void set_moe_mlp();
+    MoeMlpReference& moe_reference(int step) const;
+    MoeState& moe_micro(const Op& op);
+    void moe_compute(const Op& op, bool forward);   // the weights and this micro batch's gradients, then moe_module
+    void moe_module(const Op& op, bool forward, const std::vector<float*>& w, const std::vector<float*>& g, MoeMicro& s);
+    static std::vector<float>& moe_buffer(MoeMicro& s, int n, bool send);
+    const std::vector<float>& moe_outgoing(const Op& op);
+    void moe_received(const Op& op, const void* got, Check& c);
+
+    // ulysses_model.cpp: a rank of the real Ulysses model (ExecOptions::ulysses_mlp).
+    std::shared_ptr<const UlyssesMlp> uly_;
+    std::unique_ptr<UlyssesMlpReference> uly_shadow_;
+    struct UlyssesState {
+        UlyssesMicro data;
+        int exchanges = 0;   // sequence-group all_to_alls done in this micro batch
+    };
+    std::map<std::pair<int, int>, UlyssesState> uly_micro_;   // (step, micro); guarded by micro_mu_
+    void set_ulysses_mlp();
+    UlyssesMlpReference& uly_reference(int step) const;
+    UlyssesState& uly_micro(const Op& op);
+    void uly_compute(const Op& op, bool forward);
+    void uly_module(const Op& op, bool forward, const std::vector<float*>& w, const std::vector<float*>& g, UlyssesMicro& s);
+    const std::vector<float>& uly_outgoing(const Op& op);
+    void uly_received(const Op& op, const void* got, Check& c);
+    // The real models' shared hooks (pipeline_mlp.cpp): another data rank's gradient of p, a
+    // reference weight, the reference's update; null / unused without a real model.
+    // (the micro batches the reduction carries: pending_[p])
+    const std::vector<float>* real_gradient(int p, int data_rank, int step, const std::vector<int>& micros) const;
+    // Adds a micro batch's gradient of p, computed on its own, to the local accumulator (allocated
+    // here): as torch adds a backward's gradient into .grad, and as the references sum them.
+    void add_gradient(int p, const std::vector<float>& g, int micro);
+    // gradients.cpp: a real model's reduction tolerances (the op's scale).
+    void relax_for_real_model(std::vector<std::pair<double, double>>& expect) const;
+    const std::vector<float>* real_weights(int p) const;
+    bool real_update(int step);
 
   private:
     // Scheduling.

@@ -109,6 +109,8 @@ nlohmann::json run_json(const zerosim::Schedule& s, const ExecOptions& a, const 
             {"sync_each_op", a.sync_each_op},
             {"op_time", op_time_name(a.op_time)},
             {"compute_scale", a.compute_scale},
+            // What the model's own data is: a pipeline's real MLP, or synthetic (docs/runtime.md).
+            {"model_data", a.pipeline_mlp ? "mlp" : a.tensor_mlp ? "tensor_mlp" : a.moe_mlp ? "moe_mlp" : a.ulysses_mlp ? "ulysses_mlp" : "synthetic"},
             {"epoch_unix_us", epoch},
             {"wrong", wrong},
             {"ops", ops},

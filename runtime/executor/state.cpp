@@ -41,6 +41,10 @@ Executor::Executor(Backend& be, const Schedule& s, const ExecOptions& a, MemoryT
     adam_.lr = a.lr;
     verify_ = a.verify;
     build_groups();
+    set_pipeline_mlp();
+    set_tensor_mlp();
+    set_moe_mlp();
+    set_ulysses_mlp();
     if (verify_) {
         shadow_ = std::make_unique<Reference>(s.params, spec_);
         for (size_t p = 0; p < s.params.size(); ++p) shadow_->set_world(static_cast<int>(p), over_[p]->size());
@@ -86,7 +90,7 @@ void Executor::build_state() {
         // the others, or every later check fails.
         for (int64_t i = 0; i < numel(p); ++i)
             store_element(work_[p].data(), mdt(), i,
-                          cut_group(static_cast<int>(p)).index == 0 || !broadcast_at_start[p] ? initial_weight(a_.seed, static_cast<int>(p), i)
+                          cut_group(static_cast<int>(p)).index == 0 || !broadcast_at_start[p] ? initial_value(static_cast<int>(p), i)
                                      : garbage_weight(rank_, static_cast<int>(p), i));
     }
     auto new_unit = [&](int64_t size) {

@@ -4,10 +4,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "core/error.hpp"
+#include "executor/mlp.hpp"
+#include "executor/moe_mlp.hpp"
+#include "executor/tensor_mlp.hpp"
+#include "executor/ulysses_mlp.hpp"
 
 namespace zerorun {
 
@@ -52,6 +57,19 @@ struct ExecOptions {
     // number), outside any op, e.g. to measure the collectives between steps (zerorun
     // --bench-between-steps). Its time is no op's.
     std::function<void(int)> between_steps;
+    // A pipeline run's real MLP (executor/mlp.hpp, built by the front end from every stage's
+    // program): forward and backward computed for real, activations and their gradients sent
+    // between stages. Null: synthetic model data (model_data.cpp) and the synthetic loss.
+    std::shared_ptr<const PipelineMlp> pipeline_mlp;
+    // A tensor-parallel run's real model (executor/tensor_mlp.hpp, from the rank's own program):
+    // the tensor-group all_reduces carry its real partial sums. Null: synthetic.
+    std::shared_ptr<const TensorMlp> tensor_mlp;
+    // An expert-parallel run's real model (executor/moe_mlp.hpp, from the rank's own program): real
+    // tokens routed through the expert-group all_to_alls. Null: synthetic.
+    std::shared_ptr<const MoeMlp> moe_mlp;
+    // A Ulysses run's real model (executor/ulysses_mlp.hpp): real q, k, v through the sequence-group
+    // all_to_alls. Null: synthetic.
+    std::shared_ptr<const UlyssesMlp> ulysses_mlp;
     TestHooks test;
 };
 
