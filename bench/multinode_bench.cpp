@@ -1,23 +1,63 @@
 // The collective model against every public multi-node nccl-tests table
 // (../shared/reference/nccl-tests-multinode): per table the median time error below and from
 // 1 MiB, whether the model was fitted on it, and the algorithm predicted per size range next to
-// the one the table names. Run: build/bench/multinode_bench [--rows]
+// the one the table names; with --calibrated, the network calibrated on each table of a cluster
+// (zerosim calibrate's network fit) predicting that cluster's other tables, before and after.
+// Run: build/bench/multinode_bench [--rows] [--calibrated]
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "bench_args.hpp"
-#include "multinode_tables.hpp"
+#include "multinode_calibrated.hpp"
+
+namespace {
+
+std::string pct(double v) { return std::isnan(v) ? std::string("-") : std::to_string(static_cast<int>(std::lround(100 * v))) + "%"; }
+
+// Per cluster, per table fitted: the fitted terms, then each table of the cluster before (shipped
+// topology) and after (calibrated), median |error| below and from 1 MiB.
+int print_calibrated(const std::string& ref, const std::string& topo, bool rows) {
+    using namespace zerosim::multinode;
+    for (const Cluster& cl : clusters()) {
+        std::printf("== %s\n", cl.name);
+        for (const char* prefix : cl.tables) {
+            const TableCase* fitted = case_with_prefix(prefix);
+            if (!fitted || std::strcmp(fitted->op, "alltoall") == 0) continue;   // calibrate fits collectives' tables
+            CalibratedPrediction p = calibrate_on(*fitted, cl, ref, topo);
+            if (!p.error.empty()) {
+                std::printf("fitted on %s: cannot fit: %s\n", fitted->file, p.error.c_str());
+                continue;
+            }
+            std::printf("fitted on %s%s%s: NIC efficiency %.3f%s, bulk call %.1f us%s, latency x%.3f\n", fitted->file,
+                        *fitted->algo ? " --algo " : "", fitted->algo, p.fit.nic_efficiency, p.fit.efficiency_kept_why.empty() ? "" : " (kept)",
+                        p.fit.bulk_call_us, p.fit.bulk_call_kept_why.empty() ? "" : " (kept)", p.fit.latency_scale);
+            std::printf("    %-64s %9s %9s %9s %9s\n", "table", "<1MiB", "", ">=1MiB", "");
+            std::printf("    %-64s %9s %9s %9s %9s\n", "", "before", "after", "before", "after");
+            for (const auto& t : p.targets) {
+                std::printf("    %-64s %9s %9s %9s %9s%s\n", t.c->file, pct(t.before.median_small).c_str(), pct(t.after.median_small).c_str(),
+                            pct(t.before.median_large).c_str(), pct(t.after.median_large).c_str(), t.c == fitted ? "  (fitted)" : "");
+                if (rows) print_rows(t.after);
+            }
+        }
+    }
+    return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     using namespace zerosim::multinode;
     const zerosim::bench::Args args(argc, argv,
                                     "The collective model against every public multi-node nccl-tests table: per table the median\n"
                                     "time error below and from 1 MiB and the algorithm predicted per size range.",
-                                    {{"--rows", nullptr, "also print every row: size, predicted and measured time"}});
+                                    {{"--rows", nullptr, "also print every row: size, predicted and measured time"},
+                                     {"--calibrated", nullptr,
+                                      "instead: calibrate the network on each table of a cluster and predict the cluster's other tables"}});
     const bool rows = args.has("--rows");
     const std::string ref = std::string(ZEROSIM_SHARED_DIR) + "/reference/nccl-tests-multinode";
     const std::string topo = std::string(ZEROSIM_SOURCE_DIR) + "/topologies";
+    if (args.has("--calibrated")) return print_calibrated(ref, topo, rows);
     std::printf("%-66s %-9s %-13s %5s %8s %8s\n", "table", "role", "topology", "nodes", "<1MiB", ">=1MiB");
     for (const TableCase& c : cases()) {
         TableResult r = evaluate(c, ref, topo);
@@ -25,7 +65,6 @@ int main(int argc, char** argv) {
             std::printf("%-66s %-9s cannot compare: %s\n", c.file, role_name(c.role), r.error.c_str());
             continue;
         }
-        auto pct = [](double v) { return std::isnan(v) ? std::string("-") : std::to_string(static_cast<int>(std::lround(100 * v))) + "%"; };
         std::printf("%-66s %-9s %-13s %5lld %8s %8s\n", c.file, role_name(c.role), c.topology, static_cast<long long>(c.nodes),
                     pct(r.median_small).c_str(), pct(r.median_large).c_str());
         std::printf("    predicted: %s\n", algorithm_ranges(r).c_str());

@@ -76,6 +76,7 @@ struct RowResult {
     int64_t bytes;
     double measured_us, predicted_us;
     std::string algorithm;   // the plan's algorithm/protocol
+    double latency_us = 0;   // the plan's latency part of predicted_us
 };
 
 struct TableResult {
@@ -102,7 +103,9 @@ inline Result<Topology> case_topology(const TableCase& c, const std::string& top
     return topo;
 }
 
-inline TableResult evaluate(const TableCase& c, const std::string& reference_dir, const std::string& topologies_dir) {
+// The case's table compared with the model on topology `t` (the case's own, or one calibrated on
+// another table of the cluster).
+inline TableResult evaluate_on(const TableCase& c, const Topology& t, const std::string& reference_dir) {
     TableResult out;
     out.c = &c;
     auto tables = read_nccl_tests(reference_dir + "/" + c.file);
@@ -110,12 +113,6 @@ inline TableResult evaluate(const TableCase& c, const std::string& reference_dir
         out.error = tables.error().what();
         return out;
     }
-    auto topo = case_topology(c, topologies_dir);
-    if (!topo) {
-        out.error = topo.error().what();
-        return out;
-    }
-    const Topology& t = topo.value();
     const int64_t world = c.nodes * t.gpus_per_node;
     const std::string op = c.op;
     TunerChoice only;
@@ -137,6 +134,7 @@ inline TableResult evaluate(const TableCase& c, const std::string& reference_dir
             row.algorithm = algorithm_protocol_name(plan);
         }
         row.predicted_us = plan.time_alone_s() * 1e6;
+        row.latency_us = plan.latency_s * 1e6;
         double err = std::fabs(row.predicted_us - row.measured_us) / row.measured_us;
         (r.bytes >= (1 << 20) ? large : small).push_back(err);
         out.rows.push_back(row);
@@ -144,6 +142,17 @@ inline TableResult evaluate(const TableCase& c, const std::string& reference_dir
     out.median_small = median(small);
     out.median_large = median(large);
     return out;
+}
+
+inline TableResult evaluate(const TableCase& c, const std::string& reference_dir, const std::string& topologies_dir) {
+    auto topo = case_topology(c, topologies_dir);
+    if (!topo) {
+        TableResult out;
+        out.c = &c;
+        out.error = topo.error().what();
+        return out;
+    }
+    return evaluate_on(c, topo.value(), reference_dir);
 }
 
 // "8 B-64 KiB tree/LL, 128 KiB-2 GiB ring/LL128": the plan's algorithm by size range.
@@ -166,10 +175,10 @@ inline std::string algorithm_ranges(const TableResult& r) {
 }
 
 inline void print_rows(const TableResult& r) {
-    std::printf("%14s %12s %12s %8s  %s\n", "bytes", "measured us", "predicted us", "error", "predicted algorithm");
+    std::printf("%14s %12s %12s %8s %10s  %s\n", "bytes", "measured us", "predicted us", "error", "latency us", "predicted algorithm");
     for (const auto& row : r.rows)
-        std::printf("%14lld %12.2f %12.2f %7.1f%%  %s\n", static_cast<long long>(row.bytes), row.measured_us, row.predicted_us,
-                    100 * (row.predicted_us - row.measured_us) / row.measured_us, row.algorithm.c_str());
+        std::printf("%14lld %12.2f %12.2f %7.1f%% %10.2f  %s\n", static_cast<long long>(row.bytes), row.measured_us, row.predicted_us,
+                    100 * (row.predicted_us - row.measured_us) / row.measured_us, row.latency_us, row.algorithm.c_str());
 }
 
 }  // namespace zerosim::multinode

@@ -33,7 +33,7 @@ bool guess_collective(const std::string& s, OpKind& out) {
 static double logged_bytes(const Measurement& m) { return logged_bytes_of_buffer(m.op, static_cast<double>(m.bytes), m.world); }
 
 double predicted_time_us(const Topology& t, const Measurement& m) {
-    return simulate_single_collective(t, m.op, logged_bytes(m), m.world) * 1e6;
+    return simulate_single_collective(t, m.op, logged_bytes(m), m.world, nullptr, m.only) * 1e6;
 }
 
 namespace {
@@ -47,6 +47,8 @@ std::vector<const Measurement*> usable_rows(const Topology& base, const std::vec
         std::string why;
         if (!(r.time_us > 0))
             why = "time is not positive";
+        else if (r.bytes <= 0)
+            why = "a 0-byte call moves nothing (NCCL returns before any step)";
         else if (r.world < 2)
             why = "a single rank moves no data";
         else if (r.world > base.total_gpus())
@@ -104,7 +106,7 @@ struct ScaleFit {
 
     void replan() {
         for (size_t i = 0; i < usable.size(); ++i)
-            plans[i] = plan_collective(t, usable[i]->op, logged_bytes(*usable[i]), usable[i]->world);
+            plans[i] = plan_collective(t, usable[i]->op, logged_bytes(*usable[i]), usable[i]->world, usable[i]->only);
     }
 
     void reset_to_unit_scales() {
@@ -223,6 +225,13 @@ FitColumns columns_of_their_own(const ScaleFit& f, size_t distinct_sizes) {
     return fit_columns(own_rendezvous, own_memory);
 }
 
+// The upper median (as the fits' median_abs_error), 0 for none.
+double upper_median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
 // The fitted topology's residuals on the rows, their median and R^2.
 void record_fit_quality(const Topology& t, const std::vector<const Measurement*>& usable, FitResult& fit) {
     double mean = 0;
@@ -311,10 +320,40 @@ std::vector<Measurement> median_of_repeats(const std::vector<Measurement>& rows)
 
 }  // namespace
 
+namespace {
+
+// Every row across nodes: the network's terms, one set for the cluster (validate/network_fit.hpp).
+Result<Calibration> calibrate_network(const Topology& t, const std::vector<Measurement>& rows, Calibration c) {
+    std::vector<const Measurement*> usable = usable_rows(t, rows, &c.global.unused);
+    auto fit = fit_network(t, usable);
+    if (!fit) return fit.error();
+    c.network = true;
+    c.network_fit = fit.value();
+    c.global.scope = "inter-node (the data crosses NICs): the network's terms";
+    c.global.latency_scale = fit->latency_scale;
+    c.global.bandwidth_scale = 1;
+    record_fit_quality(with_network_fit(t, fit.value()), usable, c.global);
+    c.applied_median_abs_error = c.global.median_abs_error;
+    std::vector<double> below, from;
+    for (size_t i = 0; i < usable.size(); ++i)
+        (usable[i]->bytes < kNetworkBandSplitBytes ? below : from).push_back(std::fabs(c.global.residuals[i]));
+    c.network_fit.rows_below = below.size();
+    c.network_fit.rows_from = from.size();
+    c.network_fit.median_below = upper_median(below);
+    c.network_fit.median_from = upper_median(from);
+    FitResult given;
+    record_fit_quality(t, usable, given);
+    c.uncalibrated_median_abs_error = given.median_abs_error;
+    return c;
+}
+
+}  // namespace
+
 Result<Calibration> calibrate(const Topology& t, const std::vector<Measurement>& measured, bool repeats_as_median) {
     Calibration c;
     c.measured_rows = measured.size();
     const std::vector<Measurement> rows = repeats_as_median ? median_of_repeats(measured) : measured;
+    if (rows_cross_nodes(t, usable_rows(t, rows, nullptr))) return calibrate_network(t, rows, std::move(c));
     auto global = fit_topology(t, rows);
     if (!global) return global.error();
     c.global = global.value();
@@ -427,6 +466,18 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
         out << ", each the median of its repeats (" << cal.measured_rows << " measured)";
     out << "\n";
     show("all collectives", cal.global);
+    if (cal.network) {
+        const NetworkFit& n = cal.network_fit;
+        char line[256];
+        std::snprintf(line, sizeof line, "  %-16s NIC efficiency %.4f%s  bulk call %.1f us%s\n", "network", n.nic_efficiency,
+                      n.efficiency_kept_why.empty() ? "" : " (kept)", n.bulk_call_us, n.bulk_call_kept_why.empty() ? "" : " (kept)");
+        out << line;
+        if (!n.efficiency_kept_why.empty()) out << "                     NIC efficiency as given: " << n.efficiency_kept_why << "\n";
+        if (!n.bulk_call_kept_why.empty()) out << "                     bulk call cost as given: " << n.bulk_call_kept_why << "\n";
+        std::snprintf(line, sizeof line, "  %-16s median |residual| < 1 MiB %.1f%% (%zu rows), >= 1 MiB %.1f%% (%zu rows)\n", "  by size",
+                      n.median_below * 100, n.rows_below, n.median_from * 100, n.rows_from);
+        out << line;
+    }
     for (const auto& [name, f] : cal.per_collective) {
         show(name, f);
         // Per size band (logged bytes), so that a misfit of the large rows is not hidden by the
@@ -473,6 +524,26 @@ std::string worse_than_uncalibrated(const Calibration& cal) {
     return line;
 }
 
+namespace {
+
+// The network's fitted terms into the topology's nics section, each with its source.
+void write_network_terms(Json& out, const NetworkFit& f, const std::vector<std::string>& files) {
+    std::string from;
+    for (const auto& file : files) from += (from.empty() ? "" : ", ") + file;
+    if (!out.contains("sources") || !out["sources"].is_object()) out["sources"] = Json::object();
+    if (f.efficiency_kept_why.empty()) {
+        out["nics"]["efficiency"] = f.nic_efficiency;
+        out["sources"]["nics.efficiency"] = "fitted by zerosim calibrate from " + from + " (every row across nodes)";
+    }
+    if (f.bulk_call_kept_why.empty()) {
+        out["nics"]["bulk_call_us"] = f.bulk_call_us;
+        out["sources"]["nics.bulk_call_us"] =
+            "fitted by zerosim calibrate from " + from + " (the LL128 and Simple rows' time beyond NCCL's estimate)";
+    }
+}
+
+}  // namespace
+
 Json calibrated_topology(const Json& topology, const Calibration& cal, const std::vector<std::string>& files,
                          const std::string& column) {
     Json out = topology;
@@ -490,6 +561,7 @@ Json calibrated_topology(const Json& topology, const Calibration& cal, const std
         }
         jc["per_collective"] = per;
     }
+    if (cal.network) write_network_terms(out, cal.network_fit, files);
     jc["fitted_from"] = files;
     jc["column"] = column;
     out["calibration"] = jc;

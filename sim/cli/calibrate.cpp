@@ -20,6 +20,7 @@ struct CalibrateArgs {
     int64_t world = 0;
     int64_t nodes = 0;
     std::string column = "as-deepspeed";
+    std::string algo, proto;   // NCCL_ALGO / NCCL_PROTO the measured run forced
     std::string output;
     bool accept_worse_fit = false;
     bool median_of_repeats = false;
@@ -54,6 +55,12 @@ int run_calibrate(const CalibrateArgs& a) {
     for (const auto& f : a.files) {
         auto table = read_calibration_table(f, a.op, a.column, world);
         if (!table) return input_error(table.error());
+        if (!a.algo.empty() || !a.proto.empty())
+            for (Measurement& m : table.value()) {
+                auto only = tuner_choice_named(a.algo, a.proto, *topo, m.op, collective_info(m.op).name, world);
+                if (!only) return input_error(only.error());
+                m.only = only.value();
+            }
         rows.insert(rows.end(), table->begin(), table->end());
     }
     auto cal = calibrate(*topo, rows, a.median_of_repeats);
@@ -103,6 +110,10 @@ Command add_calibrate(CLI::App& app) {
                     "broadcast and reduce, out-of-place for all_gather and reduce_scatter, as DeepSpeed calls them)")
         ->check(CLI::IsMember({"as-deepspeed", "out-of-place", "in-place"}))
         ->capture_default_str();
+    sub->add_option("--algo", a->algo,
+                    "The algorithm the measured run forced (NCCL_ALGO: ring, tree, nvls, nvlstree, collnetdirect, collnetchain, "
+                    "pat); default: the tuner's choice");
+    sub->add_option("--proto", a->proto, "The protocol the measured run forced (NCCL_PROTO: LL, LL128, Simple); default: the tuner's choice");
     sub->add_option("-o,--output", a->output, "The calibrated topology file to write")->required()->check(output_file());
     sub->add_flag("--median-of-repeats", a->median_of_repeats,
                   "Fit the rows of one collective and size (bench rounds repeated, e.g. zerorun --bench-between-steps) as "

@@ -49,6 +49,8 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
     // As run only (NCCL's tuner has no pipeline fill, so the choice stays its own); a time at the
     // plan's rates, so the calibrated bandwidth scale is already in it.
     if (running && a == Algorithm::Tree && p == Protocol::Simple) plan.latency_s += nccl::tree_simple_fill_us(t, r, plan) * 1e-6;
+    // As run only too: the bulk protocols' call cost across nodes, outside NCCL's own estimate.
+    if (running && r.nodes > 1 && p != Protocol::LL) plan.latency_s += t.nic_bulk_call_us * 1e-6;
     return plan;
 }
 

@@ -17,7 +17,9 @@
 #include "core/error.hpp"
 #include "core/json_input.hpp"
 #include "schedule/ir.hpp"
+#include "timing/collectives.hpp"
 #include "timing/topology.hpp"
+#include "validate/network_fit.hpp"
 
 namespace zerosim {
 
@@ -27,6 +29,7 @@ struct Measurement {
     double time_us = 0;
     int64_t world = 0;
     std::string source;         // "file:row"
+    TunerChoice only = {};      // NCCL_ALGO / NCCL_PROTO the run forced (calibrate --algo/--proto)
 };
 
 struct FitResult {
@@ -60,6 +63,10 @@ struct Calibration {
     // The fit as the calibrated file applies it (per collective where one was fitted, else the
     // global scales) on the same rows: what is compared with the topology as given.
     double applied_median_abs_error = 0;
+    // Rows that all cross nodes: the network's own terms (validate/network_fit.hpp) instead of
+    // scales, and no per-collective fit (one set of terms for the cluster).
+    bool network = false;
+    NetworkFit network_fit;
     // Rows measured; with median_of_repeats, rows of one collective, size and world are fitted as
     // their median, so that a preempted call does not pull the fit.
     size_t measured_rows = 0;
@@ -93,6 +100,7 @@ struct ResidualBands {
 };
 ResidualBands residual_bands(const FitResult& f, double split_logged_bytes);
 constexpr double kResidualBandSplitBytes = 256 << 10;   // the main job's --min-bytes
+constexpr double kNetworkBandSplitBytes = 1 << 20;      // across nodes: the bulk protocols' sizes
 
 // A fit is poor when R^2 (on the times) is below 0.9 or its median |relative residual| is above
 // 25%: the data then do not follow latency + size / bandwidth, and scales fitted to them mislead.

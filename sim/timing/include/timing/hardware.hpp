@@ -54,6 +54,12 @@ struct Hardware {
     int nics_per_node = 0;
     double nic_bandwidth_gbs = 0;       // per NIC, per direction, GB/s
     double nic_latency_us = 0;
+    // The bulk protocols' call cost across nodes: a fixed time every collective that crosses nodes
+    // with LL128 or Simple pays as run, beyond NCCL's own estimate (which its tuner never sees), so
+    // it lengthens the call without moving NCCL's choice. Not derivable from NCCL's source
+    // (docs/collectives.md §5, "The bulk call cost"); 0 = none, fitted by `zerosim calibrate` from
+    // one nccl-tests table of the cluster.
+    double nic_bulk_call_us = 0;
     NicKind nic_kind = NicKind::InfiniBand;
     // Share of the line rate one transfer reaches (e.g. 48 of 50 GB/s on NDR); 1 = line rate.
     double nic_efficiency = 1.0;

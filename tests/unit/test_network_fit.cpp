@@ -1,0 +1,159 @@
+// Issue 31, part 3: the network's terms fitted from one nccl-tests table (validate/network_fit.hpp)
+// and the bulk protocols' call cost in the collective model (nics.bulk_call_us). The figures per
+// table, before and after, are printed by build/bench/multinode_bench --calibrated.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "../../bench/multinode_calibrated.hpp"
+#include "test_helpers.hpp"
+#include "timing/topology.hpp"
+#include "validate/calibrate.hpp"
+#include "validate/network_fit.hpp"
+
+using namespace zerosim;
+using namespace zerosim::multinode;
+
+namespace {
+
+const std::string kTopologies = std::string(ZEROSIM_CONFIGS_DIR) + "/../topologies";
+
+Topology b200_two_nodes() {
+    auto t = load_topology(kTopologies + "/b200-ndr.json", 2);
+    EXPECT_TRUE(t.ok()) << t.error().what();
+    return t.value();
+}
+
+double time_us(const Topology& t, OpKind op, double buffer_bytes, int64_t world, const TunerChoice& only = {}) {
+    return plan_collective(t, op, logged_bytes_of_buffer(op, buffer_bytes, world), world, only).time_alone_s() * 1e6;
+}
+
+const Cluster& cluster_named(const std::string& start) {
+    for (const Cluster& c : clusters())
+        if (std::string(c.name).rfind(start, 0) == 0) return c;
+    ADD_FAILURE() << "no cluster " << start;
+    return clusters().front();
+}
+
+// The fit on table `fitted` and the result on table `target`, printed.
+CalibratedPrediction::Target fit_and_predict(const char* fitted, const char* target, const char* cluster, NetworkFit* fit = nullptr) {
+    const TableCase* f = case_with_prefix(fitted);
+    EXPECT_NE(f, nullptr);
+    CalibratedPrediction p = calibrate_on(*f, cluster_named(cluster), test::reference("nccl-tests-multinode"), kTopologies);
+    EXPECT_TRUE(p.error.empty()) << p.error;
+    if (fit) *fit = p.fit;
+    for (const auto& t : p.targets)
+        if (std::string(t.c->file).rfind(target, 0) == 0) {
+            std::printf("fitted on %s (efficiency %.3f, bulk call %.1f us, latency x%.3f); %s from 1 MiB: %.1f%% before, %.1f%% after\n",
+                        f->file, p.fit.nic_efficiency, p.fit.bulk_call_us, p.fit.latency_scale, t.c->file, 100 * t.before.median_large,
+                        100 * t.after.median_large);
+            return t;
+        }
+    ADD_FAILURE() << "no target " << target;
+    return {};
+}
+
+}  // namespace
+
+// The term by hand: a call across nodes with LL128 or Simple takes exactly bulk_call_us longer;
+// LL, one node, and NCCL's choice (which never sees the cost) are unchanged.
+TEST(BulkCallCost, AddsToBulkProtocolsAcrossNodesOnly) {
+    Topology t = b200_two_nodes(), with = t;
+    with.nic_bulk_call_us = 100;
+    const TunerChoice ll128{Algorithm::Ring, Protocol::LL128}, simple{Algorithm::Ring, Protocol::Simple}, ll{Algorithm::Ring, Protocol::LL};
+    const double S = 64 << 20;
+    EXPECT_NEAR(time_us(with, OpKind::AllGather, S, 16, ll128) - time_us(t, OpKind::AllGather, S, 16, ll128), 100, 1e-6);
+    EXPECT_NEAR(time_us(with, OpKind::AllGather, S, 16, simple) - time_us(t, OpKind::AllGather, S, 16, simple), 100, 1e-6);
+    EXPECT_NEAR(time_us(with, OpKind::AllGather, S, 16, ll) - time_us(t, OpKind::AllGather, S, 16, ll), 0, 1e-9);
+    EXPECT_NEAR(time_us(with, OpKind::AllGather, S, 8, simple) - time_us(t, OpKind::AllGather, S, 8, simple), 0, 1e-9);
+    for (double bytes : {64.0 * 1024, 1.0 * (1 << 20), 16.0 * (1 << 20), 1.0 * (1 << 30)}) {
+        auto a = plan_collective(t, OpKind::AllReduce, bytes, 16), b = plan_collective(with, OpKind::AllReduce, bytes, 16);
+        EXPECT_EQ(algorithm_protocol_name(a), algorithm_protocol_name(b)) << bytes;
+    }
+}
+
+TEST(BulkCallCost, TopologyFileRangeChecked) {
+    auto text = test::read_file(kTopologies + "/b200-ndr.json");
+    auto at = text.find("\"latency_us\": 4,");
+    ASSERT_NE(at, std::string::npos);
+    std::string bad = text;
+    bad.insert(at, "\"bulk_call_us\": -3, ");
+    auto r = parse_topology("bad.json", bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(std::string(r.error().what()).find("bulk_call_us"), std::string::npos) << r.error().what();
+    std::string good = text;
+    good.insert(at, "\"bulk_call_us\": 42.5, ");
+    auto g = parse_topology("good.json", good);
+    ASSERT_TRUE(g.ok()) << g.error().what();
+    EXPECT_DOUBLE_EQ(g->nic_bulk_call_us, 42.5);
+}
+
+// A table made by the model with known terms (efficiency 0.6, call cost 50 us, latency x1.2) is
+// fitted back from the shipped topology (0.85, 0, x1) within 2%.
+TEST(NetworkFit, RecoversKnownTermsFromAModelledTable) {
+    Topology base = b200_two_nodes(), truth = base;
+    truth.nic_efficiency = 0.6;
+    truth.nic_bulk_call_us = 50;
+    truth.latency_scale = 1.2;
+    for (OpKind op : {OpKind::AllGather, OpKind::AllReduce}) {
+        std::vector<Measurement> rows;
+        for (int64_t s = 256; s <= (int64_t{4} << 30); s *= 2) rows.push_back({op, s, predicted_time_us(truth, {op, s, 0, 16, "", {}}), 16, "model"});
+        auto cal = calibrate(base, rows);
+        ASSERT_TRUE(cal.ok()) << cal.error().what();
+        ASSERT_TRUE(cal->network);
+        const NetworkFit& f = cal->network_fit;
+        EXPECT_NEAR(f.nic_efficiency, 0.6, 0.6 * 0.02) << collective_info(op).name;
+        EXPECT_NEAR(f.bulk_call_us, 50, 50 * 0.02) << collective_info(op).name;
+        EXPECT_NEAR(f.latency_scale, 1.2, 1.2 * 0.02) << collective_info(op).name;
+        EXPECT_LT(cal->global.median_abs_error, 0.01);
+    }
+}
+
+// Terms the rows cannot determine keep the topology's figure and say why; too few sizes refuse.
+TEST(NetworkFit, KeepsWhatTheRowsCannotDetermine) {
+    Topology t = b200_two_nodes();
+    t.nic_bulk_call_us = 7;
+    std::vector<Measurement> small, two;
+    for (int64_t s = 256; s <= 16384; s *= 2) small.push_back({OpKind::AllGather, s, 35.0 + s * 1e-4, 16, "small"});
+    auto cal = calibrate(t, small);
+    ASSERT_TRUE(cal.ok()) << cal.error().what();
+    EXPECT_NE(cal->network_fit.bulk_call_kept_why.find("LL128 or Simple"), std::string::npos) << cal->network_fit.bulk_call_kept_why;
+    EXPECT_NE(cal->network_fit.efficiency_kept_why.find("bandwidth-bound"), std::string::npos);
+    EXPECT_DOUBLE_EQ(cal->network_fit.bulk_call_us, 7);
+    EXPECT_DOUBLE_EQ(cal->network_fit.nic_efficiency, t.nic_efficiency);
+    two = {{OpKind::AllGather, 1 << 20, 80, 16, "a"}, {OpKind::AllGather, 1 << 30, 3300, 16, "b"}};
+    auto refused = calibrate(t, two);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(std::string(refused.error().what()).find("three different message sizes"), std::string::npos);
+}
+
+// The issue's target on real tables: calibrated on one table of a cluster, its other tables within
+// 10% median |error| from 1 MiB, where the cluster's tables share what one table can fit. The B200
+// all_gather and reduce_scatter (both rings) predict each other; the degraded H100 pair predicts
+// across algorithms (forced ring -> NVLSTree, and back), the NICs' share being the whole story there.
+TEST(NetworkFit, OneTablePredictsTheClustersOthers) {
+    NetworkFit fit;
+    auto rs = fit_and_predict("24", "25", "Vultr", &fit);
+    EXPECT_GT(rs.before.median_large, 0.2);   // the shipped topology misses it
+    EXPECT_LE(rs.after.median_large, 0.10);
+    EXPECT_GT(fit.bulk_call_us, 20);           // the mid sizes' excess is a call cost, not latency
+    auto ag = fit_and_predict("25", "24", "Vultr");
+    EXPECT_LE(ag.after.median_large, 0.10);
+    auto nvlstree = fit_and_predict("34", "33", "H100");
+    EXPECT_GT(nvlstree.before.median_large, 0.5);
+    EXPECT_LE(nvlstree.after.median_large, 0.10);
+    auto ring = fit_and_predict("33", "34", "H100");
+    EXPECT_LE(ring.after.median_large, 0.10);
+}
+
+// Where the target is missed (docs/collectives.md §5): the B200 all_reduce runs NVLSTree, whose
+// NICs reach 0.93 of line rate against the rings' 0.77, so one table of either kind leaves the
+// other about 20% off. Bounded here so that a change that makes it worse is seen.
+TEST(NetworkFit, RingAndNvlsTreeEfficienciesDifferOnB200) {
+    NetworkFit ring_fit, tree_fit;
+    auto ar = fit_and_predict("24", "23", "Vultr", &ring_fit);
+    auto ag = fit_and_predict("23", "24", "Vultr", &tree_fit);
+    EXPECT_GT(tree_fit.nic_efficiency - ring_fit.nic_efficiency, 0.1);
+    EXPECT_LE(ar.after.median_large, 0.25);
+    EXPECT_LE(ag.after.median_large, 0.25);
+}
