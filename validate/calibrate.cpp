@@ -15,19 +15,37 @@
 
 namespace zerosim {
 
-bool guess_collective(const std::string& s, OpKind& out) {
+namespace {
+
+// The collective named first in `s` (by position: a header that mentions another collective
+// further on, as a note, does not win by the order of this list).
+bool first_collective_named(const std::string& s, OpKind& out) {
     struct {
         const char* key;
         OpKind kind;
     } keys[] = {{"all_reduce", OpKind::AllReduce},      {"allreduce", OpKind::AllReduce},   {"all_gather", OpKind::AllGather},
                 {"allgather", OpKind::AllGather},       {"reduce_scatter", OpKind::ReduceScatter},
                 {"reducescatter", OpKind::ReduceScatter}, {"broadcast", OpKind::Broadcast}, {"reduce_perf", OpKind::Reduce}};
+    size_t best = std::string::npos;
     for (const auto& k : keys)
-        if (s.find(k.key) != std::string::npos) {
+        if (size_t at = s.find(k.key); at != std::string::npos && (best == std::string::npos || at < best)) {
+            best = at;
             out = k.kind;
-            return true;
         }
-    return false;
+    return best != std::string::npos;
+}
+
+}  // namespace
+
+bool guess_collective(const std::string& s, OpKind& out) {
+    // A line that says which collective the table is (nccl-tests' "Collective test starting:",
+    // the shared tables' "# COLLECTIVE:") speaks before the rest of the text.
+    for (const char* marker : {"Collective test starting:", "# COLLECTIVE:"})
+        if (size_t at = s.find(marker); at != std::string::npos) {
+            size_t end = s.find('\n', at);
+            if (first_collective_named(s.substr(at, end == std::string::npos ? std::string::npos : end - at), out)) return true;
+        }
+    return first_collective_named(s, out);
 }
 
 static double logged_bytes(const Measurement& m) { return logged_bytes_of_buffer(m.op, static_cast<double>(m.bytes), m.world); }
@@ -473,6 +491,9 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
                       n.efficiency_kept_why.empty() ? "" : " (kept)", n.bulk_call_us, n.bulk_call_kept_why.empty() ? "" : " (kept)");
         out << line;
         if (!n.efficiency_kept_why.empty()) out << "                     NIC efficiency as given: " << n.efficiency_kept_why << "\n";
+        else if (n.nic_efficiency > 0.999)
+            out << "                     NIC efficiency at its bound (line rate): the rows move more than nics.bandwidth_gbs allows "
+                   "the model (a wrong --algo, NIC count or rate?)\n";
         if (!n.bulk_call_kept_why.empty()) out << "                     bulk call cost as given: " << n.bulk_call_kept_why << "\n";
         std::snprintf(line, sizeof line, "  %-16s median |residual| < 1 MiB %.1f%% (%zu rows), >= 1 MiB %.1f%% (%zu rows)\n", "  by size",
                       n.median_below * 100, n.rows_below, n.median_from * 100, n.rows_from);
@@ -495,7 +516,13 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
         std::snprintf(line, sizeof line, "  %-16s median |residual| %.1f%%\n", "as given", cal.uncalibrated_median_abs_error * 100);
         out << line;
     }
-    for (const auto& u : cal.global.unused) out << "  not used: " << u << "\n";
+    // Rows left out for one reason one after the other (a table's 0-byte rows) as one line.
+    for (size_t i = 0; i < cal.global.unused.size();) {
+        size_t j = i + 1;
+        while (j < cal.global.unused.size() && cal.global.unused[j] == cal.global.unused[i]) ++j;
+        out << "  not used: " << cal.global.unused[i] << (j - i > 1 ? " (" + std::to_string(j - i) + " rows)" : "") << "\n";
+        i = j;
+    }
 }
 
 std::vector<std::string> poor_fit_warnings(const Calibration& cal) {

@@ -6,10 +6,14 @@ namespace zerosim {
 
 namespace {
 
+// Figures whose section's source does not speak for them: the section names the hardware, these
+// are fits of what the hardware does beyond it.
+bool only_own_source(const std::string& key) { return key == "nics.bulk_call_us"; }
+
 // The source a figure has: its own key's, else its section's ("host" for "host.hook_us").
 const std::string* source_of(const Topology& t, const std::string& key) {
     auto it = t.sources.find(key);
-    if (it == t.sources.end()) it = t.sources.find(key.substr(0, key.find('.')));
+    if (it == t.sources.end() && !only_own_source(key)) it = t.sources.find(key.substr(0, key.find('.')));
     return it == t.sources.end() ? nullptr : &it->second;
 }
 
@@ -24,6 +28,8 @@ std::vector<AssumedFigure> assumed_figures(const Topology& t, const ScheduleMeta
         used.push_back({"host.pcie_gbps", t.host_pcie_gbs * 8, "Gb/s", false});
         if (meta.offload_optimizer) used.push_back({"host.cpu_adam_gbs", t.host_cpu_adam_gbs, "GB/s", false});
     }
+    // Across nodes: the bulk protocols' call cost (0 unless calibrate fitted it from nccl-tests).
+    if (t.nodes > 1 && t.nics_per_node > 0) used.push_back({"nics.bulk_call_us", t.nic_bulk_call_us, "us", false});
     std::vector<AssumedFigure> out;
     for (auto& f : used) {
         const std::string* src = source_of(t, f.key);

@@ -2,6 +2,8 @@
 // topology's sources call an assumption (or leave unsourced), and only those it used.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "prediction/assumed.hpp"
@@ -61,4 +63,22 @@ TEST(Assumed, TheLineNamesEachFigureAndTheFile) {
     EXPECT_EQ(assumed_line(t, assumed_figures(t, meta)),
               "assumed, fitted to no measurement: gpu.compute_efficiency 0.5, host.kernel_launch_us 10 us (t.json's sources "
               "say \"assumption\"); gpu.memory_efficiency 0.8 (no source)");
+}
+
+// Across nodes the bulk protocols' call cost is used: 0 and unsourced until calibrate fits it from
+// nccl-tests (its "nics" section's source names the NICs, not this fit); one node never uses it.
+TEST(Assumed, BulkCallCostAcrossNodesUntilCalibrated) {
+    ScheduleMeta meta;
+    meta.stage = 1;
+    const Topology one = dgx_h100_with([](nlohmann::json&) {});
+    for (const auto& k : keys(assumed_figures(one, meta))) EXPECT_EQ(k.find("nics.bulk_call_us"), std::string::npos);
+    const Topology two = dgx_h100_with([](nlohmann::json& j) { j["nodes"] = 2; });
+    auto k2 = keys(assumed_figures(two, meta));
+    EXPECT_NE(std::find(k2.begin(), k2.end(), "nics.bulk_call_us (unsourced)"), k2.end());
+    const Topology fitted = dgx_h100_with([](nlohmann::json& j) {
+        j["nodes"] = 2;
+        j["nics"]["bulk_call_us"] = 30;
+        j["sources"]["nics.bulk_call_us"] = "fitted by zerosim calibrate from table.txt";
+    });
+    for (const auto& k : keys(assumed_figures(fitted, meta))) EXPECT_EQ(k.find("nics.bulk_call_us"), std::string::npos);
 }

@@ -146,6 +146,19 @@ TEST(NetworkFit, OneTablePredictsTheClustersOthers) {
     EXPECT_LE(ring.after.median_large, 0.10);
 }
 
+// Which collective a table measured: the shared tables' "# COLLECTIVE:" line (and nccl-tests'
+// "Collective test starting:") before notes that name others; else the one named first. Table 24's
+// notes mention the report's all_reduce sweep after its own all_gather.
+TEST(NetworkFit, TableCollectiveFromItsOwnLine) {
+    OpKind op = OpKind::Broadcast;
+    ASSERT_TRUE(guess_collective(test::read_file(test::reference("nccl-tests-multinode/24_vultr_b200_ndr_2n_allgather.txt")), op));
+    EXPECT_EQ(op, OpKind::AllGather);
+    ASSERT_TRUE(guess_collective("# notes: all_reduce elsewhere\n# Collective test starting: reduce_scatter_perf\n", op));
+    EXPECT_EQ(op, OpKind::ReduceScatter);
+    ASSERT_TRUE(guess_collective("allgather then allreduce", op));
+    EXPECT_EQ(op, OpKind::AllGather);
+}
+
 // Where the target is missed (docs/collectives.md §5): the B200 all_reduce runs NVLSTree, whose
 // NICs reach 0.93 of line rate against the rings' 0.77, so one table of either kind leaves the
 // other about 20% off. Bounded here so that a change that makes it worse is seen.
