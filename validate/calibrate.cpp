@@ -494,6 +494,9 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
         else if (n.nic_efficiency > 0.999)
             out << "                     NIC efficiency at its bound (line rate): the rows move more than nics.bandwidth_gbs allows "
                    "the model (a wrong --algo, NIC count or rate?)\n";
+        else if (n.nic_efficiency < kLowestNicEfficiency * 1.001)
+            out << "                     NIC efficiency at its lower bound: the rows move less than 1% of nics.bandwidth_gbs "
+                   "(a wrong --nodes, NIC count or rate?)\n";
         if (!n.bulk_call_kept_why.empty()) out << "                     bulk call cost as given: " << n.bulk_call_kept_why << "\n";
         std::snprintf(line, sizeof line, "  %-16s median |residual| < 1 MiB %.1f%% (%zu rows), >= 1 MiB %.1f%% (%zu rows)\n", "  by size",
                       n.median_below * 100, n.rows_below, n.median_from * 100, n.rows_from);

@@ -131,11 +131,11 @@ Result<NetworkFit> fit_network(const Topology& t, const std::vector<const Measur
     if (!out.efficiency_kept_why.empty()) {
         best = fit_at_efficiency(t, rows, t.nic_efficiency, fit_call);
     } else {
-        // A log-spaced scan over (0, 1] (a slow or shared link reaches a few percent), then a
+        // A log-spaced scan over [kLowestNicEfficiency, 1], then a
         // golden-section search between the best point's neighbours: the objective is piecewise
         // smooth, its pieces where the tuner's choice changes.
         constexpr int kGrid = 48;
-        constexpr double kLowest = 0.01;
+        constexpr double kLowest = kLowestNicEfficiency;
         std::vector<double> grid(kGrid);
         int at = 0;
         for (int i = 0; i < kGrid; ++i) {

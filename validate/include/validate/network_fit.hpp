@@ -16,6 +16,9 @@ namespace zerosim {
 
 struct Measurement;   // validate/calibrate.hpp
 
+// The lowest NIC efficiency the fit searches (a slow or shared link reaches a few percent).
+constexpr double kLowestNicEfficiency = 0.01;
+
 struct NetworkFit {
     double nic_efficiency = 1;         // fitted, or the topology's where efficiency_kept_why says why not
     std::string efficiency_kept_why;
