@@ -8,7 +8,7 @@ namespace {
 
 // Figures whose section's source does not speak for them: the section names the hardware, these
 // are fits of what the hardware does beyond it.
-bool only_own_source(const std::string& key) { return key == "nics.bulk_call_us"; }
+bool only_own_source(const std::string& key) { return key == "nics.bulk_call_us" || key == "nics.ring_channel_gbs"; }
 
 // The source a figure has: its own key's, else its section's ("host" for "host.hook_us").
 const std::string* source_of(const Topology& t, const std::string& key) {
@@ -29,7 +29,11 @@ std::vector<AssumedFigure> assumed_figures(const Topology& t, const ScheduleMeta
         if (meta.offload_optimizer) used.push_back({"host.cpu_adam_gbs", t.host_cpu_adam_gbs, "GB/s", false});
     }
     // Across nodes: the bulk protocols' call cost (0 unless calibrate fitted it from nccl-tests).
-    if (t.nodes > 1 && t.nics_per_node > 0) used.push_back({"nics.bulk_call_us", t.nic_bulk_call_us, "us", false});
+    // and the rings' channel ceiling (none: the rings reach the NICs, unless calibrate fitted one).
+    if (t.nodes > 1 && t.nics_per_node > 0) {
+        used.push_back({"nics.bulk_call_us", t.nic_bulk_call_us, "us", false});
+        used.push_back({"nics.ring_channel_gbs", t.ring_channel_gbs, "GB/s", false});
+    }
     std::vector<AssumedFigure> out;
     for (auto& f : used) {
         const std::string* src = source_of(t, f.key);
@@ -45,7 +49,9 @@ std::string assumed_line(const Topology& t, const std::vector<AssumedFigure>& fi
     std::ostringstream said, unsourced;
     for (const auto& f : figures) {
         std::ostringstream one;
-        one << f.key << " " << f.value << (f.unit.empty() ? "" : " " + f.unit);
+        // A ceiling of 0 is none.
+        if (f.key == "nics.ring_channel_gbs" && f.value == 0) one << f.key << " none";
+        else one << f.key << " " << f.value << (f.unit.empty() ? "" : " " + f.unit);
         std::ostringstream& into = f.unsourced ? unsourced : said;
         into << (into.tellp() > 0 ? ", " : "") << one.str();
     }

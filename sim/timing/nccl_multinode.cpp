@@ -97,6 +97,11 @@ void apply_generation_caps(const Topology& t, Algorithm a, Protocol p, const Ran
     }
 }
 
+void apply_ring_channel_rate(const Topology& t, Protocol p, const RankShare& r, CollectivePlan& plan) {
+    if (r.nodes <= 1 || p == Protocol::LL || !(t.ring_channel_gbs > 0)) return;
+    cap_bus(plan, r.bus_bytes, net_channels(t, r.ranks_per_node) * t.ring_channel_gbs * 1e9);
+}
+
 double across_nodes_estimate(const Topology& t, const CollectiveInfo& info, Algorithm a, const RankShare& r, CollectivePlan& plan) {
     const int64_t g = r.ranks_per_node, nodes = r.nodes, n = r.ranks;
     const double S = r.buffer_bytes;

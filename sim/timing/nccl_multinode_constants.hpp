@@ -69,8 +69,9 @@ constexpr double kTreeSimpleStepV221Us = 28.0;
 
 // all_to_all across nodes: the share of a rank's NIC bandwidth NCCL's point-to-point channels
 // reach with every peer at once. Fitted on table 26 (B200 NDR, 2 nodes, nccl-tests alltoall_perf,
-// from 1 MiB, with b200-ndr's NIC efficiency 0.85); see docs/collectives.md §5.
-constexpr double kAllToAllNetShare = 0.53;
+// from 1 MiB, with b200-ndr's NIC efficiency 0.96: 0.53 at the 0.85 it had before, the same
+// bytes per second); see docs/collectives.md §5.
+constexpr double kAllToAllNetShare = 0.47;
 // A tree Simple chunk: one step of the Simple buffer, NCCL_BUFFSIZE (4 MiB, init.cc
 // DEFAULT_BUFFSIZE) over NCCL_STEPS (8, device.h); tree runs one step per chunk
 // (enqueue.cc calcCollChunking: chunkSteps = 1 unless ring Simple).

@@ -43,6 +43,8 @@ CollectivePlan nccl_estimate(const Topology& t, OpKind kind, double logged, int6
                     : a == Algorithm::Tree ? nccl::tree_estimate(t, p, r, plan)
                     : a == Algorithm::Ring ? nccl::ring_estimate(t, info, p, r, plan)
                                            : nccl::across_nodes_estimate(t, info, a, r, plan);
+    // As run only: what a ring channel moves across nodes (NCCL's tuner rates rings on the NICs).
+    if (running && a == Algorithm::Ring) nccl::apply_ring_channel_rate(t, p, r, plan);
     if (running) plan = nccl::as_run(t, world, plan);
     if (a == Algorithm::Ring || a == Algorithm::Tree) nccl::apply_generation_caps(t, a, p, r, plan);
     plan.latency_s = (lat_us + t.launch_overhead_us) * 1e-6 * sc.latency;

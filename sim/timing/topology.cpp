@@ -187,7 +187,7 @@ void read_intra_node_section(const JsonField& intra, Topology& t) {
 }
 
 void read_nics_section(const JsonField& nics, Topology& t) {
-    check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "bulk_call_us", "gpu_affinity", "kind", "efficiency", "sharp", "rails"});
+    check_keys(nics, {"per_node", "bandwidth_gbs", "latency_us", "bulk_call_us", "ring_channel_gbs", "gpu_affinity", "kind", "efficiency", "sharp", "rails"});
     t.nics_per_node = static_cast<int>(positive_int(nics.at("per_node")));
     t.nic_bandwidth_gbs = figure(nics.at("bandwidth_gbs"), Figure::Bandwidth);
     if (nics.has("kind")) {
@@ -206,6 +206,7 @@ void read_nics_section(const JsonField& nics, Topology& t) {
     if (nics.has("rails")) positive_int(nics.at("rails"));
     if (nics.has("latency_us")) t.nic_latency_us = figure(nics.at("latency_us"), Figure::Latency);
     if (nics.has("bulk_call_us")) t.nic_bulk_call_us = figure(nics.at("bulk_call_us"), Figure::Latency);
+    if (nics.has("ring_channel_gbs")) t.ring_channel_gbs = figure(nics.at("ring_channel_gbs"), Figure::Bandwidth);
     if (nics.has("gpu_affinity")) check_nic_gpu_affinity(nics.at("gpu_affinity"), t);
 }
 

@@ -82,3 +82,21 @@ TEST(Assumed, BulkCallCostAcrossNodesUntilCalibrated) {
     });
     for (const auto& k : keys(assumed_figures(fitted, meta))) EXPECT_EQ(k.find("nics.bulk_call_us"), std::string::npos);
 }
+
+// The rings' channel ceiling across nodes: "none" (the rings reach the NICs) and unsourced until
+// calibrate fits one from a ring table; a fitted one with its source is not named.
+TEST(Assumed, RingChannelCeilingAcrossNodesSaysNoneUntilFitted) {
+    ScheduleMeta meta;
+    meta.stage = 1;
+    const Topology two = dgx_h100_with([](nlohmann::json& j) { j["nodes"] = 2; });
+    const std::string line = assumed_line(two, assumed_figures(two, meta));
+    EXPECT_NE(line.find("nics.ring_channel_gbs none"), std::string::npos) << line;
+    const Topology fitted = dgx_h100_with([](nlohmann::json& j) {
+        j["nodes"] = 2;
+        j["nics"]["ring_channel_gbs"] = 19.25;
+        j["sources"]["nics.ring_channel_gbs"] = "fitted by zerosim calibrate from table.txt";
+    });
+    for (const auto& k : keys(assumed_figures(fitted, meta))) EXPECT_EQ(k.find("nics.ring_channel_gbs"), std::string::npos);
+    const Topology one = dgx_h100_with([](nlohmann::json&) {});
+    EXPECT_EQ(assumed_line(one, assumed_figures(one, meta)).find("ring_channel"), std::string::npos);
+}

@@ -115,12 +115,12 @@ TEST(AcrossNodes, WhatEachReleaseAndFabricLetsTheTunerWeigh) {
 
 TEST(AcrossNodes, AllToAllSendsTheOffNodeShareThroughTheNics) {
     // S = 8e8 B per rank on 8 ranks: 3/8 S = 3e8 B to the node's other GPUs over NVLink (3 ms),
-    // 4/8 S = 4e8 B through the 10 GB/s NIC share at the p2p share 0.53 (75.47 ms).
+    // 4/8 S = 4e8 B through the 10 GB/s NIC share at the p2p share 0.47 (85.11 ms).
     Topology t = hopper_pair();
     auto p = plan_all_to_all(t, 8e8, 8);
     EXPECT_NEAR(p.intra_bytes, 3e8, 1e-3);
     EXPECT_NEAR(p.inter_bytes, 4e8, 1e-3);
-    EXPECT_NEAR(p.inter_rate, 5.3e9, 1e-3);
+    EXPECT_NEAR(p.inter_rate, 4.7e9, 1e-3);
     // Latency: Simple base 8.4 + one NVLink step 3.4 + one network step 14 = 25.8 us.
     EXPECT_NEAR(p.latency_s, 25.8e-6, 1e-12);
 }

@@ -60,6 +60,12 @@ struct Hardware {
     // (docs/collectives.md §5, "The bulk call cost"); 0 = none, fitted by `zerosim calibrate` from
     // one nccl-tests table of the cluster.
     double nic_bulk_call_us = 0;
+    // What one ring channel moves across nodes with LL128 or Simple, as bus bandwidth, GB/s: the
+    // rings' ceiling beside the NICs', as run only (NCCL's tuner rates a ring on the NICs; its
+    // per-channel tables cap LL128 and trees only). 0 = none. Measured per cluster, not derivable
+    // from NCCL's source (docs/collectives.md §5, "A ring channel's rate"); fitted by `zerosim
+    // calibrate` from a ring table.
+    double ring_channel_gbs = 0;
     NicKind nic_kind = NicKind::InfiniBand;
     // Share of the line rate one transfer reaches (e.g. 48 of 50 GB/s on NDR); 1 = line rate.
     double nic_efficiency = 1.0;
