@@ -17,6 +17,13 @@ std::string pct(double v) { return std::isnan(v) ? std::string("-") : std::to_st
 
 // Per cluster, per table fitted: the fitted terms, then each table of the cluster before (shipped
 // topology) and after (calibrated), median |error| below and from 1 MiB.
+std::string ring_channel_text(double gbs) {
+    if (!(gbs > 0)) return "none";
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f GB/s", gbs);
+    return b;
+}
+
 int print_calibrated(const std::string& ref, const std::string& topo, bool rows) {
     using namespace zerosim::multinode;
     for (const Cluster& cl : clusters()) {
@@ -29,9 +36,11 @@ int print_calibrated(const std::string& ref, const std::string& topo, bool rows)
                 std::printf("fitted on %s: cannot fit: %s\n", fitted->file, p.error.c_str());
                 continue;
             }
-            std::printf("fitted on %s%s%s: NIC efficiency %.3f%s, bulk call %.1f us%s, latency x%.3f\n", fitted->file,
-                        *fitted->algo ? " --algo " : "", fitted->algo, p.fit.nic_efficiency, p.fit.efficiency_kept_why.empty() ? "" : " (kept)",
-                        p.fit.bulk_call_us, p.fit.bulk_call_kept_why.empty() ? "" : " (kept)", p.fit.latency_scale);
+            std::printf("fitted on %s%s%s: NIC efficiency %.3f%s, ring channel %s%s, bulk call %.1f us%s, latency x%.3f\n",
+                        fitted->file, *fitted->algo ? " --algo " : "", fitted->algo, p.fit.nic_efficiency,
+                        p.fit.efficiency_kept_why.empty() ? "" : " (kept)", ring_channel_text(p.fit.ring_channel_gbs).c_str(),
+                        p.fit.ring_channel_fitted ? "" : " (kept)", p.fit.bulk_call_us, p.fit.bulk_call_kept_why.empty() ? "" : " (kept)",
+                        p.fit.latency_scale);
             std::printf("    %-64s %9s %9s %9s %9s\n", "table", "<1MiB", "", ">=1MiB", "");
             std::printf("    %-64s %9s %9s %9s %9s\n", "", "before", "after", "before", "after");
             for (const auto& t : p.targets) {

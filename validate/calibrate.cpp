@@ -487,9 +487,14 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
     if (cal.network) {
         const NetworkFit& n = cal.network_fit;
         char line[256];
-        std::snprintf(line, sizeof line, "  %-16s NIC efficiency %.4f%s  bulk call %.1f us%s\n", "network", n.nic_efficiency,
+        std::snprintf(line, sizeof line, "  %-16s NIC efficiency %.4f%s  bulk call %.1f us%s", "network", n.nic_efficiency,
                       n.efficiency_kept_why.empty() ? "" : " (kept)", n.bulk_call_us, n.bulk_call_kept_why.empty() ? "" : " (kept)");
         out << line;
+        if (n.ring_channel_gbs > 0) {
+            std::snprintf(line, sizeof line, "  ring channel %.2f GB/s%s", n.ring_channel_gbs, n.ring_channel_fitted ? "" : " (kept)");
+            out << line;
+        }
+        out << "\n";
         if (!n.efficiency_kept_why.empty()) out << "                     NIC efficiency as given: " << n.efficiency_kept_why << "\n";
         else if (n.nic_efficiency > 0.999)
             out << "                     NIC efficiency at its bound (line rate): the rows move more than nics.bandwidth_gbs allows "
@@ -498,6 +503,8 @@ void write_calibration_summary(std::ostream& out, const Calibration& cal) {
             out << "                     NIC efficiency at its lower bound: the rows move less than 1% of nics.bandwidth_gbs "
                    "(a wrong --nodes, NIC count or rate?)\n";
         if (!n.bulk_call_kept_why.empty()) out << "                     bulk call cost as given: " << n.bulk_call_kept_why << "\n";
+        if (n.ring_channel_fitted && !(n.ring_channel_gbs > 0))
+            out << "                     ring channel ceiling dropped: the rings reach the NICs (nics.ring_channel_gbs)\n";
         std::snprintf(line, sizeof line, "  %-16s median |residual| < 1 MiB %.1f%% (%zu rows), >= 1 MiB %.1f%% (%zu rows)\n", "  by size",
                       n.median_below * 100, n.rows_below, n.median_from * 100, n.rows_from);
         out << line;
@@ -564,6 +571,14 @@ void write_network_terms(Json& out, const NetworkFit& f, const std::vector<std::
     if (f.efficiency_kept_why.empty()) {
         out["nics"]["efficiency"] = f.nic_efficiency;
         out["sources"]["nics.efficiency"] = "fitted by zerosim calibrate from " + from + " (every row across nodes)";
+    }
+    if (f.ring_channel_fitted && f.ring_channel_gbs > 0) {
+        out["nics"]["ring_channel_gbs"] = f.ring_channel_gbs;
+        out["sources"]["nics.ring_channel_gbs"] =
+            "fitted by zerosim calibrate from " + from + " (the rings' bandwidth, below the NICs' at nics.efficiency)";
+    } else if (f.ring_channel_fitted && out["nics"].contains("ring_channel_gbs")) {
+        out["nics"].erase("ring_channel_gbs");
+        out["sources"]["nics.ring_channel_gbs"] = "none: the rings of " + from + " reach the NICs (zerosim calibrate)";
     }
     if (f.bulk_call_kept_why.empty()) {
         out["nics"]["bulk_call_us"] = f.bulk_call_us;

@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "timing/collectives.hpp"
@@ -18,6 +19,8 @@ namespace {
 struct RowTerms {
     double latency_s = 0, transfer_s = 0;
     bool bulk = false;
+    bool simple = false;   // runs Simple across nodes
+    bool ring = false;
 };
 
 RowTerms row_terms(const Topology& t, const Measurement& m) {
@@ -28,6 +31,8 @@ RowTerms row_terms(const Topology& t, const Measurement& m) {
     r.transfer_s = plan.time_alone_s() - plan.latency_s;
     const NcclChoice* c = plan.nccl();
     r.bulk = nodes_spanned(t, m.world) > 1 && c && c->protocol != Protocol::LL;
+    r.simple = r.bulk && c->protocol == Protocol::Simple;
+    r.ring = c && c->algorithm == Algorithm::Ring;
     return r;
 }
 
@@ -106,6 +111,130 @@ void terms_the_rows_determine(const Topology& t, const std::vector<const Measure
     if (bandwidth_bound < 2) out.efficiency_kept_why = "fewer than two rows are bandwidth-bound";
 }
 
+// Where the rows' bandwidth is set by something beside the NICs (a ring channel's rate,
+// nics.ring_channel_gbs; NCCL's per-channel ceilings), the bandwidth-bound Simple rows take as long
+// at line rate as at the efficiency found: they say the NICs reach at least that much, not how
+// much. What else moves with the efficiency above that bound (the LL128 rows' rate, where NCCL's
+// tuner switches protocol) is the mid sizes' excess the call cost is for, not the NICs' rate, so
+// the topology's figure stands when it is at least the bound; below it, the bound is the answer.
+void bound_from_below_only(const Topology& t, const std::vector<const Measurement*>& rows, bool fit_call, InnerFit& best,
+                           NetworkFit& out) {
+    if (out.nic_efficiency > 0.999) return;
+    Topology found = t, line_rate = t;
+    found.nic_efficiency = out.nic_efficiency;
+    line_rate.nic_efficiency = 1.0;
+    found.latency_scale = line_rate.latency_scale = 1;
+    size_t bandwidth_bound = 0;
+    for (const Measurement* m : rows) {
+        RowTerms a = row_terms(found, *m);
+        if (!a.simple || a.transfer_s < a.latency_s) continue;
+        ++bandwidth_bound;
+        RowTerms b = row_terms(line_rate, *m);
+        if (b.transfer_s < a.transfer_s * (1 - 1e-3)) return;   // the NICs set this row's bandwidth
+    }
+    if (bandwidth_bound < 2) return;
+    char why[256];
+    std::snprintf(why, sizeof why,
+                  "the rows bound it from below only (at least %.3f): above that their bandwidth is not the NICs' "
+                  "(nics.ring_channel_gbs or NCCL's per-channel ceiling binds)",
+                  out.nic_efficiency);
+    out.efficiency_at_least = out.nic_efficiency;
+    if (t.nic_efficiency >= out.nic_efficiency) {
+        out.efficiency_kept_why = why;
+        out.nic_efficiency = t.nic_efficiency;
+        best = fit_at_efficiency(t, rows, t.nic_efficiency, fit_call);
+    }
+}
+
+// The NIC efficiency that fits the rows best: a log-spaced scan over [kLowestNicEfficiency, 1],
+// then a golden-section search between the best point's neighbours (the objective is piecewise
+// smooth, its pieces where the tuner's choice changes).
+InnerFit scan_efficiency(const Topology& t, const std::vector<const Measurement*>& rows, bool fit_call, double& efficiency) {
+    constexpr int kGrid = 48;
+    constexpr double kLowest = kLowestNicEfficiency;
+    InnerFit best;
+    std::vector<double> grid(kGrid);
+    int at = 0;
+    for (int i = 0; i < kGrid; ++i) {
+        grid[i] = kLowest * std::pow(1.0 / kLowest, static_cast<double>(i) / (kGrid - 1));
+        InnerFit f = fit_at_efficiency(t, rows, grid[i], fit_call);
+        if (f.ok && f.objective < best.objective) best = f, at = i, efficiency = grid[i];
+    }
+    double lo = grid[std::max(at - 1, 0)], hi = grid[std::min(at + 1, kGrid - 1)];
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    for (int i = 0; i < 30 && best.ok; ++i) {
+        double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
+        InnerFit f1 = fit_at_efficiency(t, rows, x1, fit_call), f2 = fit_at_efficiency(t, rows, x2, fit_call);
+        if (f1.ok && f1.objective < best.objective) best = f1, efficiency = x1;
+        if (f2.ok && f2.objective < best.objective) best = f2, efficiency = x2;
+        if (f1.objective < f2.objective) hi = x2;
+        else lo = x1;
+    }
+    return best;
+}
+
+// Whether the rows' bandwidth is a ring's: at least two bandwidth-bound Simple rows, all rings.
+bool ring_rows_set_the_bandwidth(const Topology& t, const std::vector<const Measurement*>& rows) {
+    Topology at_one = t;
+    at_one.latency_scale = 1;
+    size_t rings = 0;
+    for (const Measurement* m : rows) {
+        RowTerms r = row_terms(at_one, *m);
+        if (!r.simple || r.transfer_s < r.latency_s) continue;
+        if (!r.ring) return false;
+        ++rings;
+    }
+    return rings >= 2;
+}
+
+// A ring table's bandwidth, fitted as the NICs' efficiency e*, is the NICs' or the ring channels'
+// (nics.ring_channel_gbs): one table of rings cannot tell them apart. Below the topology's
+// efficiency, it is read as the channels' (the NICs keep their documented share, which NVLSTree and
+// tree tables reach where rings do not: docs/collectives.md §5) unless that would put a channel
+// below kLowestRingChannelGbs, which no SM-driven ring runs at: then the NICs are slow (a degraded
+// cluster) and e* stands. At it (within kSameEfficiency) or above, the rings reach the NICs and no
+// channel ceiling holds.
+constexpr double kSameEfficiency = 0.01;
+
+void attribute_ring_bandwidth(const Topology& t, const std::vector<const Measurement*>& rows, bool fit_call, InnerFit& best,
+                              NetworkFit& out) {
+    if (out.nic_efficiency >= t.nic_efficiency * (1 - kSameEfficiency)) {
+        out.ring_channel_gbs = 0;
+        out.ring_channel_fitted = t.ring_channel_gbs > 0;
+        return;
+    }
+    // The channel rate that takes the largest bandwidth-bound ring row as long at the topology's
+    // efficiency as e* does: at a 1 GB/s probe every channel binds, and the time scales as 1/rate.
+    Topology found = t, probe = t;
+    found.ring_channel_gbs = 0;
+    found.nic_efficiency = out.nic_efficiency;
+    probe.ring_channel_gbs = 1.0;
+    found.latency_scale = probe.latency_scale = 1;
+    const Measurement* largest = nullptr;
+    for (const Measurement* m : rows) {
+        RowTerms r = row_terms(found, *m);
+        if (r.simple && r.ring && r.transfer_s >= r.latency_s && (!largest || m->bytes > largest->bytes)) largest = m;
+    }
+    if (!largest) return;
+    const double rate = row_terms(probe, *largest).transfer_s / row_terms(found, *largest).transfer_s;
+    if (!(rate >= kLowestRingChannelGbs) || !std::isfinite(rate)) {
+        out.ring_channel_gbs = t.ring_channel_gbs;
+        return;
+    }
+    char why[256];
+    std::snprintf(why, sizeof why,
+                  "the rows' bandwidth is the ring channels' (%.2f GB/s each, nics.ring_channel_gbs; the NICs would be at %.3f): "
+                  "a table run as NVLSTree or tree fits the NICs",
+                  rate, out.nic_efficiency);
+    out.efficiency_kept_why = why;
+    out.nic_efficiency = t.nic_efficiency;
+    out.ring_channel_gbs = rate;
+    out.ring_channel_fitted = true;
+    Topology with_rate = t;
+    with_rate.ring_channel_gbs = rate;
+    best = fit_at_efficiency(with_rate, rows, t.nic_efficiency, fit_call);
+}
+
 }  // namespace
 
 bool rows_cross_nodes(const Topology& t, const std::vector<const Measurement*>& rows) {
@@ -125,35 +254,18 @@ Result<NetworkFit> fit_network(const Topology& t, const std::vector<const Measur
     NetworkFit out;
     out.nic_efficiency = t.nic_efficiency;
     out.bulk_call_us = t.nic_bulk_call_us;
+    out.ring_channel_gbs = t.ring_channel_gbs;
     terms_the_rows_determine(t, rows, out);
     const bool fit_call = out.bulk_call_kept_why.empty();
-    InnerFit best;
-    if (!out.efficiency_kept_why.empty()) {
-        best = fit_at_efficiency(t, rows, t.nic_efficiency, fit_call);
-    } else {
-        // A log-spaced scan over [kLowestNicEfficiency, 1], then a
-        // golden-section search between the best point's neighbours: the objective is piecewise
-        // smooth, its pieces where the tuner's choice changes.
-        constexpr int kGrid = 48;
-        constexpr double kLowest = kLowestNicEfficiency;
-        std::vector<double> grid(kGrid);
-        int at = 0;
-        for (int i = 0; i < kGrid; ++i) {
-            grid[i] = kLowest * std::pow(1.0 / kLowest, static_cast<double>(i) / (kGrid - 1));
-            InnerFit f = fit_at_efficiency(t, rows, grid[i], fit_call);
-            if (f.ok && f.objective < best.objective) best = f, at = i, out.nic_efficiency = grid[i];
-        }
-        double lo = grid[std::max(at - 1, 0)], hi = grid[std::min(at + 1, kGrid - 1)];
-        const double g = (std::sqrt(5.0) - 1) / 2;
-        for (int i = 0; i < 30 && best.ok; ++i) {
-            double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
-            InnerFit f1 = fit_at_efficiency(t, rows, x1, fit_call), f2 = fit_at_efficiency(t, rows, x2, fit_call);
-            if (f1.ok && f1.objective < best.objective) best = f1, out.nic_efficiency = x1;
-            if (f2.ok && f2.objective < best.objective) best = f2, out.nic_efficiency = x2;
-            if (f1.objective < f2.objective) hi = x2;
-            else lo = x1;
-        }
-    }
+    // A ring table's bandwidth is fitted as the NICs' first, with no ring channel ceiling in the
+    // way, then told apart (attribute_ring_bandwidth).
+    Topology scan = t;
+    const bool ring_table = ring_rows_set_the_bandwidth(t, rows);
+    if (ring_table) scan.ring_channel_gbs = 0;
+    InnerFit best = out.efficiency_kept_why.empty() ? scan_efficiency(scan, rows, fit_call, out.nic_efficiency)
+                                                    : fit_at_efficiency(scan, rows, t.nic_efficiency, fit_call);
+    if (best.ok && ring_table && out.efficiency_kept_why.empty()) attribute_ring_bandwidth(t, rows, fit_call, best, out);
+    else if (best.ok && out.efficiency_kept_why.empty()) bound_from_below_only(t, rows, fit_call, best, out);
     if (!best.ok)
         return Error{"", "measurements",
                      "the fit is not physical (no NIC efficiency in (0, 1] gives a positive latency scale): the rows do not follow "
@@ -167,6 +279,7 @@ Topology with_network_fit(const Topology& t, const NetworkFit& f) {
     Topology out = t;
     out.nic_efficiency = f.nic_efficiency;
     out.nic_bulk_call_us = f.bulk_call_us;
+    out.ring_channel_gbs = f.ring_channel_gbs;
     out.latency_scale = f.latency_scale;
     out.bandwidth_scale = 1;
     out.collective_scales.clear();

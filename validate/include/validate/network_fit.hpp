@@ -18,12 +18,24 @@ struct Measurement;   // validate/calibrate.hpp
 
 // The lowest NIC efficiency the fit searches (a slow or shared link reaches a few percent).
 constexpr double kLowestNicEfficiency = 0.01;
+// The lowest rate a ring channel is read to run at (GB/s of bus bandwidth): half the lowest
+// per-channel ring figure in NCCL's tables (perChMaxRingLL128Bws: 20 GB/s on Volta and Ampere,
+// src/graph/tuning.cc). A ring table slower than that per channel is read as slow NICs.
+constexpr double kLowestRingChannelGbs = 10.0;
 
 struct NetworkFit {
     double nic_efficiency = 1;         // fitted, or the topology's where efficiency_kept_why says why not
     std::string efficiency_kept_why;
+    // Set where the rows bound the efficiency from below only (their bandwidth is not the NICs'
+    // above it): the bound; 0 where they determine it.
+    double efficiency_at_least = 0;
     double bulk_call_us = 0;           // fitted, or the topology's where bulk_call_kept_why says why not
     std::string bulk_call_kept_why;
+    // A ring channel's rate across nodes (nics.ring_channel_gbs): fitted from a ring table whose
+    // bandwidth is below the NICs' (ring_channel_fitted, the efficiency kept), set to 0 where the
+    // rings reach the NICs (fitted too: the topology's ceiling was wrong), else the topology's.
+    double ring_channel_gbs = 0;
+    bool ring_channel_fitted = false;
     double latency_scale = 1;
     // The fitted topology's median |relative residual| below and from 1 MiB of nccl-tests' size
     // (the bands: the latency's sizes, the bulk protocols' and the bandwidth's), and how
