@@ -61,28 +61,45 @@ struct CalibratedPrediction {
     std::vector<Target> targets;
 };
 
-inline CalibratedPrediction calibrate_on(const TableCase& fitted, const Cluster& cluster, const std::string& reference_dir,
-                                         const std::string& topologies_dir) {
+// Fitted on `fitted` (one table, or several of the cluster at once, as calibrate takes several
+// files). `open_rings`: the topologies without a ring channel ceiling, as for a cluster zerosim
+// has no figure for (b200-ndr's was fitted on table 24).
+inline CalibratedPrediction calibrate_on(const std::vector<const TableCase*>& fitted, const Cluster& cluster,
+                                         const std::string& reference_dir, const std::string& topologies_dir, bool open_rings = false) {
     CalibratedPrediction out;
-    out.fitted = &fitted;
-    auto base = case_topology(fitted, topologies_dir);
+    out.fitted = fitted.front();
+    auto topology_of = [&](const TableCase& c) -> Result<Topology> {
+        auto t = case_topology(c, topologies_dir);
+        if (t && open_rings) t.value().ring_channel_gbs = 0;
+        return t;
+    };
+    auto base = topology_of(*fitted.front());
     if (!base) return out.error = base.error().what(), out;
-    auto rows = case_measurements(fitted, base.value(), reference_dir);
-    if (!rows) return out.error = rows.error().what(), out;
-    auto cal = calibrate(base.value(), rows.value());
+    std::vector<Measurement> rows;
+    for (const TableCase* f : fitted) {
+        auto more = case_measurements(*f, base.value(), reference_dir);
+        if (!more) return out.error = more.error().what(), out;
+        rows.insert(rows.end(), more.value().begin(), more.value().end());
+    }
+    auto cal = calibrate(base.value(), rows);
     if (!cal) return out.error = cal.error().what(), out;
     if (!cal->network) return out.error = "the rows did not all cross nodes", out;
     out.fit = cal->network_fit;
     for (const char* prefix : cluster.tables) {
         const TableCase* c = case_with_prefix(prefix);
         if (!c) continue;
-        auto own = case_topology(*c, topologies_dir);
+        auto own = topology_of(*c);
         if (!own) continue;
         CalibratedPrediction::Target target{c, evaluate_on(*c, own.value(), reference_dir),
                                             evaluate_on(*c, with_network_fit(own.value(), out.fit), reference_dir)};
         out.targets.push_back(target);
     }
     return out;
+}
+
+inline CalibratedPrediction calibrate_on(const TableCase& fitted, const Cluster& cluster, const std::string& reference_dir,
+                                         const std::string& topologies_dir, bool open_rings = false) {
+    return calibrate_on(std::vector<const TableCase*>{&fitted}, cluster, reference_dir, topologies_dir, open_rings);
 }
 
 }  // namespace zerosim::multinode

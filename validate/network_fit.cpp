@@ -173,66 +173,110 @@ InnerFit scan_efficiency(const Topology& t, const std::vector<const Measurement*
     return best;
 }
 
-// Whether the rows' bandwidth is a ring's: at least two bandwidth-bound Simple rows, all rings.
-bool ring_rows_set_the_bandwidth(const Topology& t, const std::vector<const Measurement*>& rows) {
+// Whose bandwidth the rows' bandwidth-bound Simple rows are (at least two of a kind count): rings',
+// other algorithms' (NVLSTree, tree, CollNet), or both (tables of several collectives).
+struct BandwidthRows {
+    bool rings = false, others = false;
+};
+BandwidthRows bandwidth_rows(const Topology& t, const std::vector<const Measurement*>& rows) {
     Topology at_one = t;
     at_one.latency_scale = 1;
-    size_t rings = 0;
+    size_t rings = 0, others = 0;
     for (const Measurement* m : rows) {
         RowTerms r = row_terms(at_one, *m);
-        if (!r.simple || r.transfer_s < r.latency_s) continue;
-        if (!r.ring) return false;
-        ++rings;
+        if (r.simple && r.transfer_s >= r.latency_s) ++(r.ring ? rings : others);
     }
-    return rings >= 2;
+    return {rings >= 2, others >= 2};
 }
 
-// A ring table's bandwidth, fitted as the NICs' efficiency e*, is the NICs' or the ring channels'
-// (nics.ring_channel_gbs): one table of rings cannot tell them apart. Below the topology's
-// efficiency, it is read as the channels' (the NICs keep their documented share, which NVLSTree and
-// tree tables reach where rings do not: docs/collectives.md §5) unless that would put a channel
-// below kLowestRingChannelGbs, which no SM-driven ring runs at: then the NICs are slow (a degraded
-// cluster) and e* stands. At it (within kSameEfficiency) or above, the rings reach the NICs and no
-// channel ceiling holds.
-constexpr double kSameEfficiency = 0.01;
+// The rows a ring runs (ring) or not (!ring), as the tuner chooses on `t`.
+std::vector<const Measurement*> rows_run_as(const Topology& t, const std::vector<const Measurement*>& rows, bool ring) {
+    std::vector<const Measurement*> out;
+    for (const Measurement* m : rows)
+        if (row_terms(t, *m).ring == ring) out.push_back(m);
+    return out;
+}
 
-void attribute_ring_bandwidth(const Topology& t, const std::vector<const Measurement*>& rows, bool fit_call, InnerFit& best,
-                              NetworkFit& out) {
-    if (out.nic_efficiency >= t.nic_efficiency * (1 - kSameEfficiency)) {
-        out.ring_channel_gbs = 0;
-        out.ring_channel_fitted = t.ring_channel_gbs > 0;
-        return;
-    }
-    // The channel rate that takes the largest bandwidth-bound ring row as long at the topology's
-    // efficiency as e* does: at a 1 GB/s probe every channel binds, and the time scales as 1/rate.
+// The ring channel rate at which the largest bandwidth-bound ring row takes as long with the NICs
+// at `held` as it does with no ceiling and the NICs at `e_star` (at a 1 GB/s probe every channel
+// binds, and the time scales as 1/rate); 0 where no ring row is bandwidth-bound.
+double ring_channel_rate_for(const Topology& t, const std::vector<const Measurement*>& rows, double e_star, double held) {
     Topology found = t, probe = t;
     found.ring_channel_gbs = 0;
-    found.nic_efficiency = out.nic_efficiency;
+    found.nic_efficiency = e_star;
     probe.ring_channel_gbs = 1.0;
+    probe.nic_efficiency = held;
     found.latency_scale = probe.latency_scale = 1;
     const Measurement* largest = nullptr;
     for (const Measurement* m : rows) {
         RowTerms r = row_terms(found, *m);
         if (r.simple && r.ring && r.transfer_s >= r.latency_s && (!largest || m->bytes > largest->bytes)) largest = m;
     }
-    if (!largest) return;
+    if (!largest) return 0;
     const double rate = row_terms(probe, *largest).transfer_s / row_terms(found, *largest).transfer_s;
-    if (!(rate >= kLowestRingChannelGbs) || !std::isfinite(rate)) {
-        out.ring_channel_gbs = t.ring_channel_gbs;
+    return std::isfinite(rate) ? rate : 0;
+}
+
+// A ring table's bandwidth, fitted as the NICs' efficiency e*, is the NICs' or the ring channels'
+// (nics.ring_channel_gbs): one table of rings cannot tell them apart. Below the efficiency held
+// (the topology's, or the one other algorithms' rows fitted), it is read as the channels' (the
+// NICs keep the share NVLSTree and tree tables reach where rings do not: docs/collectives.md §5)
+// unless that would put a channel below kLowestRingChannelGbs, which no SM-driven ring runs at:
+// then the NICs are slow (a degraded cluster). At it (within kSameEfficiency) or above, the rings
+// reach the NICs and no channel ceiling holds. Returns whether the rows were read as the channels'.
+constexpr double kSameEfficiency = 0.01;
+
+bool attribute_ring_bandwidth(const Topology& t, const std::vector<const Measurement*>& rows, double e_star, double held,
+                              NetworkFit& out) {
+    if (e_star >= held * (1 - kSameEfficiency)) {
+        out.ring_channel_gbs = 0;
+        out.ring_channel_fitted = t.ring_channel_gbs > 0;
+        return false;
+    }
+    const double rate = ring_channel_rate_for(t, rows, e_star, held);
+    if (!(rate >= kLowestRingChannelGbs)) return false;
+    out.ring_channel_gbs = rate;
+    out.ring_channel_fitted = true;
+    return true;
+}
+
+// One table of rings: e* from the scan, then the NICs' or the channels'.
+void fit_ring_table(const Topology& t, const std::vector<const Measurement*>& rows, bool fit_call, InnerFit& best, NetworkFit& out) {
+    const double e_star = out.nic_efficiency;
+    if (!attribute_ring_bandwidth(t, rows, e_star, t.nic_efficiency, out)) {
+        if (!out.ring_channel_fitted) out.ring_channel_gbs = t.ring_channel_gbs;
         return;
     }
     char why[256];
     std::snprintf(why, sizeof why,
                   "the rows' bandwidth is the ring channels' (%.2f GB/s each, nics.ring_channel_gbs; the NICs would be at %.3f): "
                   "a table run as NVLSTree or tree fits the NICs",
-                  rate, out.nic_efficiency);
+                  out.ring_channel_gbs, e_star);
     out.efficiency_kept_why = why;
     out.nic_efficiency = t.nic_efficiency;
-    out.ring_channel_gbs = rate;
-    out.ring_channel_fitted = true;
     Topology with_rate = t;
-    with_rate.ring_channel_gbs = rate;
+    with_rate.ring_channel_gbs = out.ring_channel_gbs;
     best = fit_at_efficiency(with_rate, rows, t.nic_efficiency, fit_call);
+}
+
+// Tables of rings and of other algorithms together: the others' rows fit the NICs' efficiency, the
+// rings' rows the channels' rate at that efficiency, and the call cost and latency scale are then
+// fitted to every row.
+InnerFit fit_rings_and_others(const Topology& t, const std::vector<const Measurement*>& rows, bool fit_call, NetworkFit& out) {
+    Topology open = t;
+    open.ring_channel_gbs = 0;
+    Topology choosing = t;
+    choosing.latency_scale = 1;
+    const auto others = rows_run_as(choosing, rows, false), rings = rows_run_as(choosing, rows, true);
+    InnerFit nics = scan_efficiency(open, others, fit_call, out.nic_efficiency);
+    double e_rings = out.nic_efficiency;
+    InnerFit ring_fit = scan_efficiency(open, rings, fit_call, e_rings);
+    if (!nics.ok || !ring_fit.ok) return scan_efficiency(open, rows, fit_call, out.nic_efficiency);
+    if (!attribute_ring_bandwidth(t, rings, e_rings, out.nic_efficiency, out) && !out.ring_channel_fitted)
+        out.ring_channel_gbs = t.ring_channel_gbs;
+    Topology with_rate = t;
+    with_rate.ring_channel_gbs = out.ring_channel_gbs;
+    return fit_at_efficiency(with_rate, rows, out.nic_efficiency, fit_call);
 }
 
 }  // namespace
@@ -258,14 +302,23 @@ Result<NetworkFit> fit_network(const Topology& t, const std::vector<const Measur
     terms_the_rows_determine(t, rows, out);
     const bool fit_call = out.bulk_call_kept_why.empty();
     // A ring table's bandwidth is fitted as the NICs' first, with no ring channel ceiling in the
-    // way, then told apart (attribute_ring_bandwidth).
-    Topology scan = t;
-    const bool ring_table = ring_rows_set_the_bandwidth(t, rows);
-    if (ring_table) scan.ring_channel_gbs = 0;
-    InnerFit best = out.efficiency_kept_why.empty() ? scan_efficiency(scan, rows, fit_call, out.nic_efficiency)
-                                                    : fit_at_efficiency(scan, rows, t.nic_efficiency, fit_call);
-    if (best.ok && ring_table && out.efficiency_kept_why.empty()) attribute_ring_bandwidth(t, rows, fit_call, best, out);
-    else if (best.ok && out.efficiency_kept_why.empty()) bound_from_below_only(t, rows, fit_call, best, out);
+    // way, then told apart (attribute_ring_bandwidth); with other algorithms' tables beside it,
+    // those fit the NICs.
+    const BandwidthRows kind = bandwidth_rows(t, rows);
+    InnerFit best;
+    if (!out.efficiency_kept_why.empty()) {
+        best = fit_at_efficiency(t, rows, t.nic_efficiency, fit_call);
+    } else if (kind.rings && kind.others) {
+        best = fit_rings_and_others(t, rows, fit_call, out);
+    } else if (kind.rings) {
+        Topology open = t;
+        open.ring_channel_gbs = 0;
+        best = scan_efficiency(open, rows, fit_call, out.nic_efficiency);
+        if (best.ok) fit_ring_table(t, rows, fit_call, best, out);
+    } else {
+        best = scan_efficiency(t, rows, fit_call, out.nic_efficiency);
+        if (best.ok) bound_from_below_only(t, rows, fit_call, best, out);
+    }
     if (!best.ok)
         return Error{"", "measurements",
                      "the fit is not physical (no NIC efficiency in (0, 1] gives a positive latency scale): the rows do not follow "

@@ -166,6 +166,32 @@ TEST(NetworkFit, RecoversKnownTermsFromAModelledTable) {
     EXPECT_LT(cal->global.median_abs_error, 0.01);
 }
 
+// Tables of both kinds at once (calibrate takes several files): the all_reduce's NVLSTree and tree
+// rows fit the NICs (0.6), the all_gather's rings the channels' rate at that efficiency (12 GB/s,
+// below the NICs' 15 a channel), the call cost and latency every row; from a topology with no
+// ring ceiling.
+TEST(NetworkFit, RingAndOtherTablesTogetherFitBoth) {
+    Topology base = b200_two_nodes();
+    base.ring_channel_gbs = 0;
+    Topology truth = base;
+    truth.nic_efficiency = 0.6;
+    truth.ring_channel_gbs = 12;
+    truth.nic_bulk_call_us = 50;
+    truth.latency_scale = 1.2;
+    std::vector<Measurement> rows;
+    for (OpKind op : {OpKind::AllReduce, OpKind::AllGather})
+        for (int64_t s = 256; s <= (int64_t{4} << 30); s *= 2) rows.push_back({op, s, predicted_time_us(truth, {op, s, 0, 16, "", {}}), 16, "model"});
+    auto cal = calibrate(base, rows);
+    ASSERT_TRUE(cal.ok()) << cal.error().what();
+    const NetworkFit& f = cal->network_fit;
+    EXPECT_NEAR(f.nic_efficiency, 0.6, 0.6 * 0.02);
+    EXPECT_TRUE(f.efficiency_kept_why.empty()) << f.efficiency_kept_why;
+    ASSERT_TRUE(f.ring_channel_fitted);
+    EXPECT_NEAR(f.ring_channel_gbs, 12, 12 * 0.02);
+    EXPECT_NEAR(f.bulk_call_us, 50, 50 * 0.02);
+    EXPECT_NEAR(f.latency_scale, 1.2, 1.2 * 0.02);
+}
+
 // A ring table below kLowestRingChannelGbs a channel is slow NICs (a degraded cluster): the NICs'
 // efficiency is fitted and the ceiling kept. Rings at the NICs' own rate drop a ceiling the
 // topology had.
