@@ -1,5 +1,6 @@
 // The network's terms fitted to nccl-tests tables whose every row crosses nodes: the share of the
-// NIC's line rate the collectives reach (nics.efficiency), the bulk protocols' call cost
+// NIC's line rate the collectives reach (nics.efficiency) or, for rings that run below it, the ring
+// channels' rate (nics.ring_channel_gbs), the bulk protocols' call cost
 // (nics.bulk_call_us: the fixed time a call with LL128 or Simple pays across nodes beyond NCCL's
 // own estimate) and the latency scale. Unlike the scales calibrate fits on one node, these are the
 // transport's own figures, so the calibrated topology carries them to the cluster's other
@@ -49,8 +50,11 @@ bool rows_cross_nodes(const Topology& t, const std::vector<const Measurement*>& 
 
 // Least absolute relative deviations over the rows: the latency scale and the bulk call cost by
 // iteratively reweighted least squares at each NIC efficiency, the efficiency by a search over
-// (0, 1]. A term the rows cannot tell apart keeps the topology's figure and says why (no row runs
-// LL128 or Simple, no row runs LL, no row is bandwidth-bound). Refused below three sizes.
+// (0, 1]. Rings' rows below the NICs' share (the topology's, or the one other algorithms' rows in
+// the same fit reach) give the ring channels' rate instead, unless that is below
+// kLowestRingChannelGbs (slow NICs). A term the rows cannot tell apart keeps the topology's figure
+// and says why (no row runs LL128 or Simple, no row runs LL, no row is bandwidth-bound, the rows
+// bound it from below only). Refused below three sizes.
 Result<NetworkFit> fit_network(const Topology& t, const std::vector<const Measurement*>& rows);
 
 // `t` with the fitted terms.
