@@ -21,7 +21,16 @@ struct RowTerms {
     bool bulk = false;
     bool simple = false;   // runs Simple across nodes
     bool ring = false;
+    // What tells the NICs' rate or a channel's: a Simple row whose transfer outweighs its latency.
+    bool sets_bandwidth() const { return simple && transfer_s >= latency_s; }
 };
+
+// `t` with the ring channels' ceiling at `gbs` (0: none).
+Topology with_ring_channel(const Topology& t, double gbs) {
+    Topology out = t;
+    out.ring_channel_gbs = gbs;
+    return out;
+}
 
 RowTerms row_terms(const Topology& t, const Measurement& m) {
     CollectivePlan plan =
@@ -127,7 +136,7 @@ void bound_from_below_only(const Topology& t, const std::vector<const Measuremen
     size_t bandwidth_bound = 0;
     for (const Measurement* m : rows) {
         RowTerms a = row_terms(found, *m);
-        if (!a.simple || a.transfer_s < a.latency_s) continue;
+        if (!a.sets_bandwidth()) continue;
         ++bandwidth_bound;
         RowTerms b = row_terms(line_rate, *m);
         if (b.transfer_s < a.transfer_s * (1 - 1e-3)) return;   // the NICs set this row's bandwidth
@@ -138,7 +147,6 @@ void bound_from_below_only(const Topology& t, const std::vector<const Measuremen
                   "the rows bound it from below only (at least %.3f): above that their bandwidth is not the NICs' "
                   "(nics.ring_channel_gbs or NCCL's per-channel ceiling binds)",
                   out.nic_efficiency);
-    out.efficiency_at_least = out.nic_efficiency;
     if (t.nic_efficiency >= out.nic_efficiency) {
         out.efficiency_kept_why = why;
         out.nic_efficiency = t.nic_efficiency;
@@ -184,7 +192,7 @@ BandwidthRows bandwidth_rows(const Topology& t, const std::vector<const Measurem
     size_t rings = 0, others = 0;
     for (const Measurement* m : rows) {
         RowTerms r = row_terms(at_one, *m);
-        if (r.simple && r.transfer_s >= r.latency_s) ++(r.ring ? rings : others);
+        if (r.sets_bandwidth()) ++(r.ring ? rings : others);
     }
     return {rings >= 2, others >= 2};
 }
@@ -210,7 +218,7 @@ double ring_channel_rate_for(const Topology& t, const std::vector<const Measurem
     const Measurement* largest = nullptr;
     for (const Measurement* m : rows) {
         RowTerms r = row_terms(found, *m);
-        if (r.simple && r.ring && r.transfer_s >= r.latency_s && (!largest || m->bytes > largest->bytes)) largest = m;
+        if (r.sets_bandwidth() && r.ring && (!largest || m->bytes > largest->bytes)) largest = m;
     }
     if (!largest) return 0;
     const double rate = row_terms(probe, *largest).transfer_s / row_terms(found, *largest).transfer_s;
@@ -243,10 +251,7 @@ bool attribute_ring_bandwidth(const Topology& t, const std::vector<const Measure
 // One table of rings: e* from the scan, then the NICs' or the channels'.
 void fit_ring_table(const Topology& t, const std::vector<const Measurement*>& rows, bool fit_call, InnerFit& best, NetworkFit& out) {
     const double e_star = out.nic_efficiency;
-    if (!attribute_ring_bandwidth(t, rows, e_star, t.nic_efficiency, out)) {
-        if (!out.ring_channel_fitted) out.ring_channel_gbs = t.ring_channel_gbs;
-        return;
-    }
+    if (!attribute_ring_bandwidth(t, rows, e_star, t.nic_efficiency, out)) return;
     char why[256];
     std::snprintf(why, sizeof why,
                   "the rows' bandwidth is the ring channels' (%.2f GB/s each, nics.ring_channel_gbs; the NICs would be at %.3f): "
@@ -254,17 +259,14 @@ void fit_ring_table(const Topology& t, const std::vector<const Measurement*>& ro
                   out.ring_channel_gbs, e_star);
     out.efficiency_kept_why = why;
     out.nic_efficiency = t.nic_efficiency;
-    Topology with_rate = t;
-    with_rate.ring_channel_gbs = out.ring_channel_gbs;
-    best = fit_at_efficiency(with_rate, rows, t.nic_efficiency, fit_call);
+    best = fit_at_efficiency(with_ring_channel(t, out.ring_channel_gbs), rows, t.nic_efficiency, fit_call);
 }
 
 // Tables of rings and of other algorithms together: the others' rows fit the NICs' efficiency, the
 // rings' rows the channels' rate at that efficiency, and the call cost and latency scale are then
 // fitted to every row.
 InnerFit fit_rings_and_others(const Topology& t, const std::vector<const Measurement*>& rows, bool fit_call, NetworkFit& out) {
-    Topology open = t;
-    open.ring_channel_gbs = 0;
+    const Topology open = with_ring_channel(t, 0);
     Topology choosing = t;
     choosing.latency_scale = 1;
     const auto others = rows_run_as(choosing, rows, false), rings = rows_run_as(choosing, rows, true);
@@ -272,11 +274,8 @@ InnerFit fit_rings_and_others(const Topology& t, const std::vector<const Measure
     double e_rings = out.nic_efficiency;
     InnerFit ring_fit = scan_efficiency(open, rings, fit_call, e_rings);
     if (!nics.ok || !ring_fit.ok) return scan_efficiency(open, rows, fit_call, out.nic_efficiency);
-    if (!attribute_ring_bandwidth(t, rings, e_rings, out.nic_efficiency, out) && !out.ring_channel_fitted)
-        out.ring_channel_gbs = t.ring_channel_gbs;
-    Topology with_rate = t;
-    with_rate.ring_channel_gbs = out.ring_channel_gbs;
-    return fit_at_efficiency(with_rate, rows, out.nic_efficiency, fit_call);
+    attribute_ring_bandwidth(t, rings, e_rings, out.nic_efficiency, out);
+    return fit_at_efficiency(with_ring_channel(t, out.ring_channel_gbs), rows, out.nic_efficiency, fit_call);
 }
 
 }  // namespace
@@ -311,9 +310,7 @@ Result<NetworkFit> fit_network(const Topology& t, const std::vector<const Measur
     } else if (kind.rings && kind.others) {
         best = fit_rings_and_others(t, rows, fit_call, out);
     } else if (kind.rings) {
-        Topology open = t;
-        open.ring_channel_gbs = 0;
-        best = scan_efficiency(open, rows, fit_call, out.nic_efficiency);
+        best = scan_efficiency(with_ring_channel(t, 0), rows, fit_call, out.nic_efficiency);
         if (best.ok) fit_ring_table(t, rows, fit_call, best, out);
     } else {
         best = scan_efficiency(t, rows, fit_call, out.nic_efficiency);

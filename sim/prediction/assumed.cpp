@@ -32,7 +32,7 @@ std::vector<AssumedFigure> assumed_figures(const Topology& t, const ScheduleMeta
     // and the rings' channel ceiling (none: the rings reach the NICs, unless calibrate fitted one).
     if (t.nodes > 1 && t.nics_per_node > 0) {
         used.push_back({"nics.bulk_call_us", t.nic_bulk_call_us, "us", false});
-        used.push_back({"nics.ring_channel_gbs", t.ring_channel_gbs, "GB/s", false});
+        used.push_back({"nics.ring_channel_gbs", t.ring_channel_gbs, "GB/s", false, true});
     }
     std::vector<AssumedFigure> out;
     for (auto& f : used) {
@@ -49,8 +49,7 @@ std::string assumed_line(const Topology& t, const std::vector<AssumedFigure>& fi
     std::ostringstream said, unsourced;
     for (const auto& f : figures) {
         std::ostringstream one;
-        // A ceiling of 0 is none.
-        if (f.key == "nics.ring_channel_gbs" && f.value == 0) one << f.key << " none";
+        if (f.zero_is_none && f.value == 0) one << f.key << " none";
         else one << f.key << " " << f.value << (f.unit.empty() ? "" : " " + f.unit);
         std::ostringstream& into = f.unsourced ? unsourced : said;
         into << (into.tellp() > 0 ? ", " : "") << one.str();

@@ -47,8 +47,8 @@ void add_across_nodes_candidates(const Topology& t, OpKind kind, int64_t ranks_p
 double tuner_latency_offset_us(const Topology& t, Algorithm a, int64_t nodes);
 // NCCL's per-GPU-generation caps across nodes (llMaxBws, perChMax*Bws) on a ring or tree plan.
 void apply_generation_caps(const Topology& t, Algorithm a, Protocol p, const RankShare& r, CollectivePlan& plan);
-// The ring Simple channels' own ceiling across nodes (Topology::ring_channel_gbs), as run only:
-// before the channels are trimmed, so that the channels kept share it.
+// The ring channels' own ceiling across nodes with LL128 or Simple (Topology::ring_channel_gbs),
+// as run only: before the channels are trimmed, so that the channels kept share it.
 void apply_ring_channel_rate(const Topology& t, Protocol p, const RankShare& r, CollectivePlan& plan);
 // One inter-node step's latency as NCCL adds it (hwLat[NET] + the NIC's, twice for Simple: the
 // flush), µs.

@@ -27,9 +27,6 @@ constexpr double kLowestRingChannelGbs = 10.0;
 struct NetworkFit {
     double nic_efficiency = 1;         // fitted, or the topology's where efficiency_kept_why says why not
     std::string efficiency_kept_why;
-    // Set where the rows bound the efficiency from below only (their bandwidth is not the NICs'
-    // above it): the bound; 0 where they determine it.
-    double efficiency_at_least = 0;
     double bulk_call_us = 0;           // fitted, or the topology's where bulk_call_kept_why says why not
     std::string bulk_call_kept_why;
     // A ring channel's rate across nodes (nics.ring_channel_gbs): fitted from a ring table whose

@@ -17,6 +17,7 @@ struct AssumedFigure {
     double value = 0;
     std::string unit;     // "" or "us", "GB/s"
     bool unsourced = false;   // no source at all (else the source says "assumption")
+    bool zero_is_none = false;   // a ceiling: 0 is written "none"
 };
 
 // The figures this schedule's prediction used (compute: the efficiencies and the launch cost;
